@@ -1,0 +1,1 @@
+"""From workloads to schedules. May import ``hw`` configs, never ``npulab``."""

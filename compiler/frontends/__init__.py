@@ -1,0 +1,1 @@
+"""Workload front ends: the model zoo and the SCALE-Sim topology reader."""

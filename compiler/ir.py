@@ -1,0 +1,342 @@
+"""The workload graph: a small typed IR of the ops a deep-learning accelerator runs.
+
+Every op is a frozen dataclass validated when built. Ops that run on a matrix engine
+(:class:`Gemm`, :class:`Conv2d`) expose :meth:`gemm_shape`, the matrix view the hardware
+models consume; the others (:class:`Pool`, :class:`Eltwise`) return ``None`` there and are
+left to vector units.
+
+Matrix view conventions (shared with SCALE-Sim, see ``../shared/reference/scalesim.md``):
+a convolution is lowered by im2col to ``out (M x N) = ifmap (M x K) @ filter (K x N)`` with
+``M = batch * out_h * out_w``, ``N = out_channels / groups``, ``K = kernel_h * kernel_w *
+in_channels / groups``, repeated once per group. Depthwise convolution is ``groups ==
+in_channels``: one small GEMM per channel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+__all__ = [
+    "IRError",
+    "GemmShape",
+    "Gemm",
+    "Conv2d",
+    "Pool",
+    "Eltwise",
+    "Op",
+    "Graph",
+    "conv2d",
+]
+
+
+class IRError(ValueError):
+    """An op or graph was built with values that do not describe a valid workload."""
+
+
+def _check_positive(op_name: str, kind: str, **values: int) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer >= 1")
+
+
+def _check_non_negative(op_name: str, kind: str, **values: int) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer >= 0")
+
+
+def _check_name(name: object, kind: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise IRError(f"{kind}: name = {name!r}: must be a non-empty string")
+
+
+def _check_inputs(name: str, kind: str, inputs: object) -> None:
+    if not isinstance(inputs, tuple) or not all(isinstance(i, str) and i for i in inputs):
+        raise IRError(f"{kind} {name!r}: inputs = {inputs!r}: must be a tuple of op names")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """``count`` independent GEMMs, each ``out (m x n) = a (m x k) @ b (k x n)``."""
+
+    count: int
+    m: int
+    n: int
+    k: int
+
+    def __post_init__(self) -> None:
+        _check_positive("gemm", "GemmShape", count=self.count, m=self.m, n=self.n, k=self.k)
+
+    @property
+    def macs(self) -> int:
+        return self.count * self.m * self.n * self.k
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gemm:
+    """Batched matrix multiply: ``out[b] (m x n) = a[b] (m x k) @ w[b] (k x n)`` for ``b < batch``.
+
+    A fully connected layer is ``Gemm(m=batch_size, n=out_features, k=in_features)``; attention
+    score and context products are ``Gemm`` with ``batch = batch_size * heads``.
+    """
+
+    name: str
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Gemm")
+        _check_positive(self.name, "Gemm", m=self.m, n=self.n, k=self.k, batch=self.batch)
+        _check_inputs(self.name, "Gemm", self.inputs)
+
+    def gemm_shape(self) -> GemmShape:
+        return GemmShape(self.batch, self.m, self.n, self.k)
+
+    @property
+    def macs(self) -> int:
+        return self.gemm_shape().macs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conv2d:
+    """2-D convolution, NCHW semantics, with padding, stride, dilation, groups and batch.
+
+    ``out_h = (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) // stride_h + 1``
+    (the PyTorch/ONNX definition); likewise ``out_w``.
+    """
+
+    name: str
+    in_h: int
+    in_w: int
+    in_channels: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    groups: int = 1
+    batch: int = 1
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Conv2d")
+        _check_positive(
+            self.name, "Conv2d", in_h=self.in_h, in_w=self.in_w, in_channels=self.in_channels,
+            out_channels=self.out_channels, kernel_h=self.kernel_h, kernel_w=self.kernel_w,
+            stride_h=self.stride_h, stride_w=self.stride_w, dilation_h=self.dilation_h,
+            dilation_w=self.dilation_w, groups=self.groups, batch=self.batch,
+        )
+        _check_non_negative(
+            self.name, "Conv2d", pad_top=self.pad_top, pad_bottom=self.pad_bottom,
+            pad_left=self.pad_left, pad_right=self.pad_right,
+        )
+        _check_inputs(self.name, "Conv2d", self.inputs)
+        for key in ("in_channels", "out_channels"):
+            if getattr(self, key) % self.groups:
+                raise IRError(
+                    f"Conv2d {self.name!r}: {key} = {getattr(self, key)} is not divisible by "
+                    f"groups = {self.groups}"
+                )
+        if self.out_h < 1 or self.out_w < 1:
+            raise IRError(
+                f"Conv2d {self.name!r}: the {self.kernel_h}x{self.kernel_w} kernel (dilation "
+                f"{self.dilation_h}x{self.dilation_w}) does not fit the padded "
+                f"{self.in_h}x{self.in_w} input: output would be {self.out_h}x{self.out_w}"
+            )
+
+    @property
+    def out_h(self) -> int:
+        span = self.dilation_h * (self.kernel_h - 1) + 1
+        return (self.in_h + self.pad_top + self.pad_bottom - span) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        span = self.dilation_w * (self.kernel_w - 1) + 1
+        return (self.in_w + self.pad_left + self.pad_right - span) // self.stride_w + 1
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels
+
+    def gemm_shape(self) -> GemmShape:
+        return GemmShape(
+            count=self.groups,
+            m=self.batch * self.out_h * self.out_w,
+            n=self.out_channels // self.groups,
+            k=self.kernel_h * self.kernel_w * (self.in_channels // self.groups),
+        )
+
+    @property
+    def macs(self) -> int:
+        return self.gemm_shape().macs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pool:
+    """Max or average pooling; global pooling is a kernel the size of the input."""
+
+    name: str
+    kind: str
+    in_h: int
+    in_w: int
+    channels: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    batch: int = 1
+    inputs: tuple[str, ...] = ()
+
+    KINDS = ("max", "avg")
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Pool")
+        if self.kind not in self.KINDS:
+            raise IRError(f"Pool {self.name!r}: kind = {self.kind!r}: must be one of {self.KINDS}")
+        _check_positive(
+            self.name, "Pool", in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+            kernel_h=self.kernel_h, kernel_w=self.kernel_w, stride_h=self.stride_h,
+            stride_w=self.stride_w, batch=self.batch,
+        )
+        _check_non_negative(
+            self.name, "Pool", pad_top=self.pad_top, pad_bottom=self.pad_bottom,
+            pad_left=self.pad_left, pad_right=self.pad_right,
+        )
+        _check_inputs(self.name, "Pool", self.inputs)
+        if self.out_h < 1 or self.out_w < 1:
+            raise IRError(
+                f"Pool {self.name!r}: the {self.kernel_h}x{self.kernel_w} window does not fit the "
+                f"padded {self.in_h}x{self.in_w} input"
+            )
+
+    @property
+    def out_h(self) -> int:
+        return (self.in_h + self.pad_top + self.pad_bottom - self.kernel_h) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.in_w + self.pad_left + self.pad_right - self.kernel_w) // self.stride_w + 1
+
+    def gemm_shape(self) -> None:
+        return None
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Eltwise:
+    """An element-wise or row-wise vector op over ``elements`` output elements.
+
+    ``op`` names the function (``add``, ``mul``, ``relu``, ``gelu``, ``softmax``, ``layernorm``,
+    ...); ``operands`` is how many input tensors it reads (2 for a residual add).
+    """
+
+    name: str
+    op: str
+    elements: int
+    operands: int = 1
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Eltwise")
+        if not isinstance(self.op, str) or not self.op:
+            raise IRError(f"Eltwise {self.name!r}: op = {self.op!r}: must be a non-empty string")
+        _check_positive(self.name, "Eltwise", elements=self.elements, operands=self.operands)
+        _check_inputs(self.name, "Eltwise", self.inputs)
+
+    def gemm_shape(self) -> None:
+        return None
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+Op = Union[Gemm, Conv2d, Pool, Eltwise]
+_OP_TYPES = (Gemm, Conv2d, Pool, Eltwise)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A workload: ops in a valid execution (topological) order.
+
+    An op's ``inputs`` name earlier ops; an empty tuple means it reads the graph input.
+    """
+
+    name: str
+    ops: tuple[Op, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Graph")
+        if not isinstance(self.ops, tuple):
+            object.__setattr__(self, "ops", tuple(self.ops))
+        seen: set[str] = set()
+        for op in self.ops:
+            if not isinstance(op, _OP_TYPES):
+                raise IRError(f"Graph {self.name!r}: {op!r} is not an IR op")
+            if op.name in seen:
+                raise IRError(f"Graph {self.name!r}: op name {op.name!r} is used twice")
+            for src in op.inputs:
+                if src not in seen:
+                    raise IRError(
+                        f"Graph {self.name!r}: op {op.name!r} reads {src!r}, which is not an "
+                        f"earlier op"
+                    )
+            seen.add(op.name)
+
+    def __iter__(self):
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+    def op(self, name: str) -> Op:
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+
+def conv2d(
+    name: str,
+    in_hw: int | tuple[int, int],
+    in_channels: int,
+    out_channels: int,
+    kernel: int | tuple[int, int],
+    stride: int = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int = 1,
+    groups: int = 1,
+    batch: int = 1,
+    inputs: tuple[str, ...] = (),
+) -> Conv2d:
+    """Shorthand for the common symmetric case (PyTorch ``nn.Conv2d`` arguments)."""
+    in_h, in_w = (in_hw, in_hw) if isinstance(in_hw, int) else in_hw
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    return Conv2d(
+        name=name, in_h=in_h, in_w=in_w, in_channels=in_channels, out_channels=out_channels,
+        kernel_h=kh, kernel_w=kw, stride_h=stride, stride_w=stride, pad_top=ph, pad_bottom=ph,
+        pad_left=pw, pad_right=pw, dilation_h=dilation, dilation_w=dilation, groups=groups,
+        batch=batch, inputs=inputs,
+    )

@@ -1,0 +1,219 @@
+"""Arithmetic shared by every datapath: saturation, wrapping, rounding shifts, MACs, fp16.
+
+Every function here is Numba-callable (``@njit`` or a Numba ``overload``) and also callable
+from plain Python, where it runs the same semantics on Python ints/floats.
+
+Integer conventions
+-------------------
+* Values are two's-complement integers held in int64. ``bits`` is the width of the register
+  being modelled, 2..64.
+* :func:`saturate` clamps to ``[-2**(bits-1), 2**(bits-1) - 1]``.
+* :func:`wrap` keeps the low ``bits`` bits and sign-extends (what an adder of that width does
+  when it overflows).
+* :func:`round_shift` is an arithmetic right shift that rounds to nearest, ties away from zero
+  (``round_shift(5, 1) == 3``, ``round_shift(-5, 1) == -3``). It never overflows int64.
+* :func:`mac` is ``acc + a * b`` into a ``acc_bits``-wide accumulator, either wrapping (the
+  default in the systolic array, like the TPU's and Gemmini's accumulators) or saturating at
+  every addition (``saturating=True``). Saturation is not associative: the order of additions
+  is part of a datapath's contract, and each datapath states it.
+
+Floating point conventions (fp16 operands, fp32 accumulation)
+-------------------------------------------------------------
+* fp16 values enter the kernels as float32 (the conversion is exact).
+* The product of two fp16 values is computed in fp32 and is **exact**: 11-bit significands
+  give at most a 22-bit product, and the exponent range of fp32 covers 2**-48..2**32. So a
+  fused and an unfused multiply-add give the same bits.
+* The accumulation ``acc + product`` is one IEEE-754 binary32 addition with
+  round-to-nearest-even; subnormals are kept (no flush-to-zero); inf/NaN propagate.
+* :func:`fp32_to_fp16_bits` rounds to nearest-even, overflows to inf, keeps fp16 subnormals;
+  it matches ``numpy.float32.astype(numpy.float16)`` for every input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+__all__ = [
+    "int_min",
+    "int_max",
+    "saturate",
+    "wrap",
+    "round_shift",
+    "saturating_add",
+    "accumulate",
+    "mac",
+    "fp16_mac",
+    "fp32_to_fp16_bits",
+    "fp16_bits_to_fp32",
+    "MAX_ROUND_SHIFT",
+]
+
+#: Largest shift :func:`round_shift` accepts; larger shifts round every int64 to 0 or +-1.
+MAX_ROUND_SHIFT = 62
+
+
+@njit(cache=True)
+def int_min(bits):
+    """Smallest value of a ``bits``-wide two's-complement register (2 <= bits <= 64)."""
+    return -(np.int64(1) << np.int64(bits - 1))
+
+
+@njit(cache=True)
+def int_max(bits):
+    """Largest value of a ``bits``-wide two's-complement register (2 <= bits <= 64)."""
+    return (np.int64(1) << np.int64(bits - 1)) - np.int64(1) if bits < 64 else np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+@njit(cache=True)
+def saturate(x, bits):
+    """Clamp ``x`` to the range of a signed ``bits``-wide register."""
+    lo = int_min(bits)
+    hi = int_max(bits)
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return np.int64(x)
+
+
+@njit(cache=True)
+def wrap(x, bits):
+    """Keep the low ``bits`` bits of ``x`` and sign-extend: two's-complement overflow."""
+    if bits >= 64:
+        return np.int64(x)
+    shift = np.int64(64 - bits)
+    return (np.int64(x) << shift) >> shift
+
+
+@njit(cache=True)
+def round_shift(x, shift):
+    """Arithmetic right shift by ``shift`` (0..62) rounding to nearest, ties away from zero.
+
+    Computed as floor division plus a correction from the remainder, so it cannot overflow:
+    ``floor = x >> s``, ``rem = x - floor * 2**s`` (in ``[0, 2**s)``), and the result is
+    ``floor + 1`` when ``rem > half``, or when ``rem == half`` and ``x >= 0``.
+    """
+    x = np.int64(x)
+    if shift == 0:
+        return x
+    s = np.int64(shift)
+    floor = x >> s
+    rem = x & ((np.int64(1) << s) - np.int64(1))
+    half = np.int64(1) << (s - np.int64(1))
+    if rem > half or (rem == half and x >= 0):
+        return floor + np.int64(1)
+    return floor
+
+
+@njit(cache=True)
+def saturating_add(x, y, bits):
+    """``saturate(x + y, bits)`` without int64 overflow, for x, y already in int64."""
+    x = np.int64(x)
+    y = np.int64(y)
+    if bits < 63:
+        # |x|, |y| < 2**62 in every caller that respects the register width, so x + y fits.
+        return saturate(x + y, bits)
+    hi = int_max(bits)
+    lo = int_min(bits)
+    if y > 0 and x > hi - y:
+        return hi
+    if y < 0 and x < lo - y:
+        return lo
+    return x + y
+
+
+def accumulate(acc, value, acc_bits, saturating):
+    """``acc + value`` in the accumulator's arithmetic.
+
+    Integers: wrap (or saturate) to ``acc_bits``. Floats: one binary32 addition (RNE).
+    Inside Numba the integer or float version is chosen from the argument types at compile time.
+    """
+    if isinstance(acc, (float, np.floating)):
+        return np.float32(np.float32(acc) + np.float32(value))
+    if saturating:
+        lo, hi = -(1 << (acc_bits - 1)), (1 << (acc_bits - 1)) - 1
+        return min(max(int(acc) + int(value), lo), hi)
+    total = (int(acc) + int(value)) & ((1 << acc_bits) - 1)
+    return total - (1 << acc_bits) if total >> (acc_bits - 1) else total
+
+
+@overload(accumulate, jit_options={"cache": True})
+def _accumulate_jit(acc, value, acc_bits, saturating):
+    if isinstance(acc, types.Float):
+        def impl(acc, value, acc_bits, saturating):
+            return np.float32(acc) + np.float32(value)
+        return impl
+    if isinstance(acc, types.Integer):
+        def impl(acc, value, acc_bits, saturating):
+            if saturating:
+                return saturating_add(acc, value, acc_bits)
+            return wrap(np.int64(acc) + np.int64(value), acc_bits)
+        return impl
+    return None
+
+
+@njit(cache=True)
+def mac(acc, a, b, acc_bits, saturating):
+    """Integer multiply-accumulate: ``acc + a * b`` into an ``acc_bits``-wide accumulator.
+
+    ``a`` and ``b`` are int8 or int16 operands (their product fits in 31 bits); the addition
+    wraps, or saturates when ``saturating`` is true.
+    """
+    return accumulate(np.int64(acc), np.int64(a) * np.int64(b), acc_bits, saturating)
+
+
+@njit(cache=True)
+def fp16_mac(acc, a, b):
+    """fp16 x fp16 product (exact in fp32) added to an fp32 accumulator with one RNE rounding."""
+    return np.float32(acc) + np.float32(a) * np.float32(b)
+
+
+@njit(cache=True)
+def fp32_to_fp16_bits(x):
+    """IEEE binary32 -> binary16 bit pattern (uint16), round to nearest even."""
+    bits = np.uint32(np.array([np.float32(x)]).view(np.uint32)[0])
+    sign = np.uint16((bits >> np.uint32(16)) & np.uint32(0x8000))
+    exp = np.int64((bits >> np.uint32(23)) & np.uint32(0xFF))
+    mant = np.int64(bits & np.uint32(0x7FFFFF))
+    if exp == 0xFF:  # inf or NaN; keep NaN quiet and non-zero
+        if mant != 0:
+            return np.uint16(sign | np.uint16(0x7E00))
+        return np.uint16(sign | np.uint16(0x7C00))
+    e = exp - 127 + 15
+    if e >= 0x1F:
+        return np.uint16(sign | np.uint16(0x7C00))
+    if e <= 0:
+        # Subnormal (or zero) in fp16: shift the full 24-bit significand right with RNE.
+        if e < -10:
+            return np.uint16(sign)
+        full = mant | np.int64(0x800000)
+        shift = np.int64(14 - e)
+        half = np.int64(1) << (shift - 1)
+        q = full >> shift
+        rem = full & ((np.int64(1) << shift) - 1)
+        if rem > half or (rem == half and (q & 1) == 1):
+            q += 1
+        return np.uint16(sign | np.uint16(q))
+    q = (e << 10) | (mant >> 13)
+    rem = mant & 0x1FFF
+    if rem > 0x1000 or (rem == 0x1000 and (q & 1) == 1):
+        q += 1  # a carry into the exponent is still correct, up to inf
+    return np.uint16(sign | np.uint16(q))
+
+
+@njit(cache=True)
+def fp16_bits_to_fp32(h):
+    """IEEE binary16 bit pattern -> float32 (exact)."""
+    h = np.int64(h) & 0xFFFF
+    sign = -1.0 if (h >> 15) else 1.0
+    exp = (h >> 10) & 0x1F
+    mant = h & 0x3FF
+    if exp == 0:
+        return np.float32(sign * mant * 2.0 ** -24)
+    if exp == 0x1F:
+        if mant != 0:
+            return np.float32(np.nan)
+        return np.float32(sign * np.inf)
+    return np.float32(sign * (1024 + mant) * 2.0 ** (exp - 25))

@@ -1,0 +1,1 @@
+"""NVDLA-like datapath. Not yet built: see issue 5."""

@@ -1,0 +1,1 @@
+"""Systolic array: configuration, register-level model, timing engine, SCALE-Sim mode."""

@@ -1,0 +1,135 @@
+"""Configuration of one systolic array: shape, dataflow, precision, accumulator."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Dataflow", "Precision", "Overflow", "ArrayConfig", "ConfigError", "MAX_ARRAY_DIM"]
+
+#: Largest array side accepted; bigger arrays are not physical and blow up the register model.
+MAX_ARRAY_DIM = 4096
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. The message names where it came from, the key, the
+    value and what is allowed."""
+
+
+class Dataflow(str, enum.Enum):
+    """Which operand stays in the PEs while the others stream through.
+
+    * ``OS`` output-stationary: PE (i, j) accumulates output (m0+i, n0+j) over the whole K.
+    * ``WS`` weight-stationary: PE (i, j) holds weight (k0+i, n0+j); inputs stream along rows,
+      partial sums flow down the columns.
+    * ``IS`` input-stationary: PE (i, j) holds input (m0+j, k0+i); weights stream along rows,
+      partial sums flow down the columns.
+    """
+
+    OS = "os"
+    WS = "ws"
+    IS = "is"
+
+
+class Precision(str, enum.Enum):
+    """Operand precision. Integer operands are signed two's complement."""
+
+    INT8 = "int8"
+    INT16 = "int16"
+    FP16 = "fp16"
+
+    @property
+    def bits(self) -> int:
+        return 8 if self is Precision.INT8 else 16
+
+    @property
+    def is_float(self) -> bool:
+        return self is Precision.FP16
+
+    @property
+    def default_acc_bits(self) -> int:
+        return {Precision.INT8: 32, Precision.INT16: 64, Precision.FP16: 32}[self]
+
+    @property
+    def operand_range(self) -> tuple[int, int]:
+        return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+
+
+class Overflow(str, enum.Enum):
+    """What an integer accumulator does when a sum leaves its range."""
+
+    WRAP = "wrap"
+    SATURATE = "saturate"
+
+
+def _enum_value(enum_type, value, key: str, where: str):
+    if isinstance(value, enum_type):
+        return value
+    allowed = ", ".join(repr(m.value) for m in enum_type)
+    if isinstance(value, str):
+        try:
+            return enum_type(value.lower())
+        except ValueError:
+            pass
+    raise ConfigError(f"{where}: {key} = {value!r}: must be one of {allowed}")
+
+
+def _int_in(value, key: str, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{where}: {key} = {value!r}: must be an integer in {lo}..{hi}")
+    return value
+
+
+@dataclass(frozen=True)
+class ArrayConfig:
+    """A ``rows`` x ``cols`` systolic array of multiply-accumulate PEs.
+
+    Attributes
+    ----------
+    rows, cols:
+        PE grid shape. Rows are the vertical dimension (partial sums flow down the columns in
+        WS/IS; operands stream in from the left edge, one per row).
+    dataflow:
+        :class:`Dataflow`.
+    precision:
+        :class:`Precision` of both operands.
+    acc_bits:
+        Accumulator width in bits for integer precisions (16..64). For fp16 it must be 32:
+        accumulation is IEEE binary32. Defaults to 32 for int8, 64 for int16.
+    overflow:
+        :class:`Overflow` behaviour of integer accumulators (default wrap).
+    """
+
+    rows: int = 32
+    cols: int = 32
+    dataflow: Dataflow = Dataflow.WS
+    precision: Precision = Precision.INT8
+    acc_bits: int | None = None
+    overflow: Overflow = Overflow.WRAP
+
+    def __post_init__(self) -> None:
+        self.validate("ArrayConfig")
+
+    def validate(self, where: str, prefix: str = "") -> None:
+        """Check every field; ``where`` and ``prefix`` name the source in error messages."""
+        _int_in(self.rows, prefix + "rows", where, 1, MAX_ARRAY_DIM)
+        _int_in(self.cols, prefix + "cols", where, 1, MAX_ARRAY_DIM)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        set_("dataflow", _enum_value(Dataflow, self.dataflow, prefix + "dataflow", where))
+        set_("precision", _enum_value(Precision, self.precision, prefix + "precision", where))
+        set_("overflow", _enum_value(Overflow, self.overflow, prefix + "overflow", where))
+        if self.acc_bits is None:
+            set_("acc_bits", self.precision.default_acc_bits)
+        if self.precision.is_float:
+            if self.acc_bits != 32:
+                raise ConfigError(
+                    f"{where}: {prefix}acc_bits = {self.acc_bits!r}: fp16 accumulates in fp32, "
+                    f"so acc_bits must be 32"
+                )
+        else:
+            lo = 2 * self.precision.bits
+            _int_in(self.acc_bits, prefix + "acc_bits", where, lo, 64)
+
+    @property
+    def pes(self) -> int:
+        return self.rows * self.cols

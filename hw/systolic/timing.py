@@ -1,0 +1,105 @@
+"""Timing engine: the register-level model's cycles and access counts, without the values.
+
+It walks the folds of a GEMM (in :mod:`hw.systolic.mapping` order) and applies the start-time
+recurrences that the register model's handshakes produce (see :mod:`hw.systolic.regmodel` for
+the microarchitecture). Per fold f with ``rows_used x cols_used`` PEs and ``T`` streamed steps:
+
+Output-stationary::
+
+    S_f   = f * max(T, R)                      # fold f's first operand presented
+    end_f = S_f + T + 2R + cols_used - 2        # last write of its drain, plus one
+
+Weight/input-stationary (W = weight port start, S = first streamed vector)::
+
+    W_0 = 0,  S_0 = 1
+    W_f = max(W_{f-1} + R, S_{f-1} + C - 1)     # port free; row 0 of fold f-1 copied
+    S_f = max(S_{f-1} + T, W_f + 1)             # stream free; row 0 of fold f loaded
+    end_f = S_f + T + R + cols_used - 1
+
+``cycles = max_f end_f``. A property test holds this equal to the register model on every
+counter for random shapes, dataflows and array sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.mapping import (
+    K_BUSY, K_CYCLES, K_FOLDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
+    N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
+)
+
+__all__ = ["gemm_timing", "timing_counters"]
+
+
+@njit(cache=True)
+def _timing_kernel(output_stationary, rows, cols, count, spatial_rows, spatial_cols, temporal,
+                   counters):
+    row_folds = (spatial_rows + rows - 1) // rows
+    col_folds = (spatial_cols + cols - 1) // cols
+    n_folds = count * row_folds * col_folds
+    t = temporal
+    cycles = 0
+    busy = 0
+    left = 0
+    top = 0
+    writes = 0
+    psum_reads = 0
+    start = 0
+    port = 0
+    for f in range(n_folds):
+        inst, r0, ru, c0, cu = fold_geometry(f, row_folds, col_folds, spatial_rows,
+                                             spatial_cols, rows, cols)
+        busy += ru * cu * t
+        if output_stationary:
+            if f > 0:
+                start += max(t, rows)
+            end = start + t + 2 * rows + cu - 2
+            left += ru * t
+            top += cu * t
+            writes += ru * cu
+        else:
+            if f == 0:
+                port = 0
+                start = 1
+            else:
+                port = max(port + rows, start + cols - 1)
+                start = max(start + t, port + 1)
+            end = start + t + rows + cu - 1
+            left += ru * t
+            top += ru * cu
+            writes += cu * t
+            if r0 > 0:
+                psum_reads += cu * t
+        if end > cycles:
+            cycles = end
+    counters[K_CYCLES] = cycles
+    counters[K_BUSY] = busy
+    counters[K_LEFT_READS] = left
+    counters[K_TOP_READS] = top
+    counters[K_WRITES] = writes
+    counters[K_PSUM_READS] = psum_reads
+    counters[K_FOLDS] = n_folds
+
+
+def timing_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> np.ndarray:
+    """The raw int64 counter vector (kernel layout of :mod:`hw.systolic.mapping`)."""
+    mp = map_gemm(cfg, m, n, k, count)
+    vec = np.zeros(N_KERNEL_COUNTERS, np.int64)
+    _timing_kernel(cfg.dataflow is Dataflow.OS, cfg.rows, cfg.cols, count, mp.spatial_rows,
+                   mp.spatial_cols, mp.temporal, vec)
+    return vec
+
+
+def gemm_timing(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> ArrayCounters:
+    """Cycles and accesses of ``count`` back-to-back GEMMs ``(m x k) @ (k x n)`` on ``cfg``.
+
+    The GEMMs are issued as one stream of folds (instance-major), so the next GEMM's first
+    fold overlaps the previous one's drain exactly as consecutive folds of one GEMM do.
+    """
+    for key, value in (("m", m), ("n", n), ("k", k), ("count", count)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"gemm_timing: {key} = {value!r}: must be an integer >= 1")
+    return counters_from_kernel(cfg.dataflow, timing_counters(cfg, int(m), int(n), int(k), int(count)))

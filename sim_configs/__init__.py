@@ -1,0 +1,1 @@
+"""Hardware configs shipped with npulab (installed as ``npulab.sim_configs``)."""

@@ -43,6 +43,7 @@ __all__ = [
     "round_shift",
     "saturating_add",
     "accumulate",
+    "observe",
     "mac",
     "fp16_mac",
     "fp32_to_fp16_bits",
@@ -81,9 +82,7 @@ def saturate(x, bits):
 @njit(cache=True)
 def wrap(x, bits):
     """Keep the low ``bits`` bits of ``x`` and sign-extend: two's-complement overflow."""
-    if bits >= 64:
-        return np.int64(x)
-    shift = np.int64(64 - bits)
+    shift = np.int64(64 - bits)  # 0 for 64-bit registers: the shifts are then no-ops
     return (np.int64(x) << shift) >> shift
 
 
@@ -112,16 +111,10 @@ def saturating_add(x, y, bits):
     """``saturate(x + y, bits)`` without int64 overflow, for x, y already in int64."""
     x = np.int64(x)
     y = np.int64(y)
-    if bits < 63:
-        # |x|, |y| < 2**62 in every caller that respects the register width, so x + y fits.
-        return saturate(x + y, bits)
-    hi = int_max(bits)
-    lo = int_min(bits)
-    if y > 0 and x > hi - y:
-        return hi
-    if y < 0 and x < lo - y:
-        return lo
-    return x + y
+    total = x + y  # wraps mod 2**64 on overflow, which the sign test below detects
+    overflow = ((x ^ total) & (y ^ total)) < 0
+    limit = np.int64(0x7FFFFFFFFFFFFFFF) if x >= 0 else np.int64(-0x7FFFFFFFFFFFFFFF - 1)
+    return saturate(limit if overflow else total, bits)
 
 
 def accumulate(acc, value, acc_bits, saturating):
@@ -147,10 +140,33 @@ def _accumulate_jit(acc, value, acc_bits, saturating):
         return impl
     if isinstance(acc, types.Integer):
         def impl(acc, value, acc_bits, saturating):
+            # `saturating` is loop-invariant in every kernel: LLVM unswitches this branch.
             if saturating:
                 return saturating_add(acc, value, acc_bits)
             return wrap(np.int64(acc) + np.int64(value), acc_bits)
         return impl
+    return None
+
+
+def observe(x, acc_bits):
+    """The value an ``acc_bits``-wide accumulator register shows for a running sum ``x``.
+
+    Two's-complement wrapping commutes with addition, so a wrapping accumulator may keep its
+    running sum in int64 and wrap only where the register is observed; the observed values are
+    identical at every cycle. Integers wrap to ``acc_bits``; floats are returned unchanged.
+    """
+    if isinstance(x, (float, np.floating)):
+        return x
+    total = int(x) & ((1 << acc_bits) - 1)
+    return total - (1 << acc_bits) if total >> (acc_bits - 1) else total
+
+
+@overload(observe, jit_options={"cache": True})
+def _observe_jit(x, acc_bits):
+    if isinstance(x, types.Float):
+        return lambda x, acc_bits: x
+    if isinstance(x, types.Integer):
+        return lambda x, acc_bits: wrap(x, acc_bits)
     return None
 
 

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from hw.numerics import accumulate
+from hw.numerics import accumulate, observe
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
@@ -84,6 +84,91 @@ from hw.systolic.mapping import (
 )
 
 __all__ = ["RegisterResult", "run_gemm", "max_cycles_bound"]
+
+
+# Control bits carried with the streamed operand (one uint8 per register).
+VALID = np.uint8(1)
+FIRST = np.uint8(2)
+LAST = np.uint8(4)
+
+# Register banks are stored flat, PE (i, j) at index i * cols + j, and double-buffered:
+# bank[t & 1] holds what was loaded at the end of cycle t - 1, bank[(t & 1) ^ 1] receives the
+# loads of cycle t. A cycle is then a few long loops LLVM vectorizes, plus edge fix-ups.
+
+
+@njit(cache=True)
+def _shift(bank, flags, cur, nxt, distance):
+    """Every register loads its neighbour ``distance`` places earlier (1: from the left PE,
+    cols: from the PE above). Edge registers are overwritten by the caller afterwards."""
+    for p in range(distance, bank.shape[1]):
+        bank[nxt, p] = bank[cur, p - distance]
+        flags[nxt, p] = flags[cur, p - distance]
+
+
+@njit(cache=True)
+def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, saturating):
+    """All OS PEs multiply this cycle's operands; returns (busy PEs, hazards)."""
+    busy = 0
+    hazards = 0
+    if saturating:
+        for p in range(acc.shape[0]):
+            fl = a_flags[nxt, p]
+            on = fl & b_valid[nxt, p] & VALID
+            prod = a[nxt, p] * b[nxt, p]  # int32 -> int64; fp32 is exact for fp16 operands
+            total = prod if fl & FIRST else accumulate(acc[p], prod, acc_bits, True)
+            acc[p] = total if on else acc[p]
+            done = on & (fl >> 2)
+            res[p] = total if done else res[p]
+            busy += on
+            hazards += done & drain_loaded[p]
+    else:
+        # Wrapping (or fp32) accumulation: plain adds; see hw.numerics.observe.
+        for p in range(acc.shape[0]):
+            fl = a_flags[nxt, p]
+            on = fl & b_valid[nxt, p] & VALID
+            prod = a[nxt, p] * b[nxt, p]
+            total = prod if fl & FIRST else acc[p] + prod
+            acc[p] = total if on else acc[p]
+            done = on & (fl >> 2)
+            res[p] = total if done else res[p]
+            busy += on
+            hazards += done & drain_loaded[p]
+    return busy, hazards
+
+
+@njit(cache=True)
+def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
+                     acc_bits, saturating):
+    """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
+    busy = 0
+    cols_offset = psum.shape[1] - x.shape[1]  # psum has one extra (zero) row on top
+    if saturating:
+        for p in range(x.shape[1]):
+            fl = x_flags[nxt, p]
+            first = fl & FIRST
+            w = shadow[p] if first else active[p]
+            wv = shadow_valid[p] if first else active_valid[p]
+            active[p] = w
+            active_valid[p] = wv
+            on = fl & wv & VALID
+            pin = psum[cur, p]
+            total = accumulate(pin, x[nxt, p] * w, acc_bits, True)
+            psum[nxt, p + cols_offset] = total if on else pin
+            busy += on
+    else:
+        for p in range(x.shape[1]):
+            fl = x_flags[nxt, p]
+            first = fl & FIRST
+            w = shadow[p] if first else active[p]
+            wv = shadow_valid[p] if first else active_valid[p]
+            active[p] = w
+            active_valid[p] = wv
+            on = fl & wv & VALID
+            pin = psum[cur, p]
+            total = pin + x[nxt, p] * w
+            psum[nxt, p + cols_offset] = total if on else pin
+            busy += on
+    return busy
 
 
 @njit(cache=True)
@@ -94,26 +179,23 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
     col_folds = (n_dim + cols - 1) // cols
     n_folds = n_inst * row_folds * col_folds
     trace_len = trace_value.shape[0]
+    n_pe = rows * cols
 
-    a_reg = np.zeros((rows, cols), a.dtype)
-    a_valid = np.zeros((rows, cols), np.bool_)
-    a_first = np.zeros((rows, cols), np.bool_)
-    a_last = np.zeros((rows, cols), np.bool_)
-    b_reg = np.zeros((rows, cols), b.dtype)
-    b_valid = np.zeros((rows, cols), np.bool_)
-    acc = np.zeros((rows, cols), out.dtype)
-    res = np.zeros((rows, cols), out.dtype)
+    a_reg = np.zeros((2, n_pe), a.dtype)
+    a_flags = np.zeros((2, n_pe), np.uint8)
+    b_reg = np.zeros((2, n_pe), b.dtype)
+    b_valid = np.zeros((2, n_pe), np.uint8)
+    acc = np.zeros(n_pe, out.dtype)
+    res = np.zeros(n_pe, out.dtype)
+    drain_loaded = np.zeros(n_pe, np.uint8)  # res registers the drain loads this cycle
     # Edge delay lines as ring buffers: slot (t % rows) holds what the feeder presented at t;
     # row i reads the slot of cycle t - i, i.e. after i register stages.
     ring_a = np.zeros((rows, rows), a.dtype)
-    ring_a_valid = np.zeros((rows, rows), np.bool_)
-    ring_first = np.zeros((rows, rows), np.bool_)
-    ring_last = np.zeros((rows, rows), np.bool_)
+    ring_flags = np.zeros((rows, rows), np.uint8)
     ring_b = np.zeros((cols, cols), b.dtype)
-    ring_b_valid = np.zeros((cols, cols), np.bool_)
+    ring_b_valid = np.zeros((cols, cols), np.uint8)
     drain_left = np.zeros(cols, np.int64)
     drain_started = np.zeros(cols, np.int64)
-    shift_from_row = np.zeros(cols, np.int64)
 
     fold = 0
     step = 0
@@ -126,8 +208,11 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
     hazards = 0
     last_write = -1
     drains_total = 0
+    draining = 0
     t = 0
-    while drains_total < n_folds * cols or drain_left.sum() > 0:
+    while drains_total < n_folds * cols or draining > 0:
+        cur = t & 1
+        nxt = cur ^ 1
         # 1. Feeders: start the next fold once streaming is done and R cycles have passed.
         if not streaming and fold < n_folds and t >= last_start + rows:
             streaming = True
@@ -137,16 +222,15 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
         sb = t % cols
         if streaming:
             inst, r0, ru, c0, cu = fold_geometry(fold, row_folds, col_folds, m_dim, n_dim, rows, cols)
+            ctrl = (FIRST if step == 0 else 0) | (LAST if step == k_dim - 1 else 0)
             for i in range(rows):
                 ok = i < ru
                 ring_a[sa, i] = a[inst, r0 + i, step] if ok else 0
-                ring_a_valid[sa, i] = ok
-                ring_first[sa, i] = step == 0
-                ring_last[sa, i] = step == k_dim - 1
+                ring_flags[sa, i] = ctrl | (VALID if ok else 0)
             for j in range(cols):
                 ok = j < cu
                 ring_b[sb, j] = b[inst, step, c0 + j] if ok else 0
-                ring_b_valid[sb, j] = ok
+                ring_b_valid[sb, j] = 1 if ok else 0
             reads_a += ru
             reads_b += cu
             step += 1
@@ -154,82 +238,67 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 streaming = False
                 fold += 1
         else:
-            for i in range(rows):
-                ring_a[sa, i] = 0
-                ring_a_valid[sa, i] = False
-                ring_first[sa, i] = False
-                ring_last[sa, i] = False
+            ring_a[sa, :] = 0
+            ring_flags[sa, :] = 0
+            ring_b[sb, :] = 0
+            ring_b_valid[sb, :] = 0
+
+        # 2. Drain: bottom register of each draining column to the output SRAM, then shift
+        #    (during shift s only rows >= s load from above).
+        if draining > 0:
+            drain_loaded[:] = 0
             for j in range(cols):
-                ring_b[sb, j] = 0
-                ring_b_valid[sb, j] = False
+                if drain_left[j] == 0:
+                    continue
+                s = rows - drain_left[j] + 1
+                inst, r0, ru, c0, cu = fold_geometry(
+                    drain_started[j] - 1, row_folds, col_folds, m_dim, n_dim, rows, cols)
+                r = rows - s
+                ok = r < ru and j < cu
+                value = observe(res[(rows - 1) * cols + j], acc_bits)
+                if ok:
+                    out[inst, r0 + r, c0 + j] = value
+                    writes += 1
+                    last_write = t
+                if t < trace_len:
+                    trace_value[t, j] = value
+                    trace_valid[t, j] = ok
+                for i in range(rows - 1, s - 1, -1):
+                    res[i * cols + j] = res[(i - 1) * cols + j]
+                    drain_loaded[i * cols + j] = 1
+                drain_left[j] -= 1
+                if drain_left[j] == 0:
+                    draining -= 1
+        elif t < trace_len:
+            trace_valid[t, :] = False
 
-        # 2. Drain: bottom register of each draining column to the output SRAM, then shift.
+        # 3. Operands move (a right, b down); edge PEs take the delay-line outputs.
+        _shift(a_reg, a_flags, cur, nxt, 1)
+        for i in range(rows):
+            slot = (t - i) % rows
+            a_reg[nxt, i * cols] = ring_a[slot, i]
+            a_flags[nxt, i * cols] = ring_flags[slot, i]
+        _shift(b_reg, b_valid, cur, nxt, cols)
         for j in range(cols):
-            shift_from_row[j] = rows
-            if drain_left[j] == 0:
-                continue
-            s = rows - drain_left[j] + 1
-            inst, r0, ru, c0, cu = fold_geometry(
-                drain_started[j] - 1, row_folds, col_folds, m_dim, n_dim, rows, cols)
-            r = rows - s
-            ok = r < ru and j < cu
-            if ok:
-                out[inst, r0 + r, c0 + j] = res[rows - 1, j]
-                writes += 1
-                last_write = t
-            if t < trace_len:
-                trace_value[t, j] = res[rows - 1, j]
-                trace_valid[t, j] = ok
-            for i in range(rows - 1, s - 1, -1):
-                res[i, j] = res[i - 1, j]
-            shift_from_row[j] = s
-            drain_left[j] -= 1
+            slot = (t - j) % cols
+            b_reg[nxt, j] = ring_b[slot, j]
+            b_valid[nxt, j] = ring_b_valid[slot, j]
 
-        # 3. PEs, bottom-right first so every read sees last cycle's register values.
-        for i in range(rows - 1, -1, -1):
-            for j in range(cols - 1, -1, -1):
-                if j == 0:
-                    slot = (t - i) % rows
-                    ai = ring_a[slot, i]
-                    av = ring_a_valid[slot, i]
-                    af = ring_first[slot, i]
-                    al = ring_last[slot, i]
+        # 4. Every PE multiplies what arrived; `last` at the bottom row starts that column's drain.
+        n_busy, n_hazards = _os_macs(a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
+                                     drain_loaded, acc_bits, saturating)
+        busy += n_busy
+        hazards += n_hazards
+        bottom = (rows - 1) * cols
+        for j in range(cols):
+            if a_flags[nxt, bottom + j] & LAST:
+                if drain_left[j] > 0:
+                    hazards += 1
                 else:
-                    ai = a_reg[i, j - 1]
-                    av = a_valid[i, j - 1]
-                    af = a_first[i, j - 1]
-                    al = a_last[i, j - 1]
-                if i == 0:
-                    slot = (t - j) % cols
-                    bi = ring_b[slot, j]
-                    bv = ring_b_valid[slot, j]
-                else:
-                    bi = b_reg[i - 1, j]
-                    bv = b_valid[i - 1, j]
-                if av and bv:
-                    prod = ai * bi  # int32 operands promote to int64; fp32 stays fp32 (exact for fp16 inputs)
-                    if af:
-                        total = prod
-                    else:
-                        total = accumulate(acc[i, j], prod, acc_bits, saturating)
-                    acc[i, j] = total
-                    busy += 1
-                    if al:
-                        if i >= shift_from_row[j]:
-                            hazards += 1  # the drain loaded this res register this very edge
-                        res[i, j] = total
-                a_reg[i, j] = ai
-                a_valid[i, j] = av
-                a_first[i, j] = af
-                a_last[i, j] = al
-                b_reg[i, j] = bi
-                b_valid[i, j] = bv
-                if i == rows - 1 and al:
-                    if drain_left[j] > 0:
-                        hazards += 1
-                    drain_left[j] = rows
-                    drain_started[j] += 1
-                    drains_total += 1
+                    draining += 1
+                drain_left[j] = rows
+                drain_started[j] += 1
+                drains_total += 1
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -251,21 +320,22 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
     col_folds = (s_cols + cols - 1) // cols
     n_folds = n_inst * row_folds * col_folds
     trace_len = trace_value.shape[0]
+    n_pe = rows * cols
 
-    x_reg = np.zeros((rows, cols), stream.dtype)
-    x_valid = np.zeros((rows, cols), np.bool_)
-    x_first = np.zeros((rows, cols), np.bool_)
-    shadow = np.zeros((rows, cols), stat.dtype)
-    active = np.zeros((rows, cols), stat.dtype)
-    shadow_valid = np.zeros((rows, cols), np.bool_)
-    active_valid = np.zeros((rows, cols), np.bool_)
-    psum = np.zeros((rows, cols), out.dtype)
-    psum_valid = np.zeros((rows, cols), np.bool_)
+    x_reg = np.zeros((2, n_pe), stream.dtype)
+    x_flags = np.zeros((2, n_pe), np.uint8)
+    # psum row i lives at (i + 1) * cols; the first `cols` entries stay zero: row 0's adder input.
+    psum = np.zeros((2, n_pe + cols), out.dtype)
+    psum_valid = np.zeros((2, n_pe + cols), np.uint8)
+    shadow = np.zeros(n_pe, stat.dtype)
+    active = np.zeros(n_pe, stat.dtype)
+    shadow_valid = np.zeros(n_pe, np.uint8)
+    active_valid = np.zeros(n_pe, np.uint8)
     ring_x = np.zeros((rows, rows), stream.dtype)
-    ring_valid = np.zeros((rows, rows), np.bool_)
-    ring_first = np.zeros((rows, rows), np.bool_)
-    out_count = np.zeros(cols, np.int64)
-    zero = np.zeros(1, out.dtype)[0]
+    ring_flags = np.zeros((rows, rows), np.uint8)
+    out_m = np.zeros(cols, np.int64)  # per column: streamed index m of the next output
+    out_fold = np.zeros(cols, np.int64)  # per column: fold of the next output
+    out_geom = np.zeros((cols, 4), np.int64)  # per column: instance, row0, col0, cols_used
 
     feed_fold = 0
     step = 0
@@ -281,8 +351,11 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
     psum_reads = 0
     last_write = -1
     outputs_total = 0
+    bottom = n_pe  # index of row R-1's psum registers
     t = 0
     while outputs_total < n_folds * t_dim * cols:
+        cur = t & 1
+        nxt = cur ^ 1
         # 1. Feeder: start the next fold when the last one is streamed and its row 0 is loaded.
         if not streaming and feed_fold < n_folds and row0_loaded > feed_fold:
             streaming = True
@@ -290,100 +363,85 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
         sx = t % rows
         if streaming:
             inst, r0, ru, c0, cu = fold_geometry(feed_fold, row_folds, col_folds, k_dim, s_cols, rows, cols)
+            ctrl = FIRST if step == 0 else 0
             for i in range(rows):
                 ok = i < ru
                 ring_x[sx, i] = stream[inst, step, r0 + i] if ok else 0
-                ring_valid[sx, i] = ok
-                ring_first[sx, i] = step == 0
+                ring_flags[sx, i] = ctrl | (VALID if ok else 0)
             reads_x += ru
             step += 1
             if step == t_dim:
                 streaming = False
                 feed_fold += 1
         else:
-            for i in range(rows):
-                ring_x[sx, i] = 0
-                ring_valid[sx, i] = False
-                ring_first[sx, i] = False
+            ring_x[sx, :] = 0
+            ring_flags[sx, :] = 0
 
-        # 2. Weight port: may start fold f once fold f-1's `first` reaches PE (0, C-1) (now or before).
-        if cols == 1:
-            arriving = ring_first[t % rows, 0]
-        else:
-            arriving = x_first[0, cols - 2]
-        if load_row < 0 and load_fold < n_folds:
-            if load_fold == 0 or firsts_at_top_right + (1 if arriving else 0) >= load_fold:
-                load_row = 0
-
-        # 3. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
+        # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
         for j in range(cols):
-            if not psum_valid[rows - 1, j]:
+            if not psum_valid[cur, bottom + j]:
                 if t < trace_len:
                     trace_valid[t, j] = False
                 continue
-            f = out_count[j] // t_dim
-            m = out_count[j] - f * t_dim
-            out_count[j] += 1
+            m = out_m[j]
+            if m == 0:  # first output of the column's next fold: look its geometry up once
+                inst, r0, ru, c0, cu = fold_geometry(out_fold[j], row_folds, col_folds, k_dim,
+                                                     s_cols, rows, cols)
+                out_geom[j, 0] = inst
+                out_geom[j, 1] = r0
+                out_geom[j, 2] = c0
+                out_geom[j, 3] = cu
+            inst = out_geom[j, 0]
+            r0 = out_geom[j, 1]
+            c0 = out_geom[j, 2]
+            ok = j < out_geom[j, 3]
+            out_m[j] = m + 1
+            if m + 1 == t_dim:
+                out_m[j] = 0
+                out_fold[j] += 1
             outputs_total += 1
-            inst, r0, ru, c0, cu = fold_geometry(f, row_folds, col_folds, k_dim, s_cols, rows, cols)
-            ok = j < cu
+            value = observe(psum[cur, bottom + j], acc_bits)
             if ok:
                 if r0 == 0:
-                    out[inst, m, c0 + j] = psum[rows - 1, j]
+                    out[inst, m, c0 + j] = value
                 else:
-                    out[inst, m, c0 + j] = accumulate(
-                        out[inst, m, c0 + j], psum[rows - 1, j], acc_bits, saturating)
+                    out[inst, m, c0 + j] = accumulate(out[inst, m, c0 + j], value, acc_bits, saturating)
                     psum_reads += 1
                 writes += 1
                 last_write = t
             if t < trace_len:
-                trace_value[t, j] = psum[rows - 1, j]
+                trace_value[t, j] = value
                 trace_valid[t, j] = ok
 
-        # 4. PEs, bottom-right first so every read sees last cycle's register values.
-        for i in range(rows - 1, -1, -1):
-            for j in range(cols - 1, -1, -1):
-                if j == 0:
-                    slot = (t - i) % rows
-                    xi = ring_x[slot, i]
-                    xv = ring_valid[slot, i]
-                    xf = ring_first[slot, i]
-                else:
-                    xi = x_reg[i, j - 1]
-                    xv = x_valid[i, j - 1]
-                    xf = x_first[i, j - 1]
-                if xf:
-                    active[i, j] = shadow[i, j]
-                    active_valid[i, j] = shadow_valid[i, j]
-                if i == 0:
-                    pin = zero
-                    pvin = xv
-                else:
-                    pin = psum[i - 1, j]
-                    pvin = psum_valid[i - 1, j]
-                if xv and active_valid[i, j]:
-                    pin = accumulate(pin, xi * active[i, j],
-                                     acc_bits, saturating)
-                    busy += 1
-                psum[i, j] = pin
-                psum_valid[i, j] = pvin
-                x_reg[i, j] = xi
-                x_valid[i, j] = xv
-                x_first[i, j] = xf
-        if arriving:
-            firsts_at_top_right += 1
+        # 3. Streamed operand moves right; PEs copy on `first`, multiply, pass psum down.
+        _shift(x_reg, x_flags, cur, nxt, 1)
+        for i in range(rows):
+            slot = (t - i) % rows
+            x_reg[nxt, i * cols] = ring_x[slot, i]
+            x_flags[nxt, i * cols] = ring_flags[slot, i]
+        busy += _stationary_macs(x_reg, x_flags, nxt, cur, shadow, shadow_valid, active,
+                                 active_valid, psum, acc_bits, saturating)
+        for p in range(cols, n_pe):
+            psum_valid[nxt, p + cols] = psum_valid[cur, p]
+        for j in range(cols):
+            psum_valid[nxt, cols + j] = x_flags[nxt, j] & VALID
 
-        # 5. Weight port write (after the PEs: a copy in this cycle still sees the old shadow).
+        # 4. Weight port: fold f may start once fold f-1's `first` has reached PE (0, C-1)
+        #    (this cycle or before); it writes after the PEs, so a copy this cycle still saw
+        #    the old shadow.
+        if x_flags[nxt, cols - 1] & FIRST:
+            firsts_at_top_right += 1
+        if load_row < 0 and load_fold < n_folds:
+            if load_fold == 0 or firsts_at_top_right >= load_fold:
+                load_row = 0
         if load_row >= 0:
             inst, r0, ru, c0, cu = fold_geometry(load_fold, row_folds, col_folds, k_dim, s_cols, rows, cols)
             row_ok = load_row < ru
+            base = load_row * cols
             for j in range(cols):
-                if row_ok and j < cu:
-                    shadow[load_row, j] = stat[inst, r0 + load_row, c0 + j]
-                    shadow_valid[load_row, j] = True
-                else:
-                    shadow[load_row, j] = 0
-                    shadow_valid[load_row, j] = False
+                ok = row_ok and j < cu
+                shadow[base + j] = stat[inst, r0 + load_row, c0 + j] if ok else 0
+                shadow_valid[base + j] = 1 if ok else 0
             if row_ok:
                 reads_w += cu
             if load_row == 0:

@@ -1,0 +1,201 @@
+"""Multi-head attention, and the transformer block around it, written as IR ops.
+
+A matrix engine sees attention as GEMMs. With ``b`` = batch, ``s`` = query length (``seq_len``),
+``t`` = key/value length (``kv_len``, ``s`` unless given), ``d`` = ``d_model``, ``h`` = ``heads``
+and ``dh = d // h``, :func:`attention_ops` emits, in this order::
+
+    op                  IR                                          MACs
+    <prefix>.q_proj     Gemm(m=b*s, n=d, k=d)                       b*s*d*d
+    <prefix>.k_proj     Gemm(m=b*t, n=d, k=d)                       b*t*d*d
+    <prefix>.v_proj     Gemm(m=b*t, n=d, k=d)                       b*t*d*d
+    <prefix>.scores     Gemm(batch=b*h, m=s, n=t, k=dh)   Q @ K^T   b*s*t*d
+    <prefix>.softmax    Eltwise("softmax", elements=b*h*s*t)        0
+    <prefix>.context    Gemm(batch=b*h, m=s, n=dh, k=t)   P @ V     b*s*t*d
+    <prefix>.out_proj   Gemm(m=b*s, n=d, k=d)                       b*s*d*d
+
+so self-attention costs ``4*b*s*d^2 + 2*b*s^2*d`` MACs. The ``1/sqrt(dh)`` scale and any causal or
+padding mask are folded into the softmax; a causal mask does not shrink ``scores`` or ``context``
+(GPT-2 and BERT implementations compute the full ``s x t`` product, then mask). Biases add no MACs
+and are not modelled; splitting and merging heads is a layout change, not an op.
+
+Edges: ``q_proj`` reads ``inputs``; ``k_proj``/``v_proj`` read ``kv_inputs`` (``inputs`` unless
+given: cross-attention reads the encoder output there); ``scores`` reads ``(q_proj, k_proj)``;
+``softmax`` reads ``scores``; ``context`` reads ``(softmax, v_proj)``; ``out_proj`` reads
+``context``. Empty ``inputs`` means the graph input, as in :class:`compiler.ir.Graph`.
+
+:func:`transformer_block_ops` adds the feed-forward network (two GEMMs around a GELU), the two
+residual adds and the two layer norms, in post-norm (BERT) or pre-norm (GPT-2) order.
+"""
+
+from __future__ import annotations
+
+from compiler.ir import Eltwise, Gemm, IRError, Op
+
+__all__ = ["attention_ops", "transformer_block_ops"]
+
+
+def _check_prefix(prefix: object) -> None:
+    if not isinstance(prefix, str) or not prefix:
+        raise IRError(f"attention: prefix = {prefix!r}: must be a non-empty string")
+
+
+def _check_positive(where: str, **values: object) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise IRError(f"{where}: {key} = {value!r}: must be an integer >= 1")
+
+
+def _check_op_names(where: str, **values: object) -> None:
+    for key, value in values.items():
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise IRError(f"{where}: {key} = {value!r}: must be a tuple of op names")
+
+
+def _check_heads(where: str, d_model: int, heads: int) -> None:
+    if d_model % heads:
+        raise IRError(
+            f"{where}: d_model = {d_model} is not divisible by heads = {heads}; each head gets "
+            f"d_model // heads features"
+        )
+
+
+def attention_ops(
+    prefix: str,
+    *,
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    batch: int = 1,
+    kv_len: int | None = None,
+    inputs: tuple[str, ...] = (),
+    kv_inputs: tuple[str, ...] | None = None,
+) -> list[Op]:
+    """The seven ops of one multi-head attention; see the module docstring for shapes and edges.
+
+    Parameters
+    ----------
+    prefix:
+        Prepended to every op name (``f"{prefix}.q_proj"``, ...).
+    seq_len, kv_len:
+        Query and key/value sequence lengths; ``kv_len`` defaults to ``seq_len`` (self-attention).
+    d_model, heads:
+        Model width and head count; ``d_model`` must be divisible by ``heads``.
+    batch:
+        Independent sequences.
+    inputs, kv_inputs:
+        Names of the ops producing the query input and the key/value input (``kv_inputs``
+        defaults to ``inputs``).
+
+    Raises
+    ------
+    IRError
+        An argument is not a positive integer, ``d_model % heads != 0``, or a name is malformed;
+        the message names the argument and its value.
+    """
+    _check_prefix(prefix)
+    where = f"attention {prefix!r}"
+    if kv_len is None:
+        kv_len = seq_len
+    if kv_inputs is None:
+        kv_inputs = inputs
+    _check_positive(where, seq_len=seq_len, d_model=d_model, heads=heads, batch=batch,
+                    kv_len=kv_len)
+    _check_heads(where, d_model, heads)
+    _check_op_names(where, inputs=inputs, kv_inputs=kv_inputs)
+
+    head_dim = d_model // heads
+    q, k, v = f"{prefix}.q_proj", f"{prefix}.k_proj", f"{prefix}.v_proj"
+    scores, softmax, context = f"{prefix}.scores", f"{prefix}.softmax", f"{prefix}.context"
+    return [
+        Gemm(name=q, m=batch * seq_len, n=d_model, k=d_model, inputs=inputs),
+        Gemm(name=k, m=batch * kv_len, n=d_model, k=d_model, inputs=kv_inputs),
+        Gemm(name=v, m=batch * kv_len, n=d_model, k=d_model, inputs=kv_inputs),
+        Gemm(name=scores, batch=batch * heads, m=seq_len, n=kv_len, k=head_dim, inputs=(q, k)),
+        Eltwise(name=softmax, op="softmax", elements=batch * heads * seq_len * kv_len,
+                inputs=(scores,)),
+        Gemm(name=context, batch=batch * heads, m=seq_len, n=head_dim, k=kv_len,
+             inputs=(softmax, v)),
+        Gemm(name=f"{prefix}.out_proj", m=batch * seq_len, n=d_model, k=d_model,
+             inputs=(context,)),
+    ]
+
+
+def transformer_block_ops(
+    prefix: str,
+    *,
+    seq_len: int,
+    d_model: int,
+    heads: int,
+    ffn_dim: int | None = None,
+    batch: int = 1,
+    pre_norm: bool = False,
+    inputs: tuple[str, ...] = (),
+) -> list[Op]:
+    """One self-attention transformer block; the last op in the list is the block's output.
+
+    Post-norm (``pre_norm=False``, BERT; Vaswani et al. 2017 §3.1)::
+
+        attn(x) -> add1(attn, x) -> ln1 -> fc1 -> gelu -> fc2 -> add2(fc2, ln1) -> ln2
+
+    Pre-norm (``pre_norm=True``, GPT-2; Radford et al. 2019 §2.3 moves layer norm to the input of
+    each sub-block)::
+
+        ln1(x) -> attn -> add1(attn, x) -> ln2 -> fc1 -> gelu -> fc2 -> add2(fc2, add1)
+
+    Ops are named ``<prefix>.attn.*`` (see :func:`attention_ops`), ``<prefix>.ffn.fc1``,
+    ``<prefix>.ffn.gelu``, ``<prefix>.ffn.fc2``, ``<prefix>.add1``/``add2`` and
+    ``<prefix>.ln1``/``ln2``. The FFN is ``Gemm(m=b*s, n=ffn_dim, k=d)`` then
+    ``Gemm(m=b*s, n=d, k=ffn_dim)``; ``ffn_dim`` defaults to ``4 * d_model``. A residual add whose
+    shortcut is the graph input (empty ``inputs``) lists only its other producer.
+
+    Raises
+    ------
+    IRError
+        As :func:`attention_ops`, and for a non-positive ``ffn_dim`` or a non-bool ``pre_norm``.
+    """
+    _check_prefix(prefix)
+    where = f"transformer block {prefix!r}"
+    if ffn_dim is None and isinstance(d_model, int):
+        ffn_dim = 4 * d_model
+    _check_positive(where, seq_len=seq_len, d_model=d_model, heads=heads, batch=batch,
+                    ffn_dim=ffn_dim)
+    _check_heads(where, d_model, heads)
+    _check_op_names(where, inputs=inputs)
+    if not isinstance(pre_norm, bool):
+        raise IRError(f"{where}: pre_norm = {pre_norm!r}: must be True or False")
+
+    tokens = batch * seq_len
+    width = tokens * d_model
+
+    def norm(name: str, source: str | tuple[str, ...]) -> Eltwise:
+        sources = (source,) if isinstance(source, str) else source
+        return Eltwise(name=f"{prefix}.{name}", op="layernorm", elements=width, inputs=sources)
+
+    def add(name: str, branch: str, shortcut: tuple[str, ...]) -> Eltwise:
+        return Eltwise(name=f"{prefix}.{name}", op="add", elements=width, operands=2,
+                       inputs=(branch,) + shortcut)
+
+    ops: list[Op] = []
+    attn_input = inputs
+    if pre_norm:
+        ops.append(norm("ln1", inputs))
+        attn_input = (ops[-1].name,)
+    ops += attention_ops(f"{prefix}.attn", seq_len=seq_len, d_model=d_model, heads=heads,
+                         batch=batch, inputs=attn_input)
+    ops.append(add("add1", ops[-1].name, inputs))
+    if pre_norm:
+        ffn_shortcut = ops[-1].name
+        ops.append(norm("ln2", ffn_shortcut))
+    else:
+        ops.append(norm("ln1", ops[-1].name))
+        ffn_shortcut = ops[-1].name
+    fc1, gelu, fc2 = f"{prefix}.ffn.fc1", f"{prefix}.ffn.gelu", f"{prefix}.ffn.fc2"
+    ops += [
+        Gemm(name=fc1, m=tokens, n=ffn_dim, k=d_model, inputs=(ops[-1].name,)),
+        Eltwise(name=gelu, op="gelu", elements=tokens * ffn_dim, inputs=(fc1,)),
+        Gemm(name=fc2, m=tokens, n=d_model, k=ffn_dim, inputs=(gelu,)),
+    ]
+    ops.append(add("add2", fc2, (ffn_shortcut,)))
+    if not pre_norm:
+        ops.append(norm("ln2", ops[-1].name))
+    return ops

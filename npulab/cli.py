@@ -1,0 +1,210 @@
+"""The ``npulab`` command line: ``run``, ``scalesim``, ``config show``.
+
+Every error a user can cause (bad config value, bad topology line, unknown model) is printed
+as one line ``npulab: error: ...`` naming the file, key or line and the value, with exit
+status 2. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+import npulab
+from compiler.frontends import zoo
+from compiler.frontends.scalesim_cfg import ScaleSimConfigError
+from compiler.frontends.scalesim_topology import TopologyError, read_topology
+from compiler.ir import IRError
+from hw.configfile import chip_config_to_toml, load_chip_config
+from hw.systolic.config import ConfigError
+from npulab.report import FORMATS, render
+from npulab.simulate import TIMING_MODES, simulate
+
+__all__ = ["main", "build_parser", "resolve_config"]
+
+USER_ERRORS = (ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError)
+DEFAULT_MODEL = "resnet18"
+
+
+class UserError(Exception):
+    """An error in what the user asked for; printed as one line."""
+
+
+def preset_names() -> list[str]:
+    files = resources.files("npulab.sim_configs").iterdir()
+    return sorted(f.name[:-5] for f in files if f.name.endswith(".toml"))
+
+
+def resolve_config(name_or_path: str | None) -> Path | None:
+    """A config path, or the name of a shipped preset (``tpu_v1_like``), or None (default)."""
+    if name_or_path is None:
+        return None
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists() or "/" in name_or_path:
+        return path
+    if name_or_path in preset_names():
+        return Path(str(resources.files("npulab.sim_configs") / f"{name_or_path}.toml"))
+    raise UserError(f"--config {name_or_path}: no such file or preset; presets: "
+                    f"{', '.join(preset_names())}")
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", metavar="FILE|PRESET",
+                   help="chip config TOML file or preset name (default: built-in default; "
+                        "presets: " + ", ".join(preset_names()) + ")")
+    _add_set_arg(p)
+
+
+def _add_set_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value, e.g. --set array.rows=16 (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="npulab", formatter_class=fmt,
+        description="Cycle-level simulator of deep-learning accelerators.",
+        epilog="examples:\n  npulab run\n  npulab run --model resnet50 --config tpu_v1_like\n"
+               "  npulab scalesim -c my.cfg -t my_topology.csv -o out/\n  npulab config show",
+    )
+    parser.add_argument("--version", action="version", version=f"npulab {npulab.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", formatter_class=fmt, help="simulate a model on a chip (the main job)",
+        description="Simulate a model from the zoo (or a SCALE-Sim topology CSV) on a chip and "
+                    "print per-layer cycles, MACs, utilization and SRAM accesses.",
+        epilog="examples:\n  npulab run                                  # ResNet-18 on the default chip\n"
+               "  npulab run --model bert_base_layer --seq-len 256 --format json\n"
+               "  npulab run --config eyeriss_like --set array.dataflow=os -o results/\n"
+               "  npulab run --topology sim_configs/scalesim_resnet18.csv --timing scalesim\n"
+               f"\nmodels: {', '.join(zoo.names())}",
+    )
+    _add_config_args(run)
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--model", "-m", help=f"zoo model name (default {DEFAULT_MODEL})")
+    src.add_argument("--topology", "-t", metavar="CSV", help="SCALE-Sim topology CSV")
+    run.add_argument("--gemm", action="store_true", help="the topology CSV is in GEMM format (M, N, K)")
+    run.add_argument("--batch", type=int, help="batch size for zoo models")
+    run.add_argument("--image-size", type=int, help="input height/width for zoo CNNs")
+    run.add_argument("--seq-len", type=int, help="sequence length for transformer models")
+    run.add_argument("--timing", choices=TIMING_MODES, default="native",
+                     help="native (cycle-exact model of our array) or scalesim (SCALE-Sim's formulas)")
+    run.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
+    run.add_argument("--output", "-o", metavar="DIR",
+                     help="also write run.json, layers.csv and report.txt into DIR")
+
+    ss = sub.add_parser(
+        "scalesim", formatter_class=fmt, help="run SCALE-Sim inputs, write SCALE-Sim reports",
+        description="Read a SCALE-Sim .cfg and topology CSV and write COMPUTE_REPORT.csv and "
+                    "DETAILED_ACCESS_REPORT.csv with SCALE-Sim's compute model (CALC mode).",
+        epilog="examples:\n  npulab scalesim -c sim_configs/scalesim_32x32_os.cfg "
+               "-t sim_configs/scalesim_resnet18.csv -o out/\n"
+               "  npulab scalesim -c my.cfg -t gemms.csv --gemm -o out/ --set array.dataflow=ws",
+    )
+    ss.add_argument("-c", "--config", required=True, metavar="CFG", help="SCALE-Sim .cfg file")
+    ss.add_argument("-t", "--topology", required=True, metavar="CSV", help="SCALE-Sim topology CSV")
+    ss.add_argument("--gemm", action="store_true", help="the topology is in GEMM format (M, N, K)")
+    ss.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the reports")
+    ss.add_argument("--scalesim-issue-166", action="store_true",
+                    help="report OS ofmap writes as SCALE-Sim does (over-counted by folds*(R+C))")
+    _add_set_arg(ss)
+
+    cfg = sub.add_parser("config", help="inspect configs",
+                         description="Inspect chip configs.")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
+    show = cfg_sub.add_parser(
+        "show", formatter_class=fmt, help="print the effective config as TOML",
+        description="Print the effective chip config (file + --set overrides) as TOML.",
+        epilog="examples:\n  npulab config show\n  npulab config show --config tpu_v1_like --set array.rows=128",
+    )
+    _add_config_args(show)
+    cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
+    return parser
+
+
+def _zoo_params(args) -> dict:
+    params = {}
+    for key in ("batch", "image_size", "seq_len"):
+        value = getattr(args, key)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+def _progress(done: int, total: int, name: str) -> None:
+    print(f"\r[{done}/{total}] {name[:50]:<50}", end="" if done < total else "\n", file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    chip = load_chip_config(resolve_config(args.config), args.set)
+    if args.topology:
+        if any(v is not None for v in (args.batch, args.image_size, args.seq_len)):
+            raise UserError("--batch/--image-size/--seq-len apply to zoo models, not --topology")
+        graph = read_topology(args.topology, gemm=True if args.gemm else None)
+    else:
+        try:
+            graph = zoo.get(args.model or DEFAULT_MODEL, **_zoo_params(args))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    show = sys.stderr.isatty() and len(graph.ops) > 50
+    result = simulate(graph, chip, args.timing, progress=_progress if show else None)
+    text = render(result, args.format)
+    sys.stdout.write(text)
+    if args.output:
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run.json").write_text(render(result, "json"), encoding="utf-8")
+        (out / "layers.csv").write_text(render(result, "csv"), encoding="utf-8")
+        (out / "report.txt").write_text(render(result, "table"), encoding="utf-8")
+        print(f"npulab: wrote run.json, layers.csv, report.txt to {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_scalesim(args) -> int:
+    from npulab.scalesim_cmd import run_scalesim
+
+    layers = run_scalesim(args.config, args.topology, args.output, gemm=True if args.gemm else None,
+                          overrides=args.set, issue_166=args.scalesim_issue_166)
+    total = sum(layer.timing.total_cycles for layer in layers)
+    print(f"npulab scalesim: {len(layers)} layers, {total:,} total cycles (CALC mode); "
+          f"wrote COMPUTE_REPORT.csv and DETAILED_ACCESS_REPORT.csv to {args.output}")
+    return 0
+
+
+def cmd_config(args, parser) -> int:
+    if args.config_command == "show":
+        sys.stdout.write(chip_config_to_toml(load_chip_config(resolve_config(args.config), args.set)))
+        return 0
+    if args.config_command == "list":
+        print("\n".join(preset_names()))
+        return 0
+    parser.parse_args(["config", "--help"])
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "scalesim":
+            return cmd_scalesim(args)
+        if args.command == "config":
+            return cmd_config(args, parser)
+        parser.print_help()
+        return 2
+    except (UserError, *USER_ERRORS) as exc:
+        message = str(exc)
+        if isinstance(exc, FileNotFoundError) and exc.filename:
+            message = f"{exc.filename}: no such file"
+        print(f"npulab: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Render a :class:`~npulab.simulate.RunResult` as a text table, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import fields
+
+from npulab.simulate import LayerResult, RunResult
+
+__all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv"]
+
+FORMATS = ("table", "json", "csv")
+
+_COLUMNS = [  # (header, attribute, format)
+    ("layer", "name", "s"),
+    ("op", "op", "s"),
+    ("gemms", "gemm_count", "d"),
+    ("M", "gemm_m", "d"),
+    ("N", "gemm_n", "d"),
+    ("K", "gemm_k", "d"),
+    ("cycles", "cycles", ","),
+    ("MACs", "macs", ","),
+    ("util %", "utilization_pct", ".1f"),
+    ("map eff %", "mapping_efficiency_pct", ".1f"),
+    ("ifmap rd", "ifmap_sram_reads", ","),
+    ("filter rd", "filter_sram_reads", ","),
+    ("ofmap wr", "ofmap_sram_writes", ","),
+    ("psum rd", "ofmap_sram_reads", ","),
+]
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    return format(value, fmt)
+
+
+def to_table(result: RunResult) -> str:
+    """A fixed-width per-layer table followed by the totals."""
+    arr = result.config["array"]
+    header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
+              f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
+              f"timing: {result.timing}")
+    rows = [[h for h, _, _ in _COLUMNS]]
+    for layer in result.layers:
+        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in _COLUMNS])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    lines = [header, f"scope: {result.scope}", ""]
+    for n, r in enumerate(rows):
+        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    t = result.totals
+    lines += [
+        "",
+        f"total cycles          {t['cycles']:,}",
+        f"total MACs            {t['macs']:,}",
+        f"utilization           {t['utilization_pct']:.1f} % of {arr['rows'] * arr['cols']} PEs",
+        f"latency               {t['latency_s'] * 1e3:.4f} ms at {result.config['chip']['clock_mhz']:g} MHz",
+        f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak",
+        f"SRAM ifmap reads      {t['ifmap_sram_reads']:,}",
+        f"SRAM filter reads     {t['filter_sram_reads']:,}",
+        f"SRAM ofmap writes     {t['ofmap_sram_writes']:,}",
+        f"SRAM psum reads       {t['ofmap_sram_reads']:,}",
+        f"layers                {t['layers_simulated']} on the array, "
+        f"{t['layers_not_simulated']} pool/eltwise not simulated (no vector unit modelled)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result: RunResult) -> str:
+    """One JSON document: model, chip, config, timing, scope, ``layers`` (list), ``totals``."""
+    return json.dumps(result.to_dict(), indent=2) + "\n"
+
+
+def to_csv(result: RunResult) -> str:
+    """One row per layer with every :class:`LayerResult` field; empty cells for ``None``."""
+    names = [f.name for f in fields(LayerResult)]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(names)
+    for layer in result.layers:
+        writer.writerow(["" if getattr(layer, n) is None else getattr(layer, n) for n in names])
+    return buf.getvalue()
+
+
+def render(result: RunResult, fmt: str) -> str:
+    if fmt == "table":
+        return to_table(result)
+    if fmt == "json":
+        return to_json(result)
+    if fmt == "csv":
+        return to_csv(result)
+    raise ValueError(f"format = {fmt!r}: must be one of {', '.join(FORMATS)}")

@@ -102,10 +102,12 @@ def write_reports(layers: list[ScaleSimLayer], out_dir: str | Path, issue_166: b
 
 
 def run_scalesim(cfg_path, topology, out_dir, *, gemm: bool | None = None, overrides=(),
-                 issue_166: bool = False, log=sys.stderr) -> list[ScaleSimLayer]:
-    """Simulate a SCALE-Sim run and write its reports into ``out_dir``."""
+                 issue_166: bool = False, log=None) -> list[ScaleSimLayer]:
+    """Simulate a SCALE-Sim run and write its reports into ``out_dir``; warnings go to
+    ``log`` (default: standard error)."""
     chip, bw_mode = chip_from_scalesim(cfg_path, overrides)
-    if bw_mode.upper() != "CALC" and log is not None:
+    log = sys.stderr if log is None else log
+    if bw_mode.upper() != "CALC":
         print(f"npulab: warning: {cfg_path}: run_presets.InterfaceBandwidth = {bw_mode}: only "
               f"CALC (unlimited DRAM bandwidth) is modelled; reporting CALC numbers", file=log)
     layers = scalesim_layers(chip, topology, gemm)

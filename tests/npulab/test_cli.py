@@ -1,0 +1,136 @@
+"""The command line as a user meets it: defaults, formats, output files, overrides, errors."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+import npulab
+from hw.chip import ChipConfig
+from hw.configfile import chip_config_to_toml
+from npulab.cli import main
+
+RESNET18_MACS = 1_814_073_344  # sum over conv + fc layers; torchvision lists 1.814 GFLOPS
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_default_run_is_resnet18_on_the_default_chip(capsys):
+    code, out, _ = run(capsys, "run")
+    assert code == 0 and out.startswith("npulab: resnet18 on npulab-default (32x32 ws int8, 1000 MHz)")
+    assert "compute-only" in out
+    assert f"total MACs            {RESNET18_MACS:,}" in out
+    assert "layer1.0.conv1" in out and "fc" in out
+
+
+def test_json_has_layers_and_totals(capsys):
+    code, out, _ = run(capsys, "run", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and isinstance(doc["layers"], list)
+    assert doc["totals"]["macs"] == RESNET18_MACS
+    assert doc["totals"]["cycles"] == sum(layer["cycles"] or 0 for layer in doc["layers"])
+    assert doc["config"] == tomllib.loads(chip_config_to_toml(ChipConfig()))
+    assert doc["timing"] == "native" and doc["model"] == "resnet18"
+
+
+def test_csv_has_one_row_per_op(capsys):
+    code, out, _ = run(capsys, "run", "--model", "mobilenetv2", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and len(rows) == len(npulab.zoo.get("mobilenetv2").ops)
+    depthwise = [r for r in rows if r["name"] == "features.2.conv.1.0"]
+    assert depthwise[0]["gemm_count"] == "96"  # 96 channels, one GEMM each
+
+
+def test_output_dir_gets_all_formats(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--format", "json", "-o", str(tmp_path / "res"))
+    assert code == 0
+    assert json.loads((tmp_path / "res" / "run.json").read_text()) == json.loads(out)
+    assert (tmp_path / "res" / "layers.csv").read_text().startswith("name,op,engine")
+    assert "total cycles" in (tmp_path / "res" / "report.txt").read_text()
+    assert "wrote run.json" in err
+
+
+def test_set_and_presets_change_the_chip(capsys):
+    _, out, _ = run(capsys, "run", "--config", "gemmini_like", "--set", "array.rows=8",
+                    "--format", "json", "--model", "bert_base_layer", "--seq-len", "64")
+    doc = json.loads(out)
+    assert doc["config"]["array"]["rows"] == 8 and doc["config"]["array"]["dataflow"] == "os"
+    assert doc["chip"] == "gemmini-like"
+    # BERT-base layer, s = 64, d = 768: 4sd^2 + 2s^2d + 8sd^2 (projections, attention, FFN)
+    s, d = 64, 768
+    assert doc["totals"]["macs"] == 4 * s * d * d + 2 * s * s * d + 8 * s * d * d
+
+
+def test_config_show_prints_effective_toml(capsys):
+    code, out, _ = run(capsys, "config", "show", "--set", "array.cols=7")
+    assert code == 0 and tomllib.loads(out)["array"]["cols"] == 7
+    code, out, _ = run(capsys, "config", "list")
+    assert out.split() == ["default", "eyeriss_like", "gemmini_like", "tpu_v1_like"]
+
+
+def test_topology_run(capsys, tmp_path):
+    topo = tmp_path / "t.csv"
+    topo.write_text("Layer, M, N, K,\nfc1, 64, 64, 64,\n")
+    code, out, _ = run(capsys, "run", "--topology", str(topo), "--config", "default",
+                       "--set", "array.rows=8", "--set", "array.cols=8", "--set",
+                       "array.dataflow=os", "--timing", "scalesim", "--format", "json")
+    # SCALE-Sim G_64x64x64 on 8x8 OS: 4991 cycles (../shared/reference/scalesim_reference.csv)
+    assert code == 0 and json.loads(out)["totals"]["cycles"] == 4991
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "--model", "resnet19"], "unknown zoo model 'resnet19'; known models: alexnet"),
+    (["run", "--config", "nope"], "--config nope: no such file or preset"),
+    (["run", "--set", "array.rows=-1"], "array.rows = -1: must be an integer in 1..4096"),
+    (["run", "--model", "resnet18", "--seq-len", "5"], "unknown parameter 'seq_len'"),
+    (["run", "--topology", "/nonexistent/x.csv"], "/nonexistent/x.csv"),
+    (["config", "show", "--config", "/nonexistent/c.toml"], "/nonexistent/c.toml: no such config file"),
+])
+def test_user_errors_are_one_line(capsys, argv, fragment):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("npulab: error: ") and err.count("\n") == 1
+    assert fragment in err
+
+
+def test_bad_topology_line_is_reported(capsys, tmp_path):
+    topo = tmp_path / "bad.csv"
+    topo.write_text("name,H,W,R,S,C,K,s,\nc1,10,10,3,3,4,x,1,\n")
+    code, _, err = run(capsys, "run", "--topology", str(topo))
+    assert code == 2 and f"{topo}:2: num_filters: 'x'" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["scalesim", "--help"],
+                                  ["config", "show", "--help"]])
+def test_help_has_examples(capsys, argv):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    assert "examples:" in capsys.readouterr().out
+
+
+def test_bare_command_prints_help(capsys):
+    code, out, _ = run(capsys)
+    assert code == 2 and "usage: npulab" in out and "run" in out
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"npulab {npulab.__version__}"
+
+
+def test_module_entry_point_runs():
+    done = subprocess.run([sys.executable, "-m", "npulab", "run", "--model", "alexnet",
+                           "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # torchvision AlexNet_Weights.IMAGENET1K_V1: 0.714 GFLOPS
+    assert json.loads(done.stdout)["totals"]["macs"] == pytest.approx(0.714e9, rel=1e-3)

@@ -25,8 +25,9 @@ Floating point conventions (fp16 operands, fp32 accumulation)
   fused and an unfused multiply-add give the same bits.
 * The accumulation ``acc + product`` is one IEEE-754 binary32 addition with
   round-to-nearest-even; subnormals are kept (no flush-to-zero); inf/NaN propagate.
-* :func:`fp32_to_fp16_bits` rounds to nearest-even, overflows to inf, keeps fp16 subnormals;
-  it matches ``numpy.float32.astype(numpy.float16)`` for every input.
+* :func:`fp32_to_fp16_bits` rounds to nearest-even, overflows to inf, keeps fp16 subnormals,
+  and keeps a NaN's sign and top payload bits; it matches ``numpy.float32.astype(numpy.float16)``
+  bit for bit for every input. :func:`fp16_bits_to_fp32` is exact (a NaN keeps its sign and payload and is made quiet).
 """
 
 from __future__ import annotations
@@ -193,9 +194,12 @@ def fp32_to_fp16_bits(x):
     sign = np.uint16((bits >> np.uint32(16)) & np.uint32(0x8000))
     exp = np.int64((bits >> np.uint32(23)) & np.uint32(0xFF))
     mant = np.int64(bits & np.uint32(0x7FFFFF))
-    if exp == 0xFF:  # inf or NaN; keep NaN quiet and non-zero
+    if exp == 0xFF:  # inf or NaN: NaN keeps its top payload bits, and stays a NaN (as numpy)
         if mant != 0:
-            return np.uint16(sign | np.uint16(0x7E00))
+            payload = mant >> 13
+            if payload == 0:
+                payload = 1
+            return np.uint16(sign | np.uint16(0x7C00) | np.uint16(payload))
         return np.uint16(sign | np.uint16(0x7C00))
     e = exp - 127 + 15
     if e >= 0x1F:
@@ -229,7 +233,9 @@ def fp16_bits_to_fp32(h):
     if exp == 0:
         return np.float32(sign * mant * 2.0 ** -24)
     if exp == 0x1F:
-        if mant != 0:
-            return np.float32(np.nan)
+        if mant != 0:  # NaN: sign and payload move to the top of the fp32 significand, and
+            # the result is quiet (IEEE 754 6.2: conversions quiet signalling NaNs; so does numpy)
+            bits = np.uint32(((h >> 15) << 31) | 0x7FC00000 | (mant << 13))
+            return np.array([bits], np.uint32).view(np.float32)[0]
         return np.float32(sign * np.inf)
     return np.float32(sign * (1024 + mant) * 2.0 ** (exp - 25))

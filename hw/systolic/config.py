@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["Dataflow", "Precision", "Overflow", "ArrayConfig", "ConfigError", "MAX_ARRAY_DIM"]
 
 #: Largest array side accepted; bigger arrays are not physical and blow up the register model.
@@ -75,9 +77,10 @@ def _enum_value(enum_type, value, key: str, where: str):
 
 
 def _int_in(value, key: str, where: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or not lo <= value <= hi):
         raise ConfigError(f"{where}: {key} = {value!r}: must be an integer in {lo}..{hi}")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,11 @@ class ArrayConfig:
     precision:
         :class:`Precision` of both operands.
     acc_bits:
-        Accumulator width in bits for integer precisions (16..64). For fp16 it must be 32:
-        accumulation is IEEE binary32. Defaults to 32 for int8, 64 for int16.
+        Accumulator width in bits for integer precisions: twice the operand width up to 64
+        (16..64 for int8, 32..64 for int16). For fp16 it must be 32: accumulation is IEEE
+        binary32. Defaults to 32 for int8, 64 for int16.
     overflow:
-        :class:`Overflow` behaviour of integer accumulators (default wrap).
+        :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for fp16.
     """
 
     rows: int = 32
@@ -112,23 +116,28 @@ class ArrayConfig:
 
     def validate(self, where: str, prefix: str = "") -> None:
         """Check every field; ``where`` and ``prefix`` name the source in error messages."""
-        _int_in(self.rows, prefix + "rows", where, 1, MAX_ARRAY_DIM)
-        _int_in(self.cols, prefix + "cols", where, 1, MAX_ARRAY_DIM)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        set_("rows", _int_in(self.rows, prefix + "rows", where, 1, MAX_ARRAY_DIM))
+        set_("cols", _int_in(self.cols, prefix + "cols", where, 1, MAX_ARRAY_DIM))
         set_("dataflow", _enum_value(Dataflow, self.dataflow, prefix + "dataflow", where))
         set_("precision", _enum_value(Precision, self.precision, prefix + "precision", where))
         set_("overflow", _enum_value(Overflow, self.overflow, prefix + "overflow", where))
         if self.acc_bits is None:
             set_("acc_bits", self.precision.default_acc_bits)
         if self.precision.is_float:
-            if self.acc_bits != 32:
+            if type(self.acc_bits) is not int or self.acc_bits != 32:
                 raise ConfigError(
                     f"{where}: {prefix}acc_bits = {self.acc_bits!r}: fp16 accumulates in fp32, "
                     f"so acc_bits must be 32"
                 )
+            if self.overflow is not Overflow.WRAP:
+                raise ConfigError(
+                    f"{where}: {prefix}overflow = {self.overflow.value!r}: fp16 accumulates in "
+                    f"IEEE fp32 (no integer overflow mode), so overflow must be 'wrap'"
+                )
         else:
             lo = 2 * self.precision.bits
-            _int_in(self.acc_bits, prefix + "acc_bits", where, lo, 64)
+            set_("acc_bits", _int_in(self.acc_bits, prefix + "acc_bits", where, lo, 64))
 
     @property
     def pes(self) -> int:

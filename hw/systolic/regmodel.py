@@ -503,10 +503,11 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
             return arr.astype(np.float32)
         if not np.issubdtype(arr.dtype, np.floating):
             raise ValueError(f"operand {name}: dtype {arr.dtype}: fp16 precision takes float16 values")
-        as16 = arr.astype(np.float16)
-        bad = ~((as16.astype(arr.dtype) == arr) | np.isnan(arr))
+        with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are reported below
+            as16 = arr.astype(np.float16)
+            bad = ~((as16.astype(arr.dtype) == arr) | np.isnan(arr))
         if bad.any():
-            v = arr[bad].flat[0]
+            v = float(arr[bad].flat[0])
             raise ValueError(f"operand {name}: value {v!r} is not exactly representable in fp16")
         return as16.astype(np.float32)
     if not np.issubdtype(arr.dtype, np.integer):

@@ -27,7 +27,9 @@ Floating point conventions (fp16 operands, fp32 accumulation)
   round-to-nearest-even; subnormals are kept (no flush-to-zero); inf/NaN propagate.
 * :func:`fp32_to_fp16_bits` rounds to nearest-even, overflows to inf, keeps fp16 subnormals,
   and keeps a NaN's sign and top payload bits; it matches ``numpy.float32.astype(numpy.float16)``
-  bit for bit for every input. :func:`fp16_bits_to_fp32` is exact (a NaN keeps its sign and payload and is made quiet).
+  bit for bit for every input. :func:`fp16_bits_to_fp32` is exact, NaN sign and payload included (read the result inside
+  Numba or from a float32 array: returning a float32 to Python widens it to a float64, which
+  quiets a signalling NaN).
 """
 
 from __future__ import annotations
@@ -233,9 +235,8 @@ def fp16_bits_to_fp32(h):
     if exp == 0:
         return np.float32(sign * mant * 2.0 ** -24)
     if exp == 0x1F:
-        if mant != 0:  # NaN: sign and payload move to the top of the fp32 significand, and
-            # the result is quiet (IEEE 754 6.2: conversions quiet signalling NaNs; so does numpy)
-            bits = np.uint32(((h >> 15) << 31) | 0x7FC00000 | (mant << 13))
+        if mant != 0:  # NaN: sign and payload move to the top of the fp32 significand (as numpy)
+            bits = np.uint32(((h >> 15) << 31) | 0x7F800000 | (mant << 13))
             return np.array([bits], np.uint32).view(np.float32)[0]
         return np.float32(sign * np.inf)
     return np.float32(sign * (1024 + mant) * 2.0 ** (exp - 25))

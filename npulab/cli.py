@@ -32,9 +32,18 @@ class UserError(Exception):
     """An error in what the user asked for; printed as one line."""
 
 
+def presets_dir():
+    """Where the shipped presets are: the installed ``npulab.sim_configs`` package data, or the
+    checkout's ``sim_configs/`` when npulab runs from a source tree (``python -m npulab`` in the
+    repo root imports the sources, where that package name does not exist)."""
+    try:
+        return resources.files("npulab.sim_configs")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[1] / "sim_configs"
+
+
 def preset_names() -> list[str]:
-    files = resources.files("npulab.sim_configs").iterdir()
-    return sorted(f.name[:-5] for f in files if f.name.endswith(".toml"))
+    return sorted(f.name[:-5] for f in presets_dir().iterdir() if f.name.endswith(".toml"))
 
 
 def resolve_config(name_or_path: str | None) -> Path | None:
@@ -45,7 +54,7 @@ def resolve_config(name_or_path: str | None) -> Path | None:
     if path.suffix == ".toml" or path.exists() or "/" in name_or_path:
         return path
     if name_or_path in preset_names():
-        return Path(str(resources.files("npulab.sim_configs") / f"{name_or_path}.toml"))
+        return Path(str(presets_dir() / f"{name_or_path}.toml"))
     raise UserError(f"--config {name_or_path}: no such file or preset; presets: "
                     f"{', '.join(preset_names())}")
 

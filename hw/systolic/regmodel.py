@@ -74,7 +74,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from hw.numerics import accumulate, observe
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
@@ -90,6 +91,20 @@ __all__ = ["RegisterResult", "run_gemm", "max_cycles_bound"]
 VALID = np.uint8(1)
 FIRST = np.uint8(2)
 LAST = np.uint8(4)
+
+def _product(x, w):
+    """Operand product: exact in 32 bits for int8/int16 operands, fp32 for fp16 operands."""
+    return x * w
+
+
+@overload(_product, jit_options={"cache": True})
+def _product_jit(x, w):
+    if isinstance(x, types.Integer):
+        # int8/int16 products fit in int32; truncating the (widened) product lets LLVM use a
+        # 32-bit vector multiply (AVX2 has no 64-bit one). The value is unchanged.
+        return lambda x, w: np.int64(np.int32(x * w))
+    return lambda x, w: x * w
+
 
 # Register banks are stored flat, PE (i, j) at index i * cols + j, and double-buffered:
 # bank[t & 1] holds what was loaded at the end of cycle t - 1, bank[(t & 1) ^ 1] receives the
@@ -114,7 +129,7 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
         for p in range(acc.shape[0]):
             fl = a_flags[nxt, p]
             on = fl & b_valid[nxt, p] & VALID
-            prod = a[nxt, p] * b[nxt, p]  # int32 -> int64; fp32 is exact for fp16 operands
+            prod = _product(a[nxt, p], b[nxt, p])  # exact: see _product
             total = prod if fl & FIRST else accumulate(acc[p], prod, acc_bits, True)
             acc[p] = total if on else acc[p]
             done = on & (fl >> 2)
@@ -126,7 +141,7 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
         for p in range(acc.shape[0]):
             fl = a_flags[nxt, p]
             on = fl & b_valid[nxt, p] & VALID
-            prod = a[nxt, p] * b[nxt, p]
+            prod = _product(a[nxt, p], b[nxt, p])
             total = prod if fl & FIRST else acc[p] + prod
             acc[p] = total if on else acc[p]
             done = on & (fl >> 2)
@@ -140,32 +155,27 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
 def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
                      acc_bits, saturating):
     """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
+    n_pe = x.shape[1]
+    cols_offset = psum.shape[1] - n_pe  # psum has one extra (zero) row on top
+    # The copy happens on one diagonal per tile: a separate, rarely-taken pass keeps the MAC
+    # loop below down to one stored array, which LLVM vectorizes.
+    for p in range(n_pe):
+        if x_flags[nxt, p] & FIRST:
+            active[p] = shadow[p]
+            active_valid[p] = shadow_valid[p]
     busy = 0
-    cols_offset = psum.shape[1] - x.shape[1]  # psum has one extra (zero) row on top
     if saturating:
-        for p in range(x.shape[1]):
-            fl = x_flags[nxt, p]
-            first = fl & FIRST
-            w = shadow[p] if first else active[p]
-            wv = shadow_valid[p] if first else active_valid[p]
-            active[p] = w
-            active_valid[p] = wv
-            on = fl & wv & VALID
+        for p in range(n_pe):
+            on = x_flags[nxt, p] & active_valid[p] & VALID
             pin = psum[cur, p]
-            total = accumulate(pin, x[nxt, p] * w, acc_bits, True)
+            total = accumulate(pin, _product(x[nxt, p], active[p]), acc_bits, True)
             psum[nxt, p + cols_offset] = total if on else pin
             busy += on
     else:
-        for p in range(x.shape[1]):
-            fl = x_flags[nxt, p]
-            first = fl & FIRST
-            w = shadow[p] if first else active[p]
-            wv = shadow_valid[p] if first else active_valid[p]
-            active[p] = w
-            active_valid[p] = wv
-            on = fl & wv & VALID
+        for p in range(n_pe):
+            on = x_flags[nxt, p] & active_valid[p] & VALID
             pin = psum[cur, p]
-            total = pin + x[nxt, p] * w
+            total = pin + _product(x[nxt, p], active[p])
             psum[nxt, p + cols_offset] = total if on else pin
             busy += on
     return busy

@@ -28,7 +28,8 @@ from typing import Any, Iterable
 from hw.chip import ChipConfig
 from hw.systolic.config import ArrayConfig, ConfigError
 
-__all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_toml", "parse_override"]
+__all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
+           "parse_override"]
 
 # section name -> (dataclass, where its values go)
 _SECTIONS = {"chip": ChipConfig, "array": ArrayConfig}
@@ -60,8 +61,14 @@ def _build(cls, values: dict[str, Any], where: str, section: str):
     return obj
 
 
-def chip_config_from_dict(data: dict[str, Any], where: str = "<config>") -> ChipConfig:
-    """Build a :class:`ChipConfig` from parsed TOML (sections ``chip`` and ``array``)."""
+def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
+                          overrides: Iterable[str] = ()) -> ChipConfig:
+    """Build a :class:`ChipConfig` from parsed TOML (sections ``chip`` and ``array``), after
+    applying ``--set``-style overrides; ``where`` names the source in error messages."""
+    overrides = list(overrides)
+    if overrides:
+        data = apply_overrides(data, overrides)
+        where = f"{where} with --set {' --set '.join(overrides)}"
     for section, value in data.items():
         if section not in _SECTIONS:
             raise ConfigError(
@@ -109,7 +116,6 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:
     """Load a chip config from a TOML file (``None``: the built-in default), then apply
     ``--set``-style overrides with the same validation as the file."""
-    overrides = list(overrides)
     if path is None:
         data: dict[str, Any] = {}
         where = "default config"
@@ -126,9 +132,7 @@ def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = 
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from None
-    if overrides:
-        where = f"{where} with --set {' --set '.join(overrides)}"
-    return chip_config_from_dict(apply_overrides(data, overrides), where)
+    return chip_config_from_dict(data, where, overrides)
 
 
 def _toml_value(value: Any) -> str:
@@ -136,16 +140,24 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
-    if hasattr(value, "value"):  # enums
-        value = value.value
     escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
 
 
+def chip_config_to_dict(cfg: ChipConfig) -> dict[str, dict[str, Any]]:
+    """The config as plain data, section by section (enums as their string values)."""
+    def plain(value):
+        return value.value if hasattr(value, "value") else value
+
+    return {
+        "chip": {k: plain(getattr(cfg, k)) for k in _allowed_keys(ChipConfig)},
+        "array": {k: plain(getattr(cfg.array, k)) for k in _allowed_keys(ArrayConfig)},
+    }
+
+
 def chip_config_to_toml(cfg: ChipConfig) -> str:
     """The effective config as TOML that :func:`load_chip_config` reads back unchanged."""
-    lines = ["[chip]"]
-    lines += [f"{k} = {_toml_value(getattr(cfg, k))}" for k in _allowed_keys(ChipConfig)]
-    lines += ["", "[array]"]
-    lines += [f"{k} = {_toml_value(getattr(cfg.array, k))}" for k in _allowed_keys(ArrayConfig)]
-    return "\n".join(lines) + "\n"
+    lines = []
+    for section, values in chip_config_to_dict(cfg).items():
+        lines += [f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()] + [""]
+    return "\n".join(lines[:-1]) + "\n"

@@ -27,7 +27,7 @@ from compiler.frontends.scalesim_cfg import read_scalesim_cfg
 from compiler.frontends.scalesim_topology import read_topology
 from compiler.ir import Conv2d
 from hw.chip import ChipConfig
-from hw.configfile import chip_config_from_dict, apply_overrides
+from hw.configfile import chip_config_from_dict
 from hw.systolic.scalesim_compat import ScaleSimTiming, scalesim_timing
 
 __all__ = ["ScaleSimLayer", "run_scalesim", "COMPUTE_HEADER", "ACCESS_HEADER"]
@@ -58,9 +58,7 @@ def chip_from_scalesim(cfg_path: str | Path, overrides: Iterable[str] = ()) -> t
         "array": {"rows": ss.array_rows, "cols": ss.array_cols, "dataflow": ss.dataflow,
                   "precision": "int8"},
     }
-    overrides = list(overrides)
-    where = str(cfg_path) + (f" with --set {' --set '.join(overrides)}" if overrides else "")
-    return chip_config_from_dict(apply_overrides(data, overrides), where), ss.interface_bandwidth
+    return chip_config_from_dict(data, str(cfg_path), overrides), ss.interface_bandwidth
 
 
 def scalesim_layers(chip: ChipConfig, topology: str | Path, gemm: bool | None = None) -> list[ScaleSimLayer]:

@@ -19,12 +19,11 @@ Timing modes:
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field
 
 from compiler.ir import Graph
 from hw.chip import ChipConfig
-from hw.configfile import chip_config_to_toml
+from hw.configfile import chip_config_to_dict
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
@@ -150,6 +149,6 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
         if progress is not None:
             progress(index + 1, len(graph.ops), op.name)
     return RunResult(
-        model=graph.name, chip=chip.name, config=tomllib.loads(chip_config_to_toml(chip)),
+        model=graph.name, chip=chip.name, config=chip_config_to_dict(chip),
         timing=timing, scope=SCOPE_NOTE, layers=tuple(layers), totals=_totals(layers, chip),
     )

@@ -81,7 +81,7 @@ from hw.numerics import accumulate, observe
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
-    N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry,
+    N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
 )
 
 __all__ = ["RegisterResult", "run_gemm", "max_cycles_bound"]
@@ -547,13 +547,8 @@ def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False) -> RegisterResult:
     saturating = cfg.overflow is Overflow.SATURATE
     counters = np.zeros(N_KERNEL_COUNTERS, np.int64)
     rows, cols = cfg.rows, cfg.cols
-    if cfg.dataflow is Dataflow.OS:
-        folds, temporal = n_inst * -(-m // rows) * -(-n // cols), k
-    elif cfg.dataflow is Dataflow.WS:
-        folds, temporal = n_inst * -(-k // rows) * -(-n // cols), m
-    else:
-        folds, temporal = n_inst * -(-k // rows) * -(-m // cols), n
-    tlen = max_cycles_bound(cfg, folds, temporal) if trace else 0
+    mapping = map_gemm(cfg, m, n, k, n_inst)
+    tlen = max_cycles_bound(cfg, mapping.folds, mapping.temporal) if trace else 0
     tv = np.zeros((tlen, cols), acc_dtype)
     tvalid = np.zeros((tlen, cols), np.bool_)
     if cfg.dataflow is Dataflow.OS:

@@ -2,8 +2,8 @@
 
 Every op is a frozen dataclass validated when built. Ops that run on a matrix engine
 (:class:`Gemm`, :class:`Conv2d`) expose :meth:`gemm_shape`, the matrix view the hardware
-models consume; the others (:class:`Pool`, :class:`Eltwise`) return ``None`` there and are
-left to vector units.
+models consume; the others (:class:`Pool`, :class:`Eltwise`, :class:`Move`) return ``None`` there
+and are left to vector units and DMA.
 
 Matrix view conventions (shared with SCALE-Sim, see ``../shared/reference/scalesim.md``):
 a convolution is lowered by im2col to ``out (M x N) = ifmap (M x K) @ filter (K x N)`` with
@@ -24,6 +24,7 @@ __all__ = [
     "Conv2d",
     "Pool",
     "Eltwise",
+    "Move",
     "Op",
     "Graph",
     "conv2d",
@@ -268,8 +269,37 @@ class Eltwise:
         return 0
 
 
-Op = Union[Gemm, Conv2d, Pool, Eltwise]
-_OP_TYPES = (Gemm, Conv2d, Pool, Eltwise)
+@dataclass(frozen=True, kw_only=True)
+class Move:
+    """Data movement without arithmetic, writing ``elements`` output elements.
+
+    ``kind`` names it (``concat``, ``transpose``, ``split``, ``slice``, ``pad``, ``gather``,
+    ...): a layout change that copies bytes. Pure views (a reshape of a contiguous tensor) need
+    no op at all.
+    """
+
+    name: str
+    kind: str
+    elements: int
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Move")
+        if not isinstance(self.kind, str) or not self.kind:
+            raise IRError(f"Move {self.name!r}: kind = {self.kind!r}: must be a non-empty string")
+        _check_positive(self.name, "Move", elements=self.elements)
+        _check_inputs(self.name, "Move", self.inputs)
+
+    def gemm_shape(self) -> None:
+        return None
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+Op = Union[Gemm, Conv2d, Pool, Eltwise, Move]
+_OP_TYPES = (Gemm, Conv2d, Pool, Eltwise, Move)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,33 @@
-"""A chip: one systolic array at a clock frequency. Later issues add memories and links."""
+"""A chip: a systolic array at a clock frequency, its three SRAM scratchpads, DRAM, a host link
+and a DMA engine.
+
+The three scratchpads follow the operands of the array (the SCALE-Sim / Gemmini organisation):
+``ifmap`` holds the streamed input activations (``a`` of the GEMM view), ``filter`` the weights
+(``b``), ``ofmap`` the accumulators / outputs. Defaults are documented in ``docs/configs.md``
+and reproduced by ``sim_configs/default.toml``.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from hw.memory.dma import DmaConfig
+from hw.memory.dram import DramConfig, dram_preset
+from hw.memory.link import HostLinkConfig
+from hw.memory.sram import SramConfig
 from hw.systolic.config import ArrayConfig, ConfigError
 
-__all__ = ["ChipConfig"]
+__all__ = ["ChipConfig", "SRAM_NAMES", "TENSOR_LOCATIONS"]
+
+#: The scratchpads of a chip, by the operand they hold.
+SRAM_NAMES = ("ifmap", "filter", "ofmap")
+#: Where the network's input comes from and its output goes.
+TENSOR_LOCATIONS = ("host", "dram")
+
+
+def _default_dram() -> DramConfig:
+    return dram_preset("ddr4-3200")
 
 
 @dataclass(frozen=True)
@@ -19,14 +39,37 @@ class ChipConfig:
     name:
         Free-form label used in reports.
     clock_mhz:
-        Core clock in MHz (0 < clock_mhz <= 10000); turns cycles into seconds.
+        Core clock in MHz (0 < clock_mhz <= 10000) of the array, SRAMs and DMA; turns cycles into
+        seconds. The DRAM runs at its own clock (``dram.tck_ns``).
+    model_input, model_output:
+        ``"host"`` (default): the network's input arrives over the host link into DRAM before the
+        first layer reads it, and its output returns over the link after the last layer wrote
+        it. ``"dram"``: they already are / stay in DRAM. Weights are always resident in DRAM
+        (loaded once when the model is deployed).
     array:
         The systolic array (:class:`~hw.systolic.config.ArrayConfig`).
+    ifmap_sram, filter_sram, ofmap_sram:
+        The scratchpads (:class:`~hw.memory.sram.SramConfig`); defaults 512, 512 and 256 KiB.
+    dram:
+        Off-chip memory (:class:`~hw.memory.dram.DramConfig`), default preset ``ddr4-3200``, one
+        64-bit channel (25.6 GB/s).
+    host_link:
+        Link to the host (:class:`~hw.memory.link.HostLinkConfig`), default PCIe Gen4 x16.
+    dma:
+        The DMA engines between DRAM/host and the scratchpads (:class:`~hw.memory.dma.DmaConfig`).
     """
 
     name: str = "npulab-default"
     clock_mhz: float = 1000.0
+    model_input: str = "host"
+    model_output: str = "host"
     array: ArrayConfig = field(default_factory=ArrayConfig)
+    ifmap_sram: SramConfig = field(default_factory=lambda: SramConfig(capacity_kib=512))
+    filter_sram: SramConfig = field(default_factory=lambda: SramConfig(capacity_kib=512))
+    ofmap_sram: SramConfig = field(default_factory=lambda: SramConfig(capacity_kib=256))
+    dram: DramConfig = field(default_factory=_default_dram)
+    host_link: HostLinkConfig = field(default_factory=HostLinkConfig)
+    dma: DmaConfig = field(default_factory=DmaConfig)
 
     def __post_init__(self) -> None:
         self.validate("ChipConfig")
@@ -39,9 +82,36 @@ class ChipConfig:
                 or not 0 < mhz <= 10000):
             raise ConfigError(f"{where}: {prefix}clock_mhz = {mhz!r}: must be a number in (0, 10000]")
         object.__setattr__(self, "clock_mhz", float(mhz))
-        if not isinstance(self.array, ArrayConfig):
-            raise ConfigError(f"{where}: array = {self.array!r}: must be an ArrayConfig")
+        for key in ("model_input", "model_output"):
+            value = getattr(self, key)
+            if value not in TENSOR_LOCATIONS:
+                raise ConfigError(f"{where}: {prefix}{key} = {value!r}: must be one of "
+                                  f"{', '.join(repr(v) for v in TENSOR_LOCATIONS)}")
+        for key, cls in (("array", ArrayConfig), ("ifmap_sram", SramConfig),
+                         ("filter_sram", SramConfig), ("ofmap_sram", SramConfig),
+                         ("dram", DramConfig), ("host_link", HostLinkConfig), ("dma", DmaConfig)):
+            if not isinstance(getattr(self, key), cls):
+                raise ConfigError(f"{where}: {key} = {getattr(self, key)!r}: must be a {cls.__name__}")
+
+        eb = self.array.precision.bits // 8
+        for name in SRAM_NAMES:
+            width = self.sram(name).bank_width_bytes
+            if width % eb:
+                raise ConfigError(
+                    f"{where}: sram.{name}.bank_width_bytes = {width}: must be a multiple of the "
+                    f"{eb}-byte {self.array.precision.value} operand")
 
     @property
     def clock_hz(self) -> float:
         return self.clock_mhz * 1e6
+
+    def sram(self, name: str) -> SramConfig:
+        """The scratchpad holding operand ``name`` (one of :data:`SRAM_NAMES`)."""
+        return getattr(self, f"{name}_sram")
+
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        """DRAM peak bandwidth in bytes per core cycle (infinite for the ideal preset)."""
+        if self.dram.is_ideal:
+            return math.inf
+        return self.dram.peak_gbps * 1e9 / self.clock_hz

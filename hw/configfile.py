@@ -14,6 +14,20 @@ File format (every key optional; missing keys take the defaults of :class:`~hw.c
     acc_bits = 32          # 16..64 for integers (default 32 for int8, 64 for int16); 32 for fp16
     overflow = "wrap"      # wrap | saturate
 
+    [sram]                 # keys shared by the three scratchpads (hw.memory.sram.SramConfig)
+    banks = 8
+    [sram.ifmap]           # one scratchpad: ifmap | filter | ofmap
+    capacity_kib = 512
+
+    [dram]                 # hw.memory.dram.DramConfig: a preset plus field overrides
+    preset = "ddr4-3200"
+
+    [host_link]            # hw.memory.link.HostLinkConfig
+    [dma]                  # hw.memory.dma.DmaConfig
+
+The full list with defaults is ``sim_configs/default.toml`` and ``docs/configs.md``. Overrides
+are ``SECTION.KEY=VALUE`` or ``sram.NAME.KEY=VALUE``.
+
 Every error is a :class:`~hw.systolic.config.ConfigError` whose one-line message names the
 file (or ``--set``), the key, the value and what is allowed.
 """
@@ -25,28 +39,29 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from hw.chip import ChipConfig
+from hw.chip import SRAM_NAMES, ChipConfig
+from hw.memory.dma import dma_config_from_dict, dma_config_to_dict
+from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
+from hw.memory.link import host_link_from_dict, host_link_to_dict
+from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
 from hw.systolic.config import ArrayConfig, ConfigError
 
 __all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
-           "parse_override"]
+           "parse_override", "SECTIONS"]
 
-# section name -> (dataclass, where its values go)
-_SECTIONS = {"chip": ChipConfig, "array": ArrayConfig}
-
-
-def _allowed_keys(cls) -> list[str]:
-    return [f.name for f in fields(cls) if not (cls is ChipConfig and f.name == "array")]
+#: Allowed top-level sections, in the order they are written.
+SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
+_CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output")
+_ARRAY_KEYS = tuple(f.name for f in fields(ArrayConfig))
 
 
-def _build(cls, values: dict[str, Any], where: str, section: str):
+def _build(cls, keys, values: dict[str, Any], where: str, section: str):
     """Construct a frozen config from a section's values, validating with file context."""
-    allowed = _allowed_keys(cls)
     for key in values:
-        if key not in allowed:
+        if key not in keys:
             raise ConfigError(
                 f"{where}: {section}.{key}: unknown key; allowed keys in [{section}]: "
-                f"{', '.join(allowed)}"
+                f"{', '.join(keys)}"
             )
     obj = object.__new__(cls)
     for f in fields(cls):
@@ -61,27 +76,60 @@ def _build(cls, values: dict[str, Any], where: str, section: str):
     return obj
 
 
+def _sram_tables(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``[sram]`` keys apply to all three scratchpads; ``[sram.ifmap]`` etc. override one."""
+    for key, value in table.items():
+        if isinstance(value, dict) and key not in SRAM_NAMES:
+            raise ConfigError(f"{where}: [sram.{key}]: unknown scratchpad; allowed: "
+                              f"{', '.join(SRAM_NAMES)}")
+    shared = {k: v for k, v in table.items() if k not in SRAM_NAMES}
+    defaults = ChipConfig()
+    out = {}
+    for name in SRAM_NAMES:
+        sub = table.get(name, {})
+        if not isinstance(sub, dict):
+            raise ConfigError(f"{where}: sram.{name} = {sub!r}: must be a [sram.{name}] table")
+        merged = {"capacity_kib": defaults.sram(name).capacity_kib, **shared, **sub}
+        out[name] = sram_config_from_dict(merged, where, prefix=f"sram.{name}.")
+    return out
+
+
 def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
                           overrides: Iterable[str] = ()) -> ChipConfig:
-    """Build a :class:`ChipConfig` from parsed TOML (sections ``chip`` and ``array``), after
-    applying ``--set``-style overrides; ``where`` names the source in error messages."""
+    """Build a :class:`ChipConfig` from parsed TOML (sections :data:`SECTIONS`), after applying
+    ``--set``-style overrides; ``where`` names the source in error messages."""
     overrides = list(overrides)
     if overrides:
         data = apply_overrides(data, overrides)
         where = f"{where} with --set {' --set '.join(overrides)}"
     for section, value in data.items():
-        if section not in _SECTIONS:
+        if section not in SECTIONS:
             raise ConfigError(
-                f"{where}: [{section}]: unknown section; allowed sections: "
-                f"{', '.join(_SECTIONS)}"
+                f"{where}: [{section}]: unknown section; allowed sections: {', '.join(SECTIONS)}"
             )
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: {section} = {value!r}: must be a [{section}] table")
-    array = _build(ArrayConfig, data.get("array", {}), where, "array")
+    array = _build(ArrayConfig, _ARRAY_KEYS, data.get("array", {}), where, "array")
+    srams = _sram_tables(data.get("sram", {}), where)
     chip_values = dict(data.get("chip", {}))
-    chip = _build(ChipConfig, chip_values, where, "chip")
-    object.__setattr__(chip, "array", array)
-    return chip
+    for key in chip_values:
+        if key not in _CHIP_KEYS:
+            raise ConfigError(f"{where}: chip.{key}: unknown key; allowed keys in [chip]: "
+                              f"{', '.join(_CHIP_KEYS)}")
+    chip_values.update(
+        array=array, ifmap_sram=srams["ifmap"], filter_sram=srams["filter"],
+        ofmap_sram=srams["ofmap"],
+        dram=dram_config_from_dict(data.get("dram", {}), where, prefix="dram."),
+        host_link=host_link_from_dict(data.get("host_link", {}), where, prefix="host_link."),
+        dma=dma_config_from_dict(data.get("dma", {}), where, prefix="dma."),
+    )
+    obj = object.__new__(ChipConfig)
+    for f in fields(ChipConfig):
+        value = chip_values[f.name] if f.name in chip_values else (
+            f.default if f.default is not MISSING else f.default_factory())
+        object.__setattr__(obj, f.name, value)
+    obj.validate(where, prefix="chip.")
+    return obj
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -91,12 +139,14 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     if "=" not in text:
         raise ConfigError(f"{where}: expected SECTION.KEY=VALUE, e.g. array.rows=16")
     dotted, raw = text.split("=", 1)
-    if dotted.count(".") != 1 or not all(dotted.split(".")):
-        raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY, e.g. array.rows")
-    section, key = (part.strip() for part in dotted.split("."))
-    if section not in _SECTIONS:
+    parts = [part.strip() for part in dotted.split(".")]
+    if not all(parts) or not (len(parts) == 2 or (len(parts) == 3 and parts[0] == "sram")):
+        raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY (e.g. array.rows) or "
+                          f"sram.NAME.KEY (e.g. sram.ifmap.capacity_kib)")
+    section, key = parts[0], ".".join(parts[1:])
+    if section not in SECTIONS:
         raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
-                          f"{', '.join(_SECTIONS)}")
+                          f"{', '.join(SECTIONS)}")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -109,7 +159,12 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     merged = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for text in overrides:
         section, key, value = parse_override(text)
-        merged.setdefault(section, {})[key] = value
+        table = merged.setdefault(section, {})
+        if "." in key:  # sram.NAME.KEY
+            sub, key = key.split(".")
+            table[sub] = dict(table.get(sub, {}))
+            table = table[sub]
+        table[key] = value
     return merged
 
 
@@ -150,8 +205,12 @@ def chip_config_to_dict(cfg: ChipConfig) -> dict[str, dict[str, Any]]:
         return value.value if hasattr(value, "value") else value
 
     return {
-        "chip": {k: plain(getattr(cfg, k)) for k in _allowed_keys(ChipConfig)},
-        "array": {k: plain(getattr(cfg.array, k)) for k in _allowed_keys(ArrayConfig)},
+        "chip": {k: plain(getattr(cfg, k)) for k in _CHIP_KEYS},
+        "array": {k: plain(getattr(cfg.array, k)) for k in _ARRAY_KEYS},
+        "sram": {name: sram_config_to_dict(cfg.sram(name)) for name in SRAM_NAMES},
+        "dram": dram_config_to_dict(cfg.dram),
+        "host_link": host_link_to_dict(cfg.host_link),
+        "dma": dma_config_to_dict(cfg.dma),
     }
 
 
@@ -159,5 +218,9 @@ def chip_config_to_toml(cfg: ChipConfig) -> str:
     """The effective config as TOML that :func:`load_chip_config` reads back unchanged."""
     lines = []
     for section, values in chip_config_to_dict(cfg).items():
+        if section == "sram":
+            for name, sub in values.items():
+                lines += [f"[sram.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in sub.items()] + [""]
+            continue
         lines += [f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()] + [""]
     return "\n".join(lines[:-1]) + "\n"

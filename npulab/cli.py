@@ -1,4 +1,4 @@
-"""The ``npulab`` command line: ``run``, ``scalesim``, ``config show``.
+"""The ``npulab`` command line: ``run``, ``scalesim``, ``config show``, ``dram replay``.
 
 Every error a user can cause (bad config value, bad topology line, unknown model) is printed
 as one line ``npulab: error: ...`` naming the file, key or line and the value, with exit
@@ -8,6 +8,7 @@ status 2. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from importlib import resources
 from pathlib import Path
@@ -20,11 +21,14 @@ from compiler.ir import IRError
 from hw.configfile import chip_config_to_toml, load_chip_config
 from hw.systolic.config import ConfigError
 from npulab.report import FORMATS, render
+from compiler.lower import CONV_LOWERINGS, SRAM_LAYOUTS, CompileOptions
+from compiler.tiling import ORDERS, TilingError
 from npulab.simulate import TIMING_MODES, simulate
 
 __all__ = ["main", "build_parser", "resolve_config"]
 
-USER_ERRORS = (ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError)
+USER_ERRORS = (ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError,
+               TilingError)
 DEFAULT_MODEL = "resnet18"
 
 
@@ -77,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="npulab", formatter_class=fmt,
         description="Cycle-level simulator of deep-learning accelerators.",
         epilog="examples:\n  npulab run\n  npulab run --model resnet50 --config tpu_v1_like\n"
+               "  npulab run --onnx model.onnx --set dram.preset=hbm2\n"
+               "  npulab dram replay trace.txt --preset ddr4-3200\n"
                "  npulab scalesim -c my.cfg -t my_topology.csv -o out/\n  npulab config show",
     )
     parser.add_argument("--version", action="version", version=f"npulab {npulab.__version__}")
@@ -84,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", formatter_class=fmt, help="simulate a model on a chip (the main job)",
-        description="Simulate a model from the zoo (or a SCALE-Sim topology CSV) on a chip and "
-                    "print per-layer cycles, MACs, utilization and SRAM accesses.",
+        description="Simulate a model from the zoo (or a SCALE-Sim topology CSV, or an ONNX file) "
+                    "on a chip and print per-layer cycles, compute and stall cycles by cause, SRAM, "
+                    "DRAM and link traffic, achieved bandwidth, arithmetic intensity and what "
+                    "bounds each layer.",
         epilog="examples:\n  npulab run                                  # ResNet-18 on the default chip\n"
                "  npulab run --model bert_base_layer --seq-len 256 --format json\n"
                "  npulab run --config eyeriss_like --set array.dataflow=os -o results/\n"
@@ -96,12 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
     src = run.add_mutually_exclusive_group()
     src.add_argument("--model", "-m", help=f"zoo model name (default {DEFAULT_MODEL})")
     src.add_argument("--topology", "-t", metavar="CSV", help="SCALE-Sim topology CSV")
+    src.add_argument("--onnx", metavar="MODEL", help="ONNX model file (needs the onnx extra)")
+    run.add_argument("--skip-unsupported", action="store_true",
+                     help="with --onnx: skip unsupported ONNX ops (listed) instead of failing")
     run.add_argument("--gemm", action="store_true", help="the topology CSV is in GEMM format (M, N, K)")
     run.add_argument("--batch", type=int, help="batch size for zoo models")
     run.add_argument("--image-size", type=int, help="input height/width for zoo CNNs")
     run.add_argument("--seq-len", type=int, help="sequence length for transformer models")
     run.add_argument("--timing", choices=TIMING_MODES, default="native",
-                     help="native (cycle-exact model of our array) or scalesim (SCALE-Sim's formulas)")
+                     help="native (default: full chip with SRAM tiling, DRAM, host link, stalls), "
+                          "compute (array only, operands assumed in SRAM) or scalesim "
+                          "(SCALE-Sim's compute formulas)")
+    run.add_argument("--conv-lowering", choices=CONV_LOWERINGS, default="direct",
+                     help="native timing: read conv inputs as NHWC patches (direct, default) or "
+                          "as an expanded im2col matrix in DRAM")
+    run.add_argument("--loop-order", choices=ORDERS,
+                     help="native timing: force the tile loop order (default: chosen per layer)")
+    run.add_argument("--no-keep-on-chip", action="store_true",
+                     help="native timing: always write layer outputs to DRAM")
+    run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
+                     help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
     run.add_argument("--output", "-o", metavar="DIR",
                      help="also write run.json, layers.csv and report.txt into DIR")
@@ -132,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
+
+    if importlib.util.find_spec("npulab.dram_cmd") is not None:  # being built: issue 3
+        from npulab import dram_cmd
+        dram_cmd.add_parser(sub)
     return parser
 
 
@@ -150,7 +176,13 @@ def _progress(done: int, total: int, name: str) -> None:
 
 def cmd_run(args) -> int:
     chip = load_chip_config(resolve_config(args.config), args.set)
-    if args.topology:
+    if args.skip_unsupported and not args.onnx:
+        raise UserError("--skip-unsupported applies to --onnx models")
+    if args.onnx:
+        if any(v is not None for v in (args.image_size, args.seq_len)):
+            raise UserError("--image-size/--seq-len apply to zoo models, not --onnx")
+        graph = _import_onnx(args)
+    elif args.topology:
         if any(v is not None for v in (args.batch, args.image_size, args.seq_len)):
             raise UserError("--batch/--image-size/--seq-len apply to zoo models, not --topology")
         graph = read_topology(args.topology, gemm=True if args.gemm else None)
@@ -160,7 +192,10 @@ def cmd_run(args) -> int:
         except ValueError as exc:
             raise UserError(str(exc)) from None
     show = sys.stderr.isatty() and len(graph.ops) > 50
-    result = simulate(graph, chip, args.timing, progress=_progress if show else None)
+    options = CompileOptions(conv_lowering=args.conv_lowering, loop_order=args.loop_order,
+                             keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout)
+    result = simulate(graph, chip, args.timing, progress=_progress if show else None,
+                      options=options)
     text = render(result, args.format)
     sys.stdout.write(text)
     if args.output:
@@ -171,6 +206,23 @@ def cmd_run(args) -> int:
         (out / "report.txt").write_text(render(result, "table"), encoding="utf-8")
         print(f"npulab: wrote run.json, layers.csv, report.txt to {out}", file=sys.stderr)
     return 0
+
+
+def _import_onnx(args):
+    try:
+        from compiler.frontends.onnx_import import OnnxImportError, import_onnx
+    except ModuleNotFoundError as exc:
+        raise UserError(f"--onnx needs the onnx package ({exc}); install it with "
+                        f"pip install 'npulab[onnx]'") from None
+    try:
+        graph, report = import_onnx(args.onnx, batch=args.batch,
+                                    skip_unsupported=args.skip_unsupported)
+    except OnnxImportError as exc:
+        raise UserError(str(exc)) from None
+    if report.skipped:
+        skipped = ", ".join(f"{op} ({node})" for op, node in report.skipped)
+        print(f"npulab: skipped unsupported ONNX ops: {skipped}", file=sys.stderr)
+    return graph
 
 
 def cmd_scalesim(args) -> int:
@@ -205,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_scalesim(args)
         if args.command == "config":
             return cmd_config(args, parser)
+        if args.command == "dram":
+            from npulab import dram_cmd
+            return dram_cmd.main(args)
         parser.print_help()
         return 2
     except (UserError, *USER_ERRORS) as exc:

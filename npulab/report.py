@@ -13,13 +13,15 @@ __all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv"]
 
 FORMATS = ("table", "json", "csv")
 
-_COLUMNS = [  # (header, attribute, format)
+_SHAPE_COLUMNS = [  # (header, attribute, format)
     ("layer", "name", "s"),
     ("op", "op", "s"),
     ("gemms", "gemm_count", "d"),
     ("M", "gemm_m", "d"),
     ("N", "gemm_n", "d"),
     ("K", "gemm_k", "d"),
+]
+_COLUMNS = _SHAPE_COLUMNS + [
     ("cycles", "cycles", ","),
     ("MACs", "macs", ","),
     ("util %", "utilization_pct", ".1f"),
@@ -28,6 +30,22 @@ _COLUMNS = [  # (header, attribute, format)
     ("filter rd", "filter_sram_reads", ","),
     ("ofmap wr", "ofmap_sram_writes", ","),
     ("psum rd", "ofmap_sram_reads", ","),
+]
+
+
+_NATIVE_COLUMNS = _SHAPE_COLUMNS + [
+    ("cycles", "cycles", ","),
+    ("compute", "compute_cycles", ","),
+    ("stall dram", "stall_dram_cycles", ","),
+    ("stall link", "stall_link_cycles", ","),
+    ("stall sram", "stall_sram_cycles", ","),
+    ("util %", "utilization_pct", ".1f"),
+    ("DRAM rd B", "dram_read_bytes", ","),
+    ("DRAM wr B", "dram_write_bytes", ","),
+    ("link B", "link_bytes", ","),
+    ("GB/s", "dram_bandwidth_gbps", ".2f"),
+    ("MAC/B", "arithmetic_intensity", ".1f"),
+    ("bound", "bound", "s"),
 ]
 
 
@@ -43,10 +61,11 @@ def to_table(result: RunResult) -> str:
     header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
               f"timing: {result.timing}")
-    rows = [[h for h, _, _ in _COLUMNS]]
+    columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
+    rows = [[h for h, _, _ in columns]]
     for layer in result.layers:
-        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in _COLUMNS])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in columns])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
     lines = [header, f"scope: {result.scope}", ""]
     for n, r in enumerate(rows):
         cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
@@ -65,6 +84,24 @@ def to_table(result: RunResult) -> str:
         f"SRAM filter reads     {t['filter_sram_reads']:,}",
         f"SRAM ofmap writes     {t['ofmap_sram_writes']:,}",
         f"SRAM psum reads       {t['ofmap_sram_reads']:,}",
+    ]
+    if result.timing == "native":
+        mem = result.config
+        peak = t["dram_peak_gbps"]
+        lines += [
+            f"compute cycles        {t['compute_cycles']:,}",
+            f"stall cycles          dram {t['stall_dram_cycles']:,}, link {t['stall_link_cycles']:,}, "
+            f"sram {t['stall_sram_cycles']:,}",
+            f"DRAM traffic          {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B written "
+            f"({t['dram_bus_bytes']:,} B on the bus)",
+            f"DRAM bandwidth        {t['dram_bandwidth_gbps']:.2f} GB/s achieved"
+            + (f" of {peak:.1f} GB/s peak ({mem['dram']['preset']})" if peak else " (ideal DRAM)"),
+            f"host link traffic     {t['link_bytes']:,} B",
+            "arithmetic intensity  " + (f"{t['arithmetic_intensity']:.1f} MACs per DRAM byte"
+                                        if t["arithmetic_intensity"] else "-"),
+            f"memory-bound layers   {t['memory_bound_layers']} of {t['layers_simulated']}",
+        ]
+    lines += [
         f"layers                {t['layers_simulated']} on the array, "
         f"{t['layers_not_simulated']} pool/eltwise not simulated (no vector unit modelled)",
     ]

@@ -1,20 +1,23 @@
-"""Run a workload graph on a chip: per-layer cycles, MACs, utilization and SRAM accesses.
-
-Scope today (said in every report): **compute only**. Operands are assumed to be resident in
-SRAM with unlimited bandwidth; DRAM, host links and stalls arrive with the memory system.
-Each layer starts on an empty array (no overlap between layers), so a network's cycles are
-the sum of its layers'. Pool and Eltwise ops have no matrix engine to run on in this chip
-model: they are listed with ``engine = "none"`` and no cycles, and the totals say how many
-there were.
+"""Run a workload graph on a chip: per-layer cycles, stalls, memory traffic and bandwidths.
 
 Timing modes:
 
-* ``native``: the timing engine (:mod:`hw.systolic.timing`), which equals the register-level
-  model cycle for cycle. A layer with several GEMMs (conv groups, batched GEMMs) streams them
-  back to back through the array.
+* ``native`` (default): the full chip. The compiler (:mod:`compiler.lower`) tiles every matrix
+  op to fit the scratchpads and emits load / compute / store commands; the executor
+  (:mod:`hw.executor`) runs them against the systolic timing engine, the cycle-level DRAM model
+  and the host link. Layers overlap where the schedule allows (the next layer's weights are
+  prefetched while the current one computes); a layer's ``cycles`` is the window between the
+  previous layer's end and its own, so they add up to the network's.
+* ``compute``: compute only. Operands are assumed resident in SRAM with unlimited bandwidth;
+  each layer starts on an empty array and its cycles are the timing engine's
+  (:mod:`hw.systolic.timing`, which equals the register-level model cycle for cycle). A layer
+  with several GEMMs (conv groups, batched GEMMs) streams them back to back.
 * ``scalesim``: SCALE-Sim's closed-form compute model (:mod:`hw.systolic.scalesim_compat`); a
-  layer with several GEMMs runs them as separate SCALE-Sim layers (how SCALE-Sim expands
-  depthwise layers), and its cycles are their sum.
+  layer with several GEMMs runs them as separate SCALE-Sim layers, and its cycles are their sum.
+
+Pool and Eltwise ops have no engine in this chip model: they are listed with
+``engine = "none"`` and no cycles (in ``native`` mode their output is taken to be in DRAM as
+soon as their inputs are), and the totals say how many there were.
 """
 
 from __future__ import annotations
@@ -22,17 +25,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from compiler.ir import Graph
+from compiler.lower import CompileOptions, compile_graph
 from hw.chip import ChipConfig
 from hw.configfile import chip_config_to_dict
+from hw.executor import ExecutionResult, execute
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
 
 __all__ = ["TIMING_MODES", "LayerResult", "RunResult", "simulate", "SCOPE_NOTE"]
 
-TIMING_MODES = ("native", "scalesim")
-SCOPE_NOTE = ("compute-only: operands assumed resident in SRAM with unlimited bandwidth "
-              "(no DRAM, no stalls); layers run one after another on an empty array")
+TIMING_MODES = ("native", "compute", "scalesim")
+SCOPE_NOTES = {
+    "native": ("full chip: tiles scheduled over the scratchpads, cycle-level DRAM, host link and "
+               "DMA; stalls included; pool/eltwise ops not simulated (no vector unit)"),
+    "compute": ("compute-only: operands assumed resident in SRAM with unlimited bandwidth "
+                "(no DRAM, no stalls); layers run one after another on an empty array"),
+    "scalesim": ("SCALE-Sim compute model (CALC): operands resident in SRAM, no DRAM, no stalls; "
+                 "layers run one after another"),
+}
+#: Kept for callers of the compute-only scope text.
+SCOPE_NOTE = SCOPE_NOTES["compute"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,18 @@ class LayerResult:
     ofmap_sram_writes: int | None
     ofmap_sram_reads: int | None
     folds: int | None
+    # native (full chip) timing only; None in the compute-only modes
+    compute_cycles: int | None = None
+    stall_dram_cycles: int | None = None
+    stall_link_cycles: int | None = None
+    stall_sram_cycles: int | None = None
+    dram_read_bytes: int | None = None
+    dram_write_bytes: int | None = None
+    link_bytes: int | None = None
+    dram_bandwidth_gbps: float | None = None
+    arithmetic_intensity: float | None = None
+    bound: str | None = None
+    tiling: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,9 +94,13 @@ class RunResult:
     scope: str
     layers: tuple[LayerResult, ...]
     totals: dict = field(default_factory=dict)
+    dram: dict = field(default_factory=dict)
+    execution: ExecutionResult | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain data (JSON-ready); the execution trace is left out."""
+        return {f: (getattr(self, f) if f != "layers" else [asdict(x) for x in self.layers])
+                for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
 
 
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
@@ -136,19 +165,102 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
     return totals
 
 
-def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=None) -> RunResult:
-    """Simulate every op of ``graph`` on ``chip``.
+def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | None):
+    program = compile_graph(graph, chip, options)
+    run = execute(program, chip)
+    layers = []
+    for op, ls, c in zip(graph.ops, program.layers, run.layers):
+        if op.gemm_shape() is None:
+            layers.append(_idle_layer(op))
+            continue
+        base = _array_layer(op, chip, "native")
+        cycles = c["cycles"]
+        dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
+        dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
+        link = c["link_in_bytes"] + c["link_out_bytes"]
+        dram_bytes = dram_rd + dram_wr
+        # The busiest resource: array compute, DRAM transfers or link transfers (cycles each
+        # spent working for this layer).
+        demand = {"compute": c["array_busy_cycles"], "dram": c["dram_transfer_cycles"],
+                  "link": c["link_transfer_cycles"]}
+        t = ls.tiling
+        layers.append(LayerResult(
+            **{**asdict(base),
+               "cycles": cycles,
+               "utilization_pct": 100.0 * op.macs / (chip.array.pes * cycles) if cycles else 0.0,
+               "ifmap_sram_reads": c["ifmap_sram_reads"], "filter_sram_reads": c["filter_sram_reads"],
+               "ofmap_sram_writes": c["ofmap_sram_writes"], "ofmap_sram_reads": c["ofmap_sram_reads"],
+               "compute_cycles": c["compute_cycles"],
+               "stall_dram_cycles": c["stall_dram_cycles"],
+               "stall_link_cycles": c["stall_link_cycles"],
+               "stall_sram_cycles": c["stall_sram_cycles"],
+               "dram_read_bytes": dram_rd, "dram_write_bytes": dram_wr, "link_bytes": link,
+               "dram_bandwidth_gbps": dram_bytes * chip.clock_hz / cycles / 1e9 if cycles else 0.0,
+               "arithmetic_intensity": op.macs / dram_bytes if dram_bytes else None,
+               "bound": max(demand, key=demand.get),
+               "tiling": (f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
+                          f"{t.order}{' in:sram' if t.input_resident else ''}"
+                          f"{' out:sram' if t.output_resident else ''}"),
+               }))
+    return layers, run
 
-    ``progress``, if given, is called as ``progress(done, total, op_name)`` after each op.
+
+def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=None,
+             options: CompileOptions | None = None) -> RunResult:
+    """Simulate every op of ``graph`` on ``chip`` in one of :data:`TIMING_MODES`.
+
+    ``progress``, if given, is called as ``progress(done, total, op_name)`` as ops finish
+    (``native`` mode reports compile and execution as two steps). ``options`` are the
+    compiler's (:class:`~compiler.lower.CompileOptions`, ``native`` mode only).
     """
     if timing not in TIMING_MODES:
         raise ValueError(f"timing = {timing!r}: must be one of {', '.join(TIMING_MODES)}")
-    layers = []
-    for index, op in enumerate(graph.ops):
-        layers.append(_array_layer(op, chip, timing) if op.gemm_shape() is not None else _idle_layer(op))
+    run = None
+    if timing == "native":
+        layers, run = _native_layers(graph, chip, options)
         if progress is not None:
-            progress(index + 1, len(graph.ops), op.name)
+            progress(len(graph.ops), len(graph.ops), "done")
+    else:
+        layers = []
+        for index, op in enumerate(graph.ops):
+            mode = "native" if timing == "compute" else timing
+            layers.append(_array_layer(op, chip, mode) if op.gemm_shape() is not None
+                          else _idle_layer(op))
+            if progress is not None:
+                progress(index + 1, len(graph.ops), op.name)
+    totals = _totals(layers, chip)
+    if run is not None:
+        totals = _memory_totals(totals, layers, run, chip)
     return RunResult(
         model=graph.name, chip=chip.name, config=chip_config_to_dict(chip),
-        timing=timing, scope=SCOPE_NOTE, layers=tuple(layers), totals=_totals(layers, chip),
+        timing=timing, scope=SCOPE_NOTES[timing], layers=tuple(layers), totals=totals,
+        dram=run.dram if run is not None else {}, execution=run,
     )
+
+
+def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig) -> dict:
+    t = run.totals
+    cycles = run.cycles
+    dram_bytes = sum(t[k] for k in ("dram_ifmap_read_bytes", "dram_filter_read_bytes",
+                                    "dram_psum_read_bytes", "dram_ofmap_write_bytes",
+                                    "dram_psum_write_bytes"))
+    latency_s = cycles / chip.clock_hz
+    out = dict(totals)
+    out.update(
+        cycles=cycles, latency_s=latency_s,
+        effective_tops=2 * totals["macs"] / latency_s / 1e12 if cycles else 0.0,
+        utilization_pct=100.0 * totals["macs"] / (chip.array.pes * cycles) if cycles else 0.0,
+        compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
+        stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],
+        dram_read_bytes=t["dram_ifmap_read_bytes"] + t["dram_filter_read_bytes"] + t["dram_psum_read_bytes"],
+        dram_write_bytes=t["dram_ofmap_write_bytes"] + t["dram_psum_write_bytes"],
+        dram_bus_bytes=t["dram_bus_read_bytes"] + t["dram_bus_write_bytes"],
+        link_bytes=t["link_in_bytes"] + t["link_out_bytes"],
+        dram_bandwidth_gbps=dram_bytes * chip.clock_hz / cycles / 1e9 if cycles else 0.0,
+        dram_peak_gbps=chip.dram.peak_gbps if not chip.dram.is_ideal else None,
+        arithmetic_intensity=totals["macs"] / dram_bytes if dram_bytes else None,
+        memory_bound_layers=sum(1 for x in layers if x.bound in ("dram", "link")),
+    )
+    for key in ("ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes", "ofmap_sram_reads"):
+        out[key] = t[key]
+    return out

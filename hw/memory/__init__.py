@@ -1,1 +1,3 @@
-"""Memory system models (SRAM scratchpads, DRAM, host links, DMA). Not yet built: see issue 3."""
+"""Memory system models: SRAM scratchpads (:mod:`hw.memory.sram`), DRAM timing
+(:mod:`hw.memory.dram`), the PCIe host link (:mod:`hw.memory.link`) and DMA engines
+(:mod:`hw.memory.dma`). The executor (:mod:`hw.executor`) puts them together."""

@@ -98,8 +98,44 @@ def test_file_errors_name_the_file_and_line(tmp_path):
 
 def test_toml_output_is_valid_and_complete():
     data = tomllib.loads(chip_config_to_toml(ChipConfig()))
-    assert data == {
-        "chip": {"name": "npulab-default", "clock_mhz": 1000.0},
-        "array": {"rows": 32, "cols": 32, "dataflow": "ws", "precision": "int8",
-                  "acc_bits": 32, "overflow": "wrap"},
-    }
+    assert list(data) == ["chip", "array", "sram", "dram", "host_link", "dma"]
+    assert data["chip"] == {"name": "npulab-default", "clock_mhz": 1000.0,
+                            "model_input": "host", "model_output": "host"}
+    assert data["array"] == {"rows": 32, "cols": 32, "dataflow": "ws", "precision": "int8",
+                             "acc_bits": 32, "overflow": "wrap"}
+    assert [data["sram"][n]["capacity_kib"] for n in ("ifmap", "filter", "ofmap")] == [512, 256 * 2, 256]
+    assert data["dram"]["preset"] == "ddr4-3200" and data["dram"]["channels"] == 1
+    assert data["host_link"]["generation"] == 4 and data["host_link"]["lanes"] == 16
+
+
+def test_memory_sections_shared_and_per_scratchpad_keys(tmp_path):
+    path = tmp_path / "mem.toml"
+    path.write_text('[sram]\nbanks = 16\n[sram.ofmap]\ncapacity_kib = 64\nports = 2\n'
+                    '[dram]\npreset = "hbm2"\nchannels = 4\n[host_link]\ngeneration = 5\n'
+                    '[dma]\nmax_outstanding = 8\n')
+    cfg = load_chip_config(path, ["sram.ifmap.capacity_kib=1024", "chip.model_input=dram"])
+    assert [cfg.sram(n).banks for n in ("ifmap", "filter", "ofmap")] == [16, 16, 16]
+    assert cfg.ofmap_sram.capacity_kib == 64 and cfg.ofmap_sram.ports == 2
+    assert cfg.ifmap_sram.capacity_kib == 1024 and cfg.filter_sram.capacity_kib == 512
+    assert cfg.dram.preset == "hbm2" and cfg.dram.channels == 4
+    assert cfg.host_link.generation == 5 and cfg.dma.max_outstanding == 8
+    assert cfg.model_input == "dram"
+    out = tmp_path / "again.toml"
+    out.write_text(chip_config_to_toml(cfg))
+    assert load_chip_config(out) == cfg
+
+
+@pytest.mark.parametrize("override, fragments", [
+    ("sram.ifmap.capacity_kib=-1", ["sram.ifmap.capacity_kib = -1"]),
+    ("sram.bank_width_bytes=3", ["bank_width_bytes"]),
+    ("sram.weights.capacity_kib=1", ["[sram.weights]: unknown scratchpad", "ifmap, filter, ofmap"]),
+    ("dram.channels=0", ["dram.channels = 0"]),
+    ("host_link.lanes=3", ["host_link.lanes = 3"]),
+    ("chip.model_input=disk", ["chip.model_input = 'disk'", "'host', 'dram'"]),
+    ("dma.speed=3", ["dma.speed"]),
+])
+def test_memory_section_errors_name_key_and_value(override, fragments):
+    with pytest.raises(ConfigError) as info:
+        load_chip_config(None, [override])
+    for fragment in fragments:
+        assert fragment in str(info.value)

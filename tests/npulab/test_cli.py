@@ -26,7 +26,7 @@ def run(capsys, *argv):
 def test_default_run_is_resnet18_on_the_default_chip(capsys):
     code, out, _ = run(capsys, "run")
     assert code == 0 and out.startswith("npulab: resnet18 on npulab-default (32x32 ws int8, 1000 MHz)")
-    assert "compute-only" in out
+    assert "full chip" in out and "stall dram" in out and "DRAM bandwidth" in out
     assert f"total MACs            {RESNET18_MACS:,}" in out
     assert "layer1.0.conv1" in out and "fc" in out
 
@@ -93,6 +93,12 @@ def test_topology_run(capsys, tmp_path):
     (["run", "--model", "resnet18", "--seq-len", "5"], "unknown parameter 'seq_len'"),
     (["run", "--topology", "/nonexistent/x.csv"], "/nonexistent/x.csv"),
     (["config", "show", "--config", "/nonexistent/c.toml"], "/nonexistent/c.toml: no such config file"),
+    (["run", "--set", "sram.ifmap.capacity_kib=0.25", "--set", "sram.banks=1",
+      "--set", "sram.bank_width_bytes=1", "--model", "vgg16"], "no tiling fits the scratchpads"),
+    (["run", "--set", "dram.preset=ddr9"], "dram.preset = 'ddr9'"),
+    (["run", "--set", "sram.ifmap.size=3"], "sram.ifmap.size"),
+    (["run", "--skip-unsupported"], "--skip-unsupported applies to --onnx"),
+    (["run", "--onnx", "/nonexistent/m.onnx"], "/nonexistent/m.onnx"),
 ])
 def test_user_errors_are_one_line(capsys, argv, fragment):
     code, out, err = run(capsys, *argv)
@@ -134,3 +140,31 @@ def test_module_entry_point_runs():
     assert done.returncode == 0, done.stderr
     # torchvision AlexNet_Weights.IMAGENET1K_V1: 0.714 GFLOPS
     assert json.loads(done.stdout)["totals"]["macs"] == pytest.approx(0.714e9, rel=1e-3)
+
+
+def test_compute_timing_and_compiler_flags(capsys):
+    code, out, _ = run(capsys, "run", "--timing", "compute", "--format", "json")
+    assert code == 0 and json.loads(out)["scope"].startswith("compute-only")
+    code, out, _ = run(capsys, "run", "--model", "alexnet", "--conv-lowering", "im2col",
+                       "--loop-order", "nmk", "--no-keep-on-chip", "--format", "json")
+    doc = json.loads(out)
+    tilings = [layer["tiling"] for layer in doc["layers"] if layer["tiling"]]
+    assert code == 0 and all(t.endswith("nmk") for t in tilings)
+    assert any(t.startswith("im2col") for t in tilings)
+
+
+def test_run_onnx_model(capsys, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 3, 3, 3], [0.0] * 432)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["y"], ["z"], name="relu0")],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [w])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    code, out, _ = run(capsys, "run", "--onnx", str(path), "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["totals"]["macs"] == 32 * 32 * 16 * 27

@@ -20,7 +20,8 @@ def test_native_ws_cycles_match_the_hand_derivation():
     #   f1: W=32  S=101                   f4: W=332 S=401
     #   f2: W=132 S=201                   f5: W=432 S=501
     # end_f = S + T + R + cols_used - 1 -> f5: 501 + 100 + 32 + 8 - 1 = 640 (f2: 364).
-    result = simulate(Graph("g", (Gemm(name="g", m=100, n=40, k=70),)), chip(dataflow="ws"))
+    result = simulate(Graph("g", (Gemm(name="g", m=100, n=40, k=70),)), chip(dataflow="ws"),
+                      "compute")
     layer = result.layers[0]
     assert layer.cycles == 640
     assert layer.macs == layer.pe_busy_cycles == 100 * 40 * 70
@@ -34,7 +35,8 @@ def test_native_os_cycles_match_the_hand_derivation():
     # fold (row fold 1, col fold 1, cols_used 8) starts at 96 and ends at
     # 96 + K + 2R + cols_used - 2 = 96 + 10 + 64 + 8 - 2 = 176; fold 2 (cols_used 8) ends at
     # 64 + 80 = 144, fold 1 (cols_used 32) at 32 + 10 + 64 + 30 = 136.
-    result = simulate(Graph("g", (Gemm(name="g", m=40, n=40, k=10),)), chip(dataflow="os"))
+    result = simulate(Graph("g", (Gemm(name="g", m=40, n=40, k=10),)), chip(dataflow="os"),
+                      "compute")
     assert result.layers[0].cycles == 176
 
 
@@ -47,7 +49,7 @@ def test_scalesim_mode_uses_scalesim_formula():
 def test_groups_run_as_separate_gemms():
     dw = conv2d("dw", 16, 8, 8, 3, padding=1, groups=8)
     one = conv2d("one", 16, 1, 1, 3, padding=1)
-    for timing in ("native", "scalesim"):
+    for timing in ("compute", "scalesim"):
         many = simulate(Graph("a", (dw,)), chip(dataflow="os"), timing).layers[0]
         single = simulate(Graph("b", (one,)), chip(dataflow="os"), timing).layers[0]
         assert many.macs == 8 * single.macs
@@ -65,7 +67,7 @@ def test_vector_ops_are_listed_but_not_simulated():
              stride_w=2, inputs=("c",)),
         Eltwise(name="e", op="relu", elements=64, inputs=("p",)),
     ))
-    result = simulate(g, ChipConfig())
+    result = simulate(g, ChipConfig(), "compute")
     assert [layer.engine for layer in result.layers] == ["array", "none", "none"]
     assert result.layers[1].cycles is None
     assert result.totals["layers_simulated"] == 1
@@ -75,7 +77,7 @@ def test_vector_ops_are_listed_but_not_simulated():
 
 @pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
 def test_resnet18_totals(dataflow):
-    result = simulate(zoo.get("resnet18"), chip(dataflow=dataflow))
+    result = simulate(zoo.get("resnet18"), chip(dataflow=dataflow), "compute")
     # torchvision ResNet18_Weights.IMAGENET1K_V1: 1.814 GFLOPS (multiply-accumulates)
     assert result.totals["macs"] == pytest.approx(1.814e9, rel=5e-4)
     assert result.totals["cycles"] == sum(l.cycles for l in result.layers if l.cycles)
@@ -88,5 +90,30 @@ def test_resnet18_totals(dataflow):
 
 
 def test_unknown_timing_mode():
-    with pytest.raises(ValueError, match="timing = 'fast': must be one of native, scalesim"):
+    with pytest.raises(ValueError, match="timing = 'fast': must be one of native, compute, scalesim"):
         simulate(zoo.get("resnet18"), ChipConfig(), "fast")
+
+
+def test_native_is_the_default_and_reports_memory_timing():
+    g = Graph("g", (Gemm(name="fc", m=1, n=1000, k=2048),))
+    full = simulate(g, ChipConfig())
+    compute = simulate(g, ChipConfig(), "compute")
+    layer = full.layers[0]
+    assert full.timing == "native" and "DRAM" in full.scope
+    # A batch-1 FC layer reads 2 MB of weights at 25.6 GB/s: memory-bound, far slower than compute.
+    assert layer.bound == "dram"
+    assert layer.dram_read_bytes >= 1000 * 2048 + 2048
+    assert layer.cycles > 1000 * 2048 / 25.6 > compute.layers[0].cycles
+    assert layer.cycles == (layer.compute_cycles + layer.stall_dram_cycles
+                            + layer.stall_link_cycles + layer.stall_sram_cycles)
+    assert layer.arithmetic_intensity == pytest.approx(layer.macs / (layer.dram_read_bytes
+                                                                     + layer.dram_write_bytes))
+    assert compute.layers[0].stall_dram_cycles is None
+
+
+def test_large_conv_is_compute_bound():
+    g = Graph("g", (conv2d("c", 56, 128, 128, 3, padding=1),))
+    in_dram = load_chip_config(None, ["chip.model_input=dram", "chip.model_output=dram"])
+    layer = simulate(g, in_dram).layers[0]
+    assert layer.bound == "compute"
+    assert layer.stall_dram_cycles < 0.1 * layer.cycles

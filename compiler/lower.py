@@ -1,0 +1,427 @@
+"""Lower a graph to a :class:`~compiler.schedule.Program` for a chip.
+
+For every matrix op (:class:`~compiler.ir.Gemm`, :class:`~compiler.ir.Conv2d`) the tiler
+(:mod:`compiler.tiling`) picks tile sizes and a loop order; this module then walks the loop nest
+and emits the commands:
+
+* a ``LOAD`` of an A (ifmap) or B (filter) tile each time the tile changes; with double buffering
+  tiles alternate between the two halves of the scratchpad, and a load waits only for the compute
+  that last read the half it overwrites — so the next tile is prefetched while the current one
+  computes;
+* a ``COMPUTE`` per tile, after its operands are loaded and its accumulator half is free;
+* a ``STORE`` when an output tile is complete (or a partial-sum spill at accumulator width when
+  the loop order leaves the tile before the last K step; the tile is reloaded when resumed).
+
+Between ops: tensors live in DRAM at addresses given by a bump allocator (NHWC activations,
+row-major GEMM operands, weights pre-tiled by the compiler so each weight tile is one contiguous
+block). A consumer's first load waits for the producer's last store. When an op's only consumer
+is the next op, the whole output fits the ofmap scratchpad and the consumer can keep all of its
+input in one ifmap tile, the tensor stays on chip: the producer stores nothing and the consumer
+starts with an on-chip ``MOVE`` (ofmap -> ifmap scratchpad) instead of DRAM loads.
+
+The network input arrives from the host over the link (``HOST_IN``) unless
+``chip.model_input == "dram"``; outputs no op consumes go back to the host (``HOST_OUT``)
+unless ``chip.model_output == "dram"``. Ops without a matrix engine (Pool, Eltwise, data
+movement) get no commands: their output is taken to be in DRAM as soon as their inputs are
+(they are reported as not simulated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.ir import Conv2d, Gemm, Graph
+from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
+from compiler.tiling import TileChoice, TileProblem, choose_tiling, tile_sizes
+from hw.chip import ChipConfig
+from hw.systolic.config import Dataflow
+
+__all__ = ["CompileOptions", "compile_graph", "output_elements", "CONV_LOWERINGS", "SRAM_LAYOUTS"]
+
+CONV_LOWERINGS = ("direct", "im2col")
+SRAM_LAYOUTS = ("matched", "row-major")
+_ALIGN = 4096
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Compiler choices a user can make.
+
+    Attributes
+    ----------
+    conv_lowering:
+        ``"direct"`` (default) or ``"im2col"`` (see :mod:`compiler.tiling`).
+    loop_order:
+        ``None`` (default: the tiler picks per op) or one of :data:`compiler.tiling.ORDERS`.
+    keep_on_chip:
+        Keep a tensor in SRAM between consecutive layers when it fits (default True).
+    sram_layout:
+        ``"matched"`` (default): each tile is laid out in its scratchpad so the vector an array
+        edge reads per cycle is contiguous. ``"row-major"``: tiles keep their DRAM row-major
+        layout, so some edges read strided vectors and may hit bank conflicts.
+    objective:
+        What the tiler minimises per op: ``"latency"`` (default) or ``"traffic"`` (DRAM bytes).
+    """
+
+    conv_lowering: str = "direct"
+    loop_order: str | None = None
+    keep_on_chip: bool = True
+    sram_layout: str = "matched"
+    objective: str = "latency"
+
+    def __post_init__(self) -> None:
+        from compiler.tiling import ORDERS
+        if self.conv_lowering not in CONV_LOWERINGS:
+            raise ValueError(f"conv_lowering = {self.conv_lowering!r}: must be one of "
+                             f"{', '.join(CONV_LOWERINGS)}")
+        if self.loop_order is not None and self.loop_order not in ORDERS:
+            raise ValueError(f"loop_order = {self.loop_order!r}: must be one of {', '.join(ORDERS)}")
+        if self.objective not in ("latency", "traffic"):
+            raise ValueError(f"objective = {self.objective!r}: must be 'latency' or 'traffic'")
+        if self.sram_layout not in SRAM_LAYOUTS:
+            raise ValueError(f"sram_layout = {self.sram_layout!r}: must be one of "
+                             f"{', '.join(SRAM_LAYOUTS)}")
+
+
+def output_elements(op) -> int:
+    """Elements of an op's output tensor."""
+    if isinstance(op, Conv2d):
+        return op.batch * op.out_h * op.out_w * op.out_channels
+    if isinstance(op, Gemm):
+        return op.batch * op.m * op.n
+    if hasattr(op, "channels") and hasattr(op, "out_h"):
+        return getattr(op, "batch", 1) * op.out_h * op.out_w * op.channels
+    return int(op.elements)
+
+
+class _Allocator:
+    def __init__(self):
+        self.top = 0
+
+    def alloc(self, nbytes: int) -> int:
+        addr = self.top
+        self.top += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        return addr
+
+
+def _problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
+    eb = chip.array.precision.bits // 8
+    ab = chip.array.acc_bits // 8 if chip.array.acc_bits % 8 == 0 else chip.array.acc_bits // 8 + 1
+    shape = op.gemm_shape()
+    if isinstance(op, Conv2d) and options.conv_lowering == "direct":
+        return TileProblem(
+            name=op.name, lowering="direct", count=shape.count, m=shape.m, n=shape.n, k=shape.k,
+            elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
+            in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
+            kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
+            dilation_h=op.dilation_h, pad_top=op.pad_top)
+    return TileProblem(
+        name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
+        m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
+        b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2))
+
+
+def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None) -> Program:
+    """Tile every matrix op of ``graph`` for ``chip`` and emit the whole program."""
+    options = options or CompileOptions()
+    eb = chip.array.precision.bits // 8
+    pb = ProgramBuilder(graph.name)
+    alloc = _Allocator()
+    ops = list(graph.ops)
+    consumers: dict[str, list[int]] = {op.name: [] for op in ops}
+    for i, op in enumerate(ops):
+        for name in op.inputs:
+            consumers[name].append(i)
+    addr: dict[str, int] = {}
+    ready: dict[str, int | None] = {}      # command whose completion makes the tensor readable
+    resident: dict[str, int] = {}          # tensor kept on chip -> producer's last compute
+    graph_input = "<input>"
+    needs_input = [op for op in ops if not op.inputs]
+    if needs_input:
+        first = needs_input[0]
+        in_bytes = _input_bytes(first, eb)
+        addr[graph_input] = alloc.alloc(in_bytes)
+        if chip.model_input == "host":
+            ready[graph_input] = pb.transfer(Kind.HOST_IN, Operand.IFMAP, Location.HOST, 0,
+                                             (addr[graph_input], 1, 0, 1, 0, in_bytes))
+        else:
+            ready[graph_input] = None
+    matrix = [i for i, op in enumerate(ops) if op.gemm_shape() is not None]
+    planned_resident_input = False
+    for index, op in enumerate(ops):
+        first_cmd = len(pb)
+        out_bytes = output_elements(op) * eb
+        addr[op.name] = alloc.alloc(out_bytes)
+        src = op.inputs[0] if op.inputs else graph_input
+        if op.gemm_shape() is None:
+            deps = [ready.get(name) for name in (op.inputs or (graph_input,))]
+            deps = [d for d in deps if d is not None]
+            ready[op.name] = max(deps) if deps else None
+            pb.layers.append(LayerSchedule(index, op.name, type(op).__name__, first_cmd,
+                                           len(pb), 0, None))
+            continue
+        problem = _problem(op, chip, options)
+        input_resident = planned_resident_input and src in resident
+        # Can this op's output stay on chip for the next op?
+        keep_out = False
+        nxt = index + 1
+        if (options.keep_on_chip and consumers[op.name] == [nxt] and nxt in matrix
+                and ops[nxt].inputs and ops[nxt].inputs[0] == op.name):
+            nxt_problem = _problem(ops[nxt], chip, options)
+            keep_out = _fits_resident_input(nxt_problem, chip, options)
+        choice = None
+        if keep_out:
+            try:
+                choice = choose_tiling(problem, chip, input_resident=input_resident,
+                                       output_resident=True, order=options.loop_order, objective=options.objective)
+            except ValueError:
+                keep_out = False
+        if choice is None:
+            choice = choose_tiling(problem, chip, input_resident=input_resident,
+                                   output_resident=False, order=options.loop_order, objective=options.objective)
+        b_src = op.inputs[1] if len(op.inputs) >= 2 else None
+        b_addr = addr[b_src] if b_src is not None else alloc.alloc(
+            problem.count * problem.k * problem.n * eb * 2)  # pre-tiled weights (edge slack)
+        a_ready = [ready.get(src)]
+        if b_src is not None:
+            a_ready.append(ready.get(b_src))
+        last_compute, last_store = _emit(
+            pb, index, problem, choice, chip, options, alloc,
+            a_addr=addr.get(src, 0), b_addr=b_addr, c_addr=addr[op.name],
+            input_deps=[d for d in a_ready if d is not None],
+            input_resident=resident.get(src) if input_resident else None,
+            output_resident=keep_out)
+        if keep_out:
+            resident[op.name] = last_compute
+            ready[op.name] = last_compute
+        else:
+            ready[op.name] = last_store
+        planned_resident_input = keep_out
+        if not consumers[op.name] and chip.model_output == "host":
+            pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
+                        (addr[op.name], 1, 0, 1, 0, out_bytes), deps=[ready[op.name]])
+        pb.layers.append(LayerSchedule(
+            index, op.name, type(op).__name__, first_cmd, len(pb), op.macs,
+            Tiling(lowering=problem.lowering, group_tile=choice.group_tile,
+                   m_tile=choice.m_units * problem.unit_pixels, n_tile=choice.n_tile,
+                   k_tile=choice.k_units * problem.k_unit, order=choice.order, tiles=choice.tiles,
+                   ifmap_tile_bytes=choice.ifmap_bytes, filter_tile_bytes=choice.filter_bytes,
+                   ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
+                   output_resident=keep_out, estimated_cycles=choice.estimated_cycles)))
+    return pb.build()
+
+
+def _input_bytes(op, eb: int) -> int:
+    if isinstance(op, Conv2d):
+        return op.batch * op.in_h * op.in_w * op.in_channels * eb
+    if isinstance(op, Gemm):
+        return op.batch * op.m * op.k * eb
+    if hasattr(op, "channels") and hasattr(op, "in_h"):
+        return getattr(op, "batch", 1) * op.in_h * op.in_w * op.channels * eb
+    return int(getattr(op, "elements", 1)) * eb
+
+
+def _resident_input_bytes(p: TileProblem) -> int:
+    if p.lowering == "direct":
+        return p.count * p.batch * p.in_h * p.in_w * p.in_channels * p.elem_bytes
+    return p.count * p.m * p.k * p.elem_bytes
+
+
+def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptions) -> bool:
+    if _resident_input_bytes(p) > chip.ifmap_sram.capacity_bytes:
+        return False
+    try:
+        choose_tiling(p, chip, input_resident=True, order=options.loop_order, objective=options.objective)
+    except ValueError:
+        return False
+    return True
+
+
+def _edge_strides(chip: ChipConfig, options: CompileOptions, mt: int, nt: int, kt: int,
+                  eb: int) -> tuple[int, int]:
+    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions)."""
+    if options.sram_layout == "matched":
+        return eb, eb
+    df = chip.array.dataflow
+    if df is Dataflow.OS:
+        return kt * eb, eb          # left: a column of the A tile; top: a row of B
+    if df is Dataflow.WS:
+        return eb, eb               # left: a row of A; top (weight port): a row of B
+    return nt * eb, kt * eb         # IS: left streams B columns, top loads A columns
+
+
+def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, chip: ChipConfig,
+          options: CompileOptions, alloc: _Allocator, *, a_addr: int, b_addr: int, c_addr: int,
+          input_deps: list[int], input_resident: int | None, output_resident: bool):
+    """Walk the loop nest of one op and append its commands. Returns (last compute, last store)."""
+    eb, ab = p.elem_bytes, p.acc_bytes
+    double = {name: chip.sram(name).double_buffer for name in ("ifmap", "filter", "ofmap")}
+    mtiles = p.m_tiles(choice.m_units)
+    ntiles = tile_sizes(p.n, choice.n_tile)
+    ktiles = tile_sizes(p.k_units, choice.k_units)
+    gtiles = tile_sizes(p.count, choice.group_tile)
+    trips = {"m": len(mtiles), "n": len(ntiles), "k": len(ktiles)}
+    psum_addr = None
+    if trips["k"] > 1:
+        loops = [d for d in choice.order if trips[d] > 1]
+        if loops[-1] != "k":
+            tile_bytes = choice.m_units * p.unit_pixels * choice.n_tile * ab
+            psum_addr = alloc.alloc(trips["m"] * trips["n"] * tile_bytes)
+    # Per-buffer bookkeeping: which tile each half holds and who used it last.
+    slots = {"a": [None, None], "b": [None, None]}
+    last_use = {"a": [None, None], "b": [None, None], "c": [None, None]}
+    cur = {"a": 0, "b": 0, "c": 0}
+    load_of = {"a": None, "b": None}
+    c_slot_free = [None, None]      # command after which the C half is free (store done)
+    c_key = None
+    c_visits: dict[tuple, int] = {}
+    last_compute = None
+    last_store = None
+    move_cmd = None
+    if input_resident is not None:
+        in_bytes = _resident_input_bytes(p)
+        move_cmd = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
+                               (0, 1, 0, 1, 0, in_bytes), deps=[input_resident])
+    from compiler.tiling import loop_nest
+    for gi, (g0, gsz) in enumerate(gtiles):
+        for idx in loop_nest(choice.order, trips):
+            mi, ni, ki = idx["m"], idx["n"], idx["k"]
+            m_first, m_units, a_rows = mtiles[mi]
+            n0, nsz = ntiles[ni]
+            k0, ksz = ktiles[ki]
+            mt = m_units * p.unit_pixels
+            kt = ksz * p.k_unit
+            tile = (gi, mi, ni, ki)
+            # --- A (ifmap) tile
+            a_key = (gi, mi, ki)
+            if move_cmd is not None:
+                a_load = move_cmd
+            elif a_key != slots["a"][cur["a"]]:
+                if slots["a"][cur["a"]] is not None and double["ifmap"]:
+                    cur["a"] ^= 1
+                s = cur["a"]
+                deps = list(input_deps) + [last_use["a"][s]]
+                a_load = pb.transfer(Kind.LOAD, Operand.IFMAP, Location.DRAM, layer,
+                                     _a_box(p, a_addr, g0, gsz, m_first, m_units, a_rows, k0, ksz),
+                                     deps=deps, tile=tile)
+                slots["a"][s] = a_key
+                load_of["a"] = a_load
+            a_load = move_cmd if move_cmd is not None else load_of["a"]
+            # --- B (filter) tile
+            b_key = (gi, ki, ni)
+            if b_key != slots["b"][cur["b"]]:
+                if slots["b"][cur["b"]] is not None and double["filter"]:
+                    cur["b"] ^= 1
+                s = cur["b"]
+                deps = [last_use["b"][s]] + (list(input_deps) if not p.b_is_weight else [])
+                box = _b_box(p, b_addr, g0, gsz, k0, ksz, n0, nsz, trips, eb, choice)
+                load_of["b"] = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer, box,
+                                           deps=deps, tile=tile)
+                slots["b"][s] = b_key
+            # --- C (ofmap) tile
+            key = (gi, mi, ni)
+            cdeps = [a_load, load_of["b"]]
+            if key != c_key:
+                if c_key is not None and double["ofmap"]:
+                    cur["c"] ^= 1
+                s = cur["c"]
+                cdeps.append(c_slot_free[s])
+                visits = c_visits.get(key, 0)
+                if visits and psum_addr is not None:
+                    cdeps.append(pb.transfer(
+                        Kind.LOAD, Operand.PSUM, Location.DRAM, layer,
+                        _psum_box(psum_addr, p, choice, mi, ni, trips, mt, nsz, gsz, ab),
+                        deps=[c_slot_free[s], last_store], tile=tile))
+                c_visits[key] = visits + 1
+                c_key = key
+            left, top = _edge_strides(chip, options, mt, nsz, kt, eb)
+            comp = pb.compute(layer, gsz, mt, nsz, kt, left, top, deps=cdeps, tile=tile)
+            last_use["a"][cur["a"]] = comp
+            last_use["b"][cur["b"]] = comp
+            last_compute = comp
+            # Leaving the C tile after this step?
+            last_k = ki == trips["k"] - 1
+            leaving = _leaves_c_tile(choice.order, trips, idx)
+            if last_k and not output_resident:
+                last_store = pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
+                                         _c_box(p, c_addr, g0, gsz, m_first, m_units, n0, nsz),
+                                         deps=[comp], tile=tile)
+                c_slot_free[cur["c"]] = last_store
+            elif last_k:
+                c_slot_free[cur["c"]] = comp
+            elif leaving:
+                last_store = pb.transfer(
+                    Kind.STORE, Operand.PSUM, Location.DRAM, layer,
+                    _psum_box(psum_addr, p, choice, mi, ni, trips, mt, nsz, gsz, ab),
+                    deps=[comp], tile=tile)
+                c_slot_free[cur["c"]] = last_store
+    return last_compute, (last_store if last_store is not None else last_compute)
+
+
+def _leaves_c_tile(order: str, trips: dict[str, int], idx: dict[str, int]) -> bool:
+    """True when the next step of the nest works on another (m, n) tile (or there is none)."""
+    nxt = dict(idx)
+    for d in reversed(order):          # increment like an odometer, resetting inner loops
+        if nxt[d] + 1 < trips[d]:
+            nxt[d] += 1
+            return (nxt["m"], nxt["n"]) != (idx["m"], idx["n"])
+        nxt[d] = 0
+    return True
+
+
+def _a_box(p: TileProblem, base: int, g0: int, gsz: int, m_first: int, m_units: int,
+           a_rows: int, k0: int, ksz: int):
+    eb = p.elem_bytes
+    if p.lowering == "direct":
+        c_total = p.count * p.in_channels
+        image, row = divmod(m_first, p.out_h)
+        top = max(0, row * p.stride_h - p.pad_top) if m_units < p.out_h else 0
+        pixel = eb * c_total
+        addr = base + ((image * p.in_h + top) * p.in_w) * pixel + (g0 * p.in_channels + k0) * eb
+        chunk = gsz * ksz * eb
+        if chunk == pixel:
+            return addr, 1, 0, 1, 0, a_rows * p.in_w * pixel
+        return addr, a_rows, p.in_w * pixel, p.in_w, pixel, chunk
+    row_bytes = p.k * eb
+    addr = base + (g0 * p.m * p.k + m_first * p.k + k0) * eb
+    if ksz == p.k:
+        if m_units == p.m:
+            return addr, 1, 0, 1, 0, gsz * p.m * row_bytes
+        return addr, 1, 0, 1, 0, m_units * row_bytes
+    return addr, 1, 0, m_units, row_bytes, ksz * eb
+
+
+def _b_box(p: TileProblem, base: int, g0: int, gsz: int, k0: int, ksz: int, n0: int, nsz: int,
+           trips, eb: int, choice: TileChoice):
+    kt = ksz * p.k_unit
+    if p.b_is_weight:
+        block = choice.k_units * p.k_unit * choice.n_tile * eb
+        index = (g0 * trips["k"] + k0 // choice.k_units) * trips["n"] + n0 // choice.n_tile
+        return base + index * block, 1, 0, 1, 0, gsz * kt * nsz * eb
+    addr = base + (g0 * p.k * p.n + k0 * p.n + n0) * eb
+    if nsz == p.n:
+        return addr, 1, 0, 1, 0, gsz * kt * p.n * eb
+    return addr, 1, 0, kt, p.n * eb, nsz * eb
+
+
+def _c_box(p: TileProblem, base: int, g0: int, gsz: int, m_first: int, m_units: int, n0: int,
+           nsz: int):
+    eb = p.elem_bytes
+    pixels = m_units * p.unit_pixels
+    n_total = p.count * p.n
+    if p.lowering == "direct":
+        addr = base + (m_first * p.out_w * n_total + g0 * p.n + n0) * eb
+        chunk = gsz * nsz * eb
+        if chunk == n_total * eb:
+            return addr, 1, 0, 1, 0, pixels * chunk
+        return addr, 1, 0, pixels, n_total * eb, chunk
+    addr = base + (g0 * p.m * p.n + m_first * p.n + n0) * eb
+    if nsz == p.n:
+        return addr, 1, 0, 1, 0, gsz * pixels * p.n * eb
+    return addr, 1, 0, pixels, p.n * eb, nsz * eb
+
+
+def _psum_box(base: int, p: TileProblem, choice: TileChoice, mi: int, ni: int, trips, mt: int,
+              nsz: int, gsz: int, ab: int):
+    tile_bytes = choice.m_units * p.unit_pixels * choice.n_tile * ab
+    return base + (mi * trips["n"] + ni) * tile_bytes, 1, 0, 1, 0, gsz * mt * nsz * ab

@@ -1,0 +1,369 @@
+"""Tile one GEMM or convolution to fit the chip's scratchpads and pick its loop order.
+
+The matrix view of every op is ``count`` GEMMs ``C (M x N) = A (M x K) @ B (K x N)`` (see
+:mod:`compiler.ir`). A tiling picks a tile ``(g_t, m_t, n_t, k_t)`` and an order of the three
+tile loops (the group loop is always outermost). Convolutions are tiled in one of two ways:
+
+* ``direct`` (default): the ifmap scratchpad holds an NHWC input *patch* — the input rows an
+  output-row tile needs (its halo included) for a slice of input channels — and the array's
+  address generator reads im2col vectors out of it. M tiles are whole output rows of one image
+  (or whole images), K tiles are input-channel slices times the full kernel window. Halo rows
+  are fetched again by the next row tile.
+* ``im2col``: the expanded ``M x K`` matrix is what DRAM holds (written by the host or the
+  previous layer), exactly as SCALE-Sim assumes; A tiles are sub-matrices of it.
+
+Footprints, all checked against **one buffer** of the scratchpad (half of it when double-buffered,
+see :attr:`hw.memory.sram.SramConfig.tile_capacity_bytes`)::
+
+    ifmap  = g_t * m_t * k_t * bytes          (im2col / GEMM)
+             g_t * patch_rows * in_w * c_t * bytes  (direct)
+    filter = g_t * k_t * n_t * bytes
+    ofmap  = g_t * m_t * n_t * acc_bytes      (partial sums are accumulator-wide)
+
+DRAM traffic of a loop order follows from reuse: a tile of an operand is fetched again only when
+one of its own indices changes, so operand X is read ``pass(X) * prod(trips of the loops outside
+X's innermost loop that do not index X)`` bytes (loops of one trip are ignored). Partial sums
+stay on chip when ``k`` is the innermost loop with more than one trip; otherwise every C tile is
+spilled (written at accumulator width) and reloaded ``k_tiles - 1`` times. Bytes are counted in
+whole DRAM bursts per contiguous chunk, so layouts that scatter small chunks cost what they cost.
+
+The choice minimises ``max(compute cycles, DRAM bytes / (peak bytes per cycle * 0.8))`` (the
+compute cycles are the timing engine's, summed over every tile shape, so small tiles pay their
+fill and drain), then DRAM bytes, then tile count, then a fixed order of candidates: the result
+is deterministic. The estimate only ranks candidates; the executor's cycles are the real ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from hw.chip import ChipConfig
+from hw.systolic.config import Dataflow
+from hw.systolic.timing import timing_counters
+
+__all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "ORDERS", "DRAM_EFFICIENCY"]
+
+#: Loop orders over the (m, n, k) tile loops, outermost first.
+ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
+#: Fraction of DRAM peak the tiler's estimate assumes for streaming tile loads.
+DRAM_EFFICIENCY = 0.8
+
+
+class TilingError(ValueError):
+    """No tiling of an op fits the chip's scratchpads."""
+
+
+@dataclass(frozen=True)
+class TileProblem:
+    """One op's matrix view plus what the tiler needs to know about its tensors.
+
+    For ``lowering == "direct"`` the conv geometry fields are set; for ``"gemm"`` and ``"im2col"``
+    ``M`` is the row count of ``A``.
+    """
+
+    name: str
+    lowering: str            # "gemm" | "direct" | "im2col"
+    count: int
+    m: int
+    n: int
+    k: int
+    elem_bytes: int
+    acc_bytes: int
+    b_is_weight: bool = True
+    # direct convolution geometry (NHWC)
+    batch: int = 1
+    out_h: int = 1
+    out_w: int = 1
+    in_h: int = 1
+    in_w: int = 1
+    in_channels: int = 1     # per group
+    kernel_h: int = 1
+    kernel_w: int = 1
+    stride_h: int = 1
+    dilation_h: int = 1
+    pad_top: int = 0
+
+    @property
+    def m_units(self) -> int:
+        """Units the M loop tiles: output rows over all images (direct) or matrix rows."""
+        return self.batch * self.out_h if self.lowering == "direct" else self.m
+
+    @property
+    def unit_pixels(self) -> int:
+        return self.out_w if self.lowering == "direct" else 1
+
+    @property
+    def k_unit(self) -> int:
+        """GEMM K elements per K-tile unit (a channel times the kernel window for direct)."""
+        return self.kernel_h * self.kernel_w if self.lowering == "direct" else 1
+
+    @property
+    def k_units(self) -> int:
+        return self.in_channels if self.lowering == "direct" else self.k
+
+    def input_rows(self, first_row: int, rows: int) -> int:
+        """In-bounds input rows that output rows ``[first_row, first_row + rows)`` of one image read."""
+        top = first_row * self.stride_h - self.pad_top
+        bottom = (first_row + rows - 1) * self.stride_h - self.pad_top + self.dilation_h * (self.kernel_h - 1)
+        return max(0, min(bottom, self.in_h - 1) - max(top, 0) + 1)
+
+    def m_tiles(self, unit_tile: int) -> list[tuple[int, int, int]]:
+        """``(first_unit, units, a_rows)`` of every M tile; ``a_rows`` is input rows (direct) or
+        A matrix rows."""
+        if self.lowering != "direct":
+            return [(u, min(unit_tile, self.m - u), min(unit_tile, self.m - u))
+                    for u in range(0, self.m, unit_tile)]
+        tiles = []
+        if unit_tile >= self.out_h:  # whole images
+            images = unit_tile // self.out_h
+            for b in range(0, self.batch, images):
+                nb = min(images, self.batch - b)
+                tiles.append((b * self.out_h, nb * self.out_h, nb * self.in_h))
+            return tiles
+        for b in range(self.batch):
+            for r in range(0, self.out_h, unit_tile):
+                rows = min(unit_tile, self.out_h - r)
+                tiles.append((b * self.out_h + r, rows, self.input_rows(r, rows)))
+        return tiles
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """A feasible tiling with its estimated cost."""
+
+    group_tile: int
+    m_units: int           # M tile in units (rows)
+    n_tile: int
+    k_units: int           # K tile in units (channels for direct)
+    order: str
+    ifmap_bytes: int
+    filter_bytes: int
+    ofmap_bytes: int
+    dram_bytes: int        # exact bytes moved to and from DRAM (the executor's count)
+    compute_cycles: int
+    estimated_cycles: int
+    tiles: int
+
+
+def _candidates(extent: int, granule: int) -> list[int]:
+    """Powers of two times ``granule`` below ``extent``, plus ``extent`` itself."""
+    out = {extent}
+    value = max(1, granule)
+    while value < extent:
+        out.add(value)
+        value *= 2
+    small = 1
+    while small < min(granule, extent):  # allow tiles smaller than the array when SRAM is tiny
+        out.add(small)
+        small *= 4
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _cycles(dataflow: Dataflow, rows: int, cols: int, count: int, m: int, n: int, k: int) -> int:
+    from hw.systolic.config import ArrayConfig
+    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow)
+    return int(timing_counters(cfg, m, n, k, count)[0])
+
+
+def _sizes(extent: int, tile: int) -> Counter:
+    full, rest = divmod(extent, tile)
+    c = Counter({tile: full})
+    if rest:
+        c[rest] += 1
+    return c
+
+
+def _burst(nbytes: int, burst: int) -> int:
+    return -(-nbytes // burst) * burst
+
+
+def _reuse_factor(order: str, trips: dict[str, int], dims: str) -> int:
+    """How many times one pass over an operand's tiles is fetched under ``order``."""
+    loops = [d for d in order if trips[d] > 1]
+    own = [i for i, d in enumerate(loops) if d in dims]
+    if not own:
+        return 1
+    return math.prod(trips[d] for d in loops[:own[-1]] if d not in dims)
+
+
+def _psum_resident(order: str, trips: dict[str, int]) -> bool:
+    loops = [d for d in order if trips[d] > 1]
+    return not loops or loops[-1] == "k" or "k" not in loops
+
+
+def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = False,
+                  output_resident: bool = False, order: str | None = None,
+                  objective: str = "latency") -> TileChoice:
+    """The best feasible tiling of ``p`` on ``chip`` (see the module docstring).
+
+    ``input_resident``: the whole input is already in the ifmap scratchpad (the caller checked
+    that it fits), so A tiles cost no DRAM traffic and need no buffer of their own. ``output_resident``: the whole output must also fit the ofmap
+    scratchpad next to the accumulator tiles. ``order`` forces a loop order. ``objective``:
+    ``"latency"`` (default, the estimate above) or ``"traffic"`` (fewest DRAM bytes first; with a
+    fixed order, more SRAM then never means more traffic, since every smaller tiling still fits).
+
+    Raises :class:`TilingError` naming the op and the scratchpad that is too small.
+    """
+    arr = chip.array
+    eb, ab = p.elem_bytes, p.acc_bytes
+    burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
+    cap_a = chip.ifmap_sram.tile_capacity_bytes
+    cap_b = chip.filter_sram.tile_capacity_bytes
+    cap_c = chip.ofmap_sram.tile_capacity_bytes
+    out_total = p.count * p.m * p.n * eb
+    if output_resident:
+        cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
+                    // (2 if chip.ofmap_sram.double_buffer else 1))
+    bw = chip.dram_bytes_per_cycle * DRAM_EFFICIENCY
+    # Granules: the array dimension each GEMM dimension is spread over.
+    if arr.dataflow is Dataflow.OS:
+        gm, gn, gk = arr.rows, arr.cols, 16
+    elif arr.dataflow is Dataflow.WS:
+        gm, gn, gk = 16, arr.cols, arr.rows
+    else:
+        gm, gn, gk = arr.cols, 16, arr.rows
+    unit_px = p.unit_pixels
+    m_cands = _candidates(p.m_units, max(1, -(-gm // unit_px)))
+    if p.lowering == "direct":
+        # Row tiles inside an image, or whole images.
+        m_cands = sorted({u for u in m_cands if u < p.out_h}
+                         | {p.out_h * i for i in _candidates(p.batch, 1)})
+    k_cands = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
+    n_cands = _candidates(p.n, gn)
+    orders = ORDERS if order is None else (order,)
+    best = None
+    best_key = None
+    smallest = {}
+    for mu in m_cands:
+        mtiles = p.m_tiles(mu)
+        max_rows = max(t[2] for t in mtiles)
+        m_sizes = Counter(t[1] * unit_px for t in mtiles)
+        for ku in k_cands:
+            kt = ku * p.k_unit
+            if p.lowering == "direct":
+                a_fp = max_rows * p.in_w * ku * eb
+            else:
+                a_fp = mu * kt * eb
+            if a_fp > cap_a and not input_resident:
+                smallest.setdefault("ifmap", a_fp)
+                smallest["ifmap"] = min(smallest["ifmap"], a_fp)
+                continue
+            k_sizes = _sizes(p.k_units, ku)
+            a_pass = _a_pass(p, mtiles, k_sizes, eb, burst)
+            a_exact = _a_pass(p, mtiles, k_sizes, eb, 1)
+            for nt in n_cands:
+                b_fp, c_fp = kt * nt * eb, mu * unit_px * nt * ab
+                if b_fp > cap_b or c_fp > cap_c:
+                    key = "filter" if b_fp > cap_b else "ofmap"
+                    smallest[key] = min(smallest.get(key, b_fp if key == "filter" else c_fp),
+                                        b_fp if key == "filter" else c_fp)
+                    continue
+                n_sizes = _sizes(p.n, nt)
+                trips = {"m": len(mtiles), "n": sum(n_sizes.values()), "k": sum(k_sizes.values())}
+                single = trips["m"] == trips["n"] == trips["k"] == 1
+                g_opts = _candidates(p.count, 1) if single else [1]
+                for gt in g_opts:
+                    if ((gt * a_fp > cap_a and not input_resident) or gt * b_fp > cap_b
+                            or gt * c_fp > cap_c):
+                        continue
+                    g_trips = -(-p.count // gt)
+                    compute = 0
+                    for gsz, gc in _sizes(p.count, gt).items():
+                        for msz, mc in m_sizes.items():
+                            for nsz, nc in n_sizes.items():
+                                for ksz, kc in k_sizes.items():
+                                    compute += gc * mc * nc * kc * _cycles(
+                                        arr.dataflow, arr.rows, arr.cols, gsz, msz, nsz,
+                                        ksz * p.k_unit)
+                    passes = []
+                    for unit in (burst, 1):   # bus bytes (whole bursts) and exact bytes
+                        b_pass = sum(kc * nc * _b_bytes(p, ksz * p.k_unit, nsz, eb, unit)
+                                     for ksz, kc in k_sizes.items() for nsz, nc in n_sizes.items())
+                        c_pass = sum(nc * _c_bytes(p, mt, nsz, eb, unit)
+                                     for mt in mtiles for nsz, nc in n_sizes.items())
+                        c_acc = sum(nc * _burst(mt[1] * unit_px * nsz * ab, unit)
+                                    for mt in mtiles for nsz, nc in n_sizes.items())
+                        a_p = a_pass if unit == burst else a_exact
+                        passes.append((a_p, b_pass, c_pass, c_acc))
+                    for o in orders:
+                        bus, dram = (_traffic(o, trips, input_resident, output_resident, *ps)
+                                     * p.count for ps in passes)
+                        est = max(compute, math.ceil(bus / bw) if math.isfinite(bw) else 0)
+                        tiles = g_trips * trips["m"] * trips["n"] * trips["k"]
+                        key = (est, dram, tiles) if objective == "latency" else (dram, est, tiles)
+                        key += (ORDERS.index(o), -mu, -nt, -ku, -gt)
+                        if best_key is None or key < best_key:
+                            best_key = key
+                            best = TileChoice(
+                                group_tile=gt, m_units=mu, n_tile=nt, k_units=ku, order=o,
+                                ifmap_bytes=0 if input_resident else gt * a_fp, filter_bytes=gt * b_fp,
+                                ofmap_bytes=gt * c_fp, dram_bytes=dram, compute_cycles=compute,
+                                estimated_cycles=est, tiles=tiles)
+    if objective not in ("latency", "traffic"):
+        raise ValueError(f"objective = {objective!r}: must be 'latency' or 'traffic'")
+    if best is None:
+        what = ", ".join(f"{k} scratchpad needs at least {v} bytes per tile"
+                         for k, v in sorted(smallest.items()))
+        raise TilingError(
+            f"{p.name}: no tiling fits the scratchpads (one buffer: ifmap {cap_a} B, filter "
+            f"{cap_b} B, ofmap {cap_c} B){'; ' + what if what else ''}; enlarge sram.*.capacity_kib"
+        )
+    return best
+
+
+def _traffic(order: str, trips, input_resident: bool, output_resident: bool, a_pass: int,
+             b_pass: int, c_pass: int, c_acc: int) -> int:
+    """DRAM bytes of one GEMM under ``order``, from one pass over each operand's tiles."""
+    a_bytes = 0 if input_resident else a_pass * _reuse_factor(order, trips, "mk")
+    b_bytes = b_pass * _reuse_factor(order, trips, "kn")
+    c_bytes = 0 if output_resident else c_pass
+    if not _psum_resident(order, trips):
+        c_bytes += 2 * (trips["k"] - 1) * c_acc
+    return a_bytes + b_bytes + c_bytes
+
+
+def _a_pass(p: TileProblem, mtiles, k_sizes: Counter, eb: int, burst: int) -> int:
+    """DRAM bytes of one pass over all A tiles of one GEMM."""
+    total = 0
+    for ksz, kc in k_sizes.items():
+        for _, units, rows in mtiles:
+            if p.lowering == "direct":
+                if ksz == p.in_channels and p.count == 1:
+                    total += kc * _burst(rows * p.in_w * ksz * eb, burst)
+                else:
+                    total += kc * rows * p.in_w * _burst(ksz * eb, burst)
+            elif ksz == p.k:
+                total += kc * _burst(rows * ksz * eb, burst)
+            else:
+                total += kc * rows * _burst(ksz * eb, burst)
+    return total
+
+
+def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:
+    if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled: one block per tile
+        return _burst(kt * nt * eb, burst)
+    return kt * _burst(nt * eb, burst)
+
+
+def _c_bytes(p: TileProblem, mtile, nt: int, eb: int, burst: int) -> int:
+    pixels = mtile[1] * p.unit_pixels
+    if nt == p.n and p.count == 1:
+        return _burst(pixels * nt * eb, burst)
+    return pixels * _burst(nt * eb, burst)
+
+
+def tile_sizes(extent: int, tile: int) -> list[tuple[int, int]]:
+    """``(start, size)`` of each tile of ``extent``."""
+    return [(s, min(tile, extent - s)) for s in range(0, extent, tile)]
+
+
+def loop_nest(order: str, trips: dict[str, int]):
+    """Tile indices ``{'m': i, 'n': j, 'k': l}`` in loop order (outermost first)."""
+    ranges = [range(trips[d]) for d in order]
+    for idx in itertools.product(*ranges):
+        yield dict(zip(order, idx))

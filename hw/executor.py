@@ -1,0 +1,378 @@
+"""Run a :class:`~hw.program.Program` on a chip: array + scratchpads + DRAM + host link + DMA.
+
+Timing contract (all times in core cycles from 0, the cycle the program is started):
+
+* Each engine (``load`` DMA, ``array``, ``store`` DMA) runs its commands in program order; a
+  command starts at ``max(engine free, every dependency finished)``. Commands are simulated in
+  the order they start (the engine head that can start earliest goes next), so the shared DRAM
+  model sees transfers in time order.
+* ``COMPUTE``: the systolic timing engine's cycles for the tile (:mod:`hw.systolic.timing`:
+  weight preload, skew, fill, compute and drain of a tile started on an empty array) plus the
+  cycles the scratchpads need beyond one per vector when the vectors an edge reads per cycle
+  collide in SRAM banks (:func:`hw.memory.sram.vector_access_cycles`).
+* ``LOAD`` / ``STORE`` (DRAM): DMA descriptor setup, then every contiguous chunk of the tile's
+  box goes to the cycle-level DRAM model (:mod:`hw.memory.dram`) as column requests; the
+  command finishes when the last request completes (converted from the DRAM clock to the core
+  clock, rounded up). Both DMA engines share one DRAM controller; a transfer that starts while
+  another is still in flight queues behind it (transfers are served one after another, their
+  requests are not interleaved).
+* ``HOST_IN`` / ``HOST_OUT``: the link copy (:func:`hw.memory.link.link_transfer_cycles`) runs
+  alongside the DRAM side of the copy; the command takes the longer of the two.
+* ``MOVE`` (on chip, ofmap -> ifmap scratchpad): setup plus bytes over the narrower of the two
+  scratchpads' peak bandwidths.
+
+Stall accounting: the array's timeline is cut into compute cycles, bank-conflict cycles (cause
+``sram``) and idle gaps. A gap is charged to the cause of the dependency that arrived last
+before the next compute: ``dram`` (a DRAM load or store, including waiting for an accumulator
+buffer to drain), ``link`` (host copies) or ``sram`` (on-chip moves). The idle tail after the
+last compute is charged to whatever finished last. Layer ``i`` owns the window ``(E[i-1], E[i]]``
+where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), so the layers' cycles
+add up to the program's, and in each window ``cycles = compute + stall_dram + stall_link +
+stall_sram`` exactly (compute of a layer that overlaps the previous layer's window is counted
+in that window).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from hw.chip import ChipConfig
+from hw.memory import _dram_kernel as K
+from hw.memory.dram import DramModel
+from hw.memory.link import link_transfer_cycles
+from hw.memory.sram import vector_access_cycles
+from hw.program import Engine, Kind, Location, Operand, Program
+from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.mapping import K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm
+from hw.systolic.timing import timing_counters
+
+__all__ = ["ExecutionResult", "Trace", "execute", "STALL_CAUSES"]
+
+STALL_CAUSES = ("dram", "link", "sram")
+_STAT_INDEX = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_HITS,
+               "row_misses": K.ST_ROW_MISSES, "row_conflicts": K.ST_ROW_CONFLICTS,
+               "activates": K.ST_ACTIVATES}
+_CAUSE_NONE, _CAUSE_DRAM, _CAUSE_LINK, _CAUSE_SRAM = -1, 0, 1, 2
+_COMPUTE = 3  # segment category for busy array cycles
+
+# Per-layer counter columns (int64).
+LAYER_COUNTERS = (
+    "cycles", "compute_cycles", "stall_dram_cycles", "stall_link_cycles", "stall_sram_cycles",
+    "array_busy_cycles", "pe_busy_cycles",
+    "ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes", "ofmap_sram_reads",
+    "ifmap_sram_fill_bytes", "filter_sram_fill_bytes", "ofmap_sram_drain_bytes",
+    "sram_conflict_cycles",
+    "dram_ifmap_read_bytes", "dram_filter_read_bytes", "dram_psum_read_bytes",
+    "dram_ofmap_write_bytes", "dram_psum_write_bytes",
+    "dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits", "dram_row_misses",
+    "dram_row_conflicts", "dram_activates",
+    "link_in_bytes", "link_out_bytes", "onchip_move_bytes",
+    "dram_transfer_cycles", "link_transfer_cycles",   # busy time of DRAM / link for the layer
+    "loads", "stores", "computes",
+)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Timed events: one per command (``start``/``finish`` core cycles, engine, kind, layer)."""
+
+    start: np.ndarray
+    finish: np.ndarray
+    engine: np.ndarray
+    kind: np.ndarray
+    layer: np.ndarray
+    layer_names: tuple[str, ...]
+    clock_mhz: float
+
+    def events(self) -> list[dict]:
+        """Plain-data events, e.g. for a timeline plot."""
+        return [
+            {"engine": Engine(int(e)).name.lower(), "kind": Kind(int(k)).name.lower(),
+             "layer": self.layer_names[int(lay)], "start": int(s), "finish": int(f)}
+            for s, f, e, k, lay in zip(self.start, self.finish, self.engine, self.kind, self.layer)
+        ]
+
+    def to_chrome_trace(self) -> dict:
+        """Chrome / Perfetto trace-event JSON (``ts`` and ``dur`` in microseconds)."""
+        us = 1.0 / self.clock_mhz
+        return {"traceEvents": [
+            {"name": f"{ev['kind']} {ev['layer']}", "ph": "X", "pid": 0,
+             "tid": ev["engine"], "ts": ev["start"] * us, "dur": (ev["finish"] - ev["start"]) * us}
+            for ev in self.events()]}
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What running a program cost. ``layers[i]`` holds :data:`LAYER_COUNTERS` for layer ``i``."""
+
+    cycles: int
+    layers: list[dict]
+    totals: dict
+    dram: dict
+    trace: Trace = field(repr=False)
+
+
+@functools.lru_cache(maxsize=65536)
+def _tile_counters(dataflow: Dataflow, rows: int, cols: int, count: int, m: int, n: int,
+                   k: int) -> tuple[int, ...]:
+    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow)
+    vec = timing_counters(cfg, m, n, k, count)
+    mp = map_gemm(cfg, m, n, k, count)
+    return (int(vec[K_CYCLES]), int(vec[K_LEFT_READS]), int(vec[K_TOP_READS]), int(vec[K_WRITES]),
+            int(vec[K_PSUM_READS]), min(rows, mp.spatial_rows), min(cols, mp.spatial_cols),
+            m * n * k * count)
+
+
+@njit(cache=True)
+def _box_requests(addr, n2, stride2, n1, stride1, chunk, request_bytes):
+    """Addresses of the column requests covering every chunk of a strided box, in order."""
+    rb = request_bytes
+    count = 0
+    for i2 in range(n2):
+        for i1 in range(n1):
+            a = addr + i2 * stride2 + i1 * stride1
+            count += (a + chunk - 1) // rb - a // rb + 1
+    addrs = np.empty(count, np.int64)
+    k = 0
+    for i2 in range(n2):
+        for i1 in range(n1):
+            a = addr + i2 * stride2 + i1 * stride1
+            for r in range(a // rb, (a + chunk - 1) // rb + 1):
+                addrs[k] = r * rb
+                k += 1
+    return addrs
+
+
+def _dram_box(dram: DramModel, addr, n2, stride2, n1, stride1, chunk, is_write, start,
+              max_outstanding) -> int:
+    """Offer every request of a strided box to the DRAM model as one in-order stream (so the
+    DMA's outstanding-request window spans chunk boundaries); return the last completion.
+    (Plain Python around the kernel's entry points: a Numba function here calling into another
+    module's kernel would keep a stale copy of it in its on-disk cache.)"""
+    if n2 * n1 == 1:
+        return dram.transfer(addr, chunk, is_write, start, max_outstanding)
+    addrs = _box_requests(addr, n2, stride2, n1, stride1, chunk, dram.cfg.request_bytes)
+    count = addrs.shape[0]
+    window = max(min(max_outstanding, count), 1)
+    return int(K.run_requests(
+        dram.params, dram.state, dram.stats, addrs, np.full(count, int(is_write), np.uint8),
+        np.full(count, start, np.int64), 0, bool(is_write), np.int64(start), count, window,
+        np.empty(window, np.int64), np.empty((0, K.LOG_FIELDS), np.int64), np.zeros(1, np.int64)))
+
+
+class _Clocks:
+    """Core <-> DRAM clock conversion (rounding up: data is usable on the next edge)."""
+
+    def __init__(self, core_mhz: float, dram_mhz: float):
+        self.ratio = dram_mhz / core_mhz
+
+    def to_dram(self, t: int) -> int:
+        return int(math.ceil(t * self.ratio - 1e-9))
+
+    def to_core(self, t: int) -> int:
+        return int(math.ceil(t / self.ratio - 1e-9))
+
+
+def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
+    """Run ``program`` on ``chip`` (see the module docstring for the timing contract)."""
+    cols = program.columns
+    n = len(program)
+    n_layers = len(program.layers)
+    start = np.zeros(n, np.int64)
+    finish = np.zeros(n, np.int64)
+    cause = np.full(n, _CAUSE_NONE, np.int64)
+    engine_free = [0, 0, 0]
+    counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
+    col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
+    arr = chip.array
+    eb = arr.precision.bits // 8
+    setup = chip.dma.descriptor_setup_cycles
+    max_out = chip.dma.max_outstanding
+    ideal = chip.dram.is_ideal
+    dram = None if ideal else DramModel(chip.dram)
+    clocks = None if ideal else _Clocks(chip.clock_mhz, chip.dram.clock_mhz)
+    left_sram = chip.filter_sram if arr.dataflow is Dataflow.IS else chip.ifmap_sram
+    top_sram = chip.ifmap_sram if arr.dataflow is Dataflow.IS else chip.filter_sram
+    move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
+    stat_keys = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates")
+    stat_cols = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
+                 "dram_row_misses", "dram_row_conflicts", "dram_activates")
+    req_bytes = 0 if ideal else chip.dram.request_bytes
+    # array timeline
+    seg_start: list[int] = []
+    seg_end: list[int] = []
+    seg_cat: list[int] = []
+    array_free = 0
+    dram_busy_until = 0
+    engines = cols["engine"]
+    kinds = cols["kind"]
+    operands = cols["operand"]
+    layers = cols["layer"]
+    dep_ptr, dep_idx = program.dep_ptr, program.dep_idx
+    # Event order: always run the engine head that can start earliest (ties: program order),
+    # so the shared DRAM sees transfers in the order they start.
+    queues = [np.flatnonzero(engines == e).tolist() for e in range(3)]
+    heads = [0, 0, 0]
+    done = np.zeros(n, np.bool_)
+    for _ in range(n):
+        best = None
+        for e in range(3):
+            if heads[e] == len(queues[e]):
+                continue
+            i = queues[e][heads[e]]
+            ready = engine_free[e]
+            gate = -1
+            for j in range(dep_ptr[i], dep_ptr[i + 1]):
+                d = dep_idx[j]
+                if not done[d]:
+                    ready = -1
+                    break
+                if finish[d] > ready or (gate < 0 and finish[d] == ready and ready > 0):
+                    ready = int(finish[d])
+                    gate = int(d)
+            if ready >= 0 and (best is None or (ready, i) < best[:2]):
+                best = (ready, i, gate, e)
+        t0, i, gate, e = best
+        heads[e] += 1
+        done[i] = True
+        kind = int(kinds[i])
+        lay = int(layers[i])
+        row = counters[lay]
+        if kind == Kind.COMPUTE:
+            count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
+            cyc, left, top, writes, psum, lanes_l, lanes_t, macs = _tile_counters(
+                arr.dataflow, arr.rows, arr.cols, count, m, nn, k)
+            stretch = 0
+            vl = vector_access_cycles(left_sram, lanes_l, eb, int(cols["left_stride"][i]))
+            vt = vector_access_cycles(top_sram, lanes_t, eb, int(cols["top_stride"][i]))
+            if vl > 1 or vt > 1:
+                stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
+            t1 = t0 + cyc + stretch
+            if t0 > array_free:
+                seg_start.append(array_free)
+                seg_end.append(t0)
+                seg_cat.append(int(cause[gate]) if gate >= 0 and cause[gate] >= 0 else _CAUSE_DRAM)
+            seg_start.append(t0)
+            seg_end.append(t0 + cyc)
+            seg_cat.append(_COMPUTE)
+            if stretch:
+                seg_start.append(t0 + cyc)
+                seg_end.append(t1)
+                seg_cat.append(_CAUSE_SRAM)
+            array_free = t1
+            ifmap_r, filt_r = (top, left) if arr.dataflow is Dataflow.IS else (left, top)
+            row[col["array_busy_cycles"]] += cyc
+            row[col["pe_busy_cycles"]] += macs
+            row[col["ifmap_sram_reads"]] += ifmap_r
+            row[col["filter_sram_reads"]] += filt_r
+            row[col["ofmap_sram_writes"]] += writes
+            row[col["ofmap_sram_reads"]] += psum
+            row[col["sram_conflict_cycles"]] += stretch
+            row[col["computes"]] += 1
+            cause[i] = _CAUSE_NONE
+        else:
+            nbytes = program.transfer_bytes(i)
+            loc = int(cols["location"][i])
+            operand = int(operands[i])
+            is_write = kind in (Kind.STORE, Kind.HOST_IN)
+            if kind == Kind.MOVE:
+                t1 = t0 + setup + -(-nbytes // move_bw)
+                cause[i] = _CAUSE_SRAM
+                row[col["onchip_move_bytes"]] += nbytes
+                row[col["ifmap_sram_fill_bytes"]] += nbytes
+                row[col["ofmap_sram_drain_bytes"]] += nbytes
+            else:
+                t_dram = t0 + setup
+                if dram is not None and nbytes:
+                    before = dram.stats.copy()
+                    dram_done = _dram_box(dram, int(cols["addr"][i]),
+                                     int(cols["n2"][i]), int(cols["stride2"][i]),
+                                     int(cols["n1"][i]), int(cols["stride1"][i]),
+                                     int(cols["chunk_bytes"][i]), is_write,
+                                     clocks.to_dram(t0 + setup), max_out)
+                    t_dram = max(t_dram, clocks.to_core(dram_done))
+                    delta = dram.stats - before
+                    for key, c in zip(stat_keys, stat_cols):
+                        value = int(delta[_STAT_INDEX[key]])
+                        row[col[c]] += value * req_bytes if key in ("reads", "writes") else value
+                t1 = t_dram
+                cause[i] = _CAUSE_DRAM
+                # DRAM busy time: this transfer's span, minus any part spent queued behind
+                # the previous one (transfers are served one after another).
+                row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, dram_busy_until))
+                dram_busy_until = max(dram_busy_until, t_dram)
+                if kind in (Kind.HOST_IN, Kind.HOST_OUT):
+                    t_link = t0 + setup + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
+                    if t_link >= t_dram:
+                        cause[i] = _CAUSE_LINK
+                    t1 = max(t_dram, t_link)
+                    row[col["link_transfer_cycles"]] += t_link - t0
+                    row[col["link_in_bytes" if kind == Kind.HOST_IN else "link_out_bytes"]] += nbytes
+                elif kind == Kind.LOAD:
+                    name = {Operand.IFMAP: "ifmap", Operand.FILTER: "filter", Operand.PSUM: "psum"}[operand]
+                    row[col[f"dram_{name}_read_bytes"]] += nbytes
+                    row[col["ifmap_sram_fill_bytes" if operand == Operand.IFMAP else
+                            "filter_sram_fill_bytes" if operand == Operand.FILTER else
+                            "ofmap_sram_drain_bytes"]] += nbytes if operand != Operand.PSUM else 0
+                    row[col["loads"]] += 1
+                else:
+                    name = "psum" if operand == Operand.PSUM else "ofmap"
+                    row[col[f"dram_{name}_write_bytes"]] += nbytes
+                    row[col["ofmap_sram_drain_bytes"]] += nbytes
+                    row[col["stores"]] += 1
+        start[i], finish[i] = t0, t1
+        engine_free[e] = t1
+    total = int(finish.max()) if n else 0
+    # Tail of the array timeline.
+    if total > array_free:
+        last = int(np.argmax(finish))
+        seg_start.append(array_free)
+        seg_end.append(total)
+        seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
+    # Layer windows.
+    ends = np.zeros(n_layers, np.int64)
+    prev = 0
+    for li, ls in enumerate(program.layers):
+        e_i = int(finish[ls.first:ls.last].max()) if ls.last > ls.first else prev
+        prev = max(prev, e_i)
+        ends[li] = prev
+    _window_cycles(counters, col, ends)
+    _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
+    names = tuple(ls.name for ls in program.layers)
+    layer_dicts = [{name: int(counters[li, c]) for name, c in col.items()}
+                   for li in range(n_layers)]
+    totals = {name: int(counters[:, c].sum()) for name, c in col.items()}
+    totals["cycles"] = total
+    dram_counters = dram.counters() if dram is not None else {}
+    trace = Trace(start=start, finish=finish, engine=engines.copy(), kind=kinds.copy(),
+                  layer=layers.copy(), layer_names=names, clock_mhz=chip.clock_mhz)
+    return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals, dram=dram_counters,
+                           trace=trace)
+
+
+def _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat) -> None:
+    """Split the array timeline's segments over the layer windows ``(ends[i-1], ends[i]]``."""
+    names = {_COMPUTE: "compute_cycles", _CAUSE_DRAM: "stall_dram_cycles",
+             _CAUSE_LINK: "stall_link_cycles", _CAUSE_SRAM: "stall_sram_cycles"}
+    w = 0
+    for s, e, c in zip(seg_start, seg_end, seg_cat):
+        while s < e:
+            while w < len(ends) and ends[w] <= s:
+                w += 1
+            if w == len(ends):
+                return
+            cut = min(e, int(ends[w]))
+            counters[w, col[names[c]]] += cut - s
+            s = cut
+
+
+def _window_cycles(counters, col, ends) -> None:
+    prev = 0
+    for w, e in enumerate(ends):
+        counters[w, col["cycles"]] = int(e) - prev
+        prev = int(e)

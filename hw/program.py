@@ -1,0 +1,187 @@
+"""Programs: the commands a chip runs for a workload, with their dependencies (one schedule per op).
+
+A :class:`Program` is what the compiler (:mod:`compiler.lower`) hands to the executor (:mod:`hw.executor`): one flat list
+of commands for the whole graph, stored column-wise in numpy arrays (so the executor's inner
+loop reads plain arrays), plus one :class:`LayerSchedule` per op saying which commands belong to
+it and which tiling produced them.
+
+Engines (each runs its own commands strictly in program order, like Gemmini's load / execute /
+store queues):
+
+* ``load``  — DMA from DRAM or the host link into a scratchpad (and on-chip moves),
+* ``array`` — the systolic array,
+* ``store`` — DMA from the ofmap scratchpad to DRAM or the host link.
+
+A command starts when its engine has finished the previous command and every dependency has
+finished. Dependencies always point to earlier commands.
+
+Transfers describe a 3-level strided box in DRAM (``n2`` blocks of ``n1`` chunks of
+``chunk_bytes`` contiguous bytes; chunk ``(i2, i1)`` starts at ``addr + i2*stride2 + i1*stride1``),
+which covers every tile shape the tiler emits (matrix row blocks, NHWC patches, channel slices).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Engine", "Kind", "Operand", "Location", "Tiling", "LayerSchedule", "Program",
+           "ProgramBuilder"]
+
+
+class Engine(enum.IntEnum):
+    LOAD = 0
+    ARRAY = 1
+    STORE = 2
+
+
+class Kind(enum.IntEnum):
+    LOAD = 0      # DRAM -> SRAM
+    STORE = 1     # SRAM -> DRAM
+    COMPUTE = 2   # array
+    MOVE = 3      # SRAM -> SRAM (ofmap of one layer becomes the ifmap of the next)
+    HOST_IN = 4   # host -> DRAM over the link
+    HOST_OUT = 5  # DRAM -> host over the link
+
+
+class Operand(enum.IntEnum):
+    IFMAP = 0
+    FILTER = 1
+    OFMAP = 2
+    PSUM = 3      # partial sums spilled to / reloaded from DRAM at accumulator precision
+    NONE = 4
+
+
+class Location(enum.IntEnum):
+    DRAM = 0
+    HOST = 1
+    ONCHIP = 2
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How one op was tiled. Extents are per GEMM of the op's matrix view (see
+    :meth:`compiler.ir.Conv2d.gemm_shape`); ``order`` lists the tile loops outermost first."""
+
+    lowering: str          # "gemm", "direct" (conv read as NHWC patches) or "im2col"
+    group_tile: int        # GEMMs (groups / batch entries) per compute command
+    m_tile: int            # output rows (GEMM) or output pixels (conv) per tile
+    n_tile: int
+    k_tile: int
+    order: str             # e.g. "mnk": m outermost, k innermost
+    tiles: int             # compute commands
+    ifmap_tile_bytes: int  # largest tile in each scratchpad (one buffer)
+    filter_tile_bytes: int
+    ofmap_tile_bytes: int
+    input_resident: bool   # the whole input was already on chip (kept from the previous layer)
+    output_resident: bool  # the whole output stays on chip for the next layer
+    estimated_cycles: int  # the tiler's own estimate (the executor's number is the real one)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class LayerSchedule:
+    """The commands ``[first, last)`` of one op."""
+
+    op_index: int
+    name: str
+    op: str
+    first: int
+    last: int
+    macs: int
+    tiling: Tiling | None
+
+
+_INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", "stride2", "n1",
+                "stride1", "chunk_bytes", "count", "m", "n", "k", "left_stride", "top_stride",
+                "tile_g", "tile_m", "tile_n", "tile_k")
+
+
+@dataclass
+class Program:
+    """All commands of a graph on a chip, column-wise, plus the per-op layer schedules.
+
+    Columns (int64 arrays, one entry per command): ``engine``, ``kind``, ``operand``,
+    ``location`` (of the DRAM side: DRAM, HOST or ONCHIP), ``layer`` (index into ``layers``),
+    transfer box ``addr, n2, stride2, n1, stride1, chunk_bytes``, compute shape ``count, m, n, k``
+    with the byte strides of the vectors the array's left and top edges read per cycle
+    (``left_stride``, ``top_stride``; element size = contiguous), the tile indices
+    ``tile_g/m/n/k``, and the dependency lists in CSR form (``dep_ptr``, ``dep_idx``).
+    """
+
+    model: str
+    layers: list[LayerSchedule]
+    columns: dict[str, np.ndarray]
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.columns["engine"].shape[0])
+
+    def __getattr__(self, name):
+        columns = self.__dict__.get("columns")
+        if columns is not None and name in columns:
+            return columns[name]
+        raise AttributeError(name)
+
+    def transfer_bytes(self, index: int) -> int:
+        c = self.columns
+        return int(c["n2"][index] * c["n1"][index] * c["chunk_bytes"][index])
+
+    def deps(self, index: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[index]:self.dep_ptr[index + 1]]
+
+
+class ProgramBuilder:
+    """Appends commands; :meth:`build` freezes them into a :class:`Program`."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self._rows: dict[str, list[int]] = {name: [] for name in _INT_COLUMNS}
+        self._deps: list[int] = []
+        self._dep_ptr: list[int] = [0]
+        self.layers: list[LayerSchedule] = []
+        self.notes: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._dep_ptr) - 1
+
+    def _add(self, deps, **values) -> int:
+        for name in _INT_COLUMNS:
+            self._rows[name].append(int(values.get(name, 0)))
+        index = len(self)
+        for d in deps:
+            if d is not None:
+                assert 0 <= d < index, (d, index)
+                self._deps.append(int(d))
+        self._dep_ptr.append(len(self._deps))
+        return index
+
+    def transfer(self, kind: Kind, operand: Operand, location: Location, layer: int, box,
+                 deps=(), tile=(0, 0, 0, 0)) -> int:
+        """``box = (addr, n2, stride2, n1, stride1, chunk_bytes)``."""
+        engine = Engine.STORE if kind in (Kind.STORE, Kind.HOST_OUT) else Engine.LOAD
+        addr, n2, s2, n1, s1, chunk = box
+        g, m, n, k = tile
+        return self._add(deps, engine=engine, kind=kind, operand=operand, location=location,
+                         layer=layer, addr=addr, n2=n2, stride2=s2, n1=n1, stride1=s1,
+                         chunk_bytes=chunk, tile_g=g, tile_m=m, tile_n=n, tile_k=k)
+
+    def compute(self, layer: int, count: int, m: int, n: int, k: int, left_stride: int,
+                top_stride: int, deps=(), tile=(0, 0, 0, 0)) -> int:
+        g, tm, tn, tk = tile
+        return self._add(deps, engine=Engine.ARRAY, kind=Kind.COMPUTE, operand=Operand.NONE,
+                         location=Location.ONCHIP, layer=layer, count=count, m=m, n=n, k=k,
+                         left_stride=left_stride, top_stride=top_stride, tile_g=g, tile_m=tm,
+                         tile_n=tn, tile_k=tk)
+
+    def build(self) -> Program:
+        columns = {name: np.asarray(values, dtype=np.int64) for name, values in self._rows.items()}
+        return Program(model=self.model, layers=list(self.layers), columns=columns,
+                       dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
+                       dep_idx=np.asarray(self._deps, dtype=np.int64), notes=list(self.notes))

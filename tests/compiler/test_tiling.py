@@ -1,0 +1,164 @@
+"""The tiler: footprints fit, its traffic formula equals what the emitted program moves, more
+SRAM never means more traffic, traffic never below compulsory."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.ir import Conv2d, Gemm, Graph
+from compiler.lower import CompileOptions, compile_graph
+from compiler.tiling import ORDERS, TilingError, choose_tiling
+from hw.chip import ChipConfig
+from hw.executor import execute
+from hw.memory.dma import DmaConfig
+from hw.memory.dram import dram_preset
+from hw.memory.link import HostLinkConfig
+from hw.memory.sram import SramConfig
+from hw.program import Kind, Operand
+from hw.systolic.config import ArrayConfig
+
+IDEAL = dict(dram=dram_preset("ideal"), host_link=HostLinkConfig(ideal=True),
+             dma=DmaConfig(descriptor_setup_cycles=0), model_input="dram", model_output="dram")
+
+
+def _chip(kib_a: float, kib_b: float, kib_c: float, dataflow="ws", rows=8, cols=8, **kw) -> ChipConfig:
+    return ChipConfig(array=ArrayConfig(rows=rows, cols=cols, dataflow=dataflow),
+                      ifmap_sram=SramConfig(capacity_kib=kib_a),
+                      filter_sram=SramConfig(capacity_kib=kib_b),
+                      ofmap_sram=SramConfig(capacity_kib=kib_c), **{**IDEAL, **kw})
+
+
+def _layer_bytes(program, result, index=0) -> int:
+    c = result.layers[index]
+    return sum(c[k] for k in ("dram_ifmap_read_bytes", "dram_filter_read_bytes",
+                              "dram_psum_read_bytes", "dram_ofmap_write_bytes",
+                              "dram_psum_write_bytes"))
+
+
+gemms = st.builds(lambda m, n, k, b: Gemm(name="g", m=m, n=n, k=k, batch=b),
+                  st.integers(1, 300), st.integers(1, 300), st.integers(1, 300), st.integers(1, 3))
+convs = st.builds(
+    lambda hw, cin, cout, kern, stride, pad, groups, batch: Conv2d(
+        name="c", in_h=hw, in_w=hw, in_channels=cin * groups, out_channels=cout * groups,
+        kernel_h=kern, kernel_w=kern, stride_h=stride, stride_w=stride, pad_top=pad,
+        pad_bottom=pad, pad_left=pad, pad_right=pad, groups=groups, batch=batch),
+    st.integers(7, 30), st.integers(1, 40), st.integers(1, 40), st.sampled_from([1, 3]),
+    st.integers(1, 2), st.integers(0, 1), st.sampled_from([1, 1, 2]), st.integers(1, 2))
+ops = st.one_of(gemms, convs)
+kibs = st.sampled_from([2, 4, 8, 16, 64])
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, a=kibs, b=kibs, c=kibs, dataflow=st.sampled_from(["os", "ws", "is"]),
+       lowering=st.sampled_from(["direct", "im2col"]), order=st.sampled_from([None, *ORDERS]))
+def test_emitted_program_moves_exactly_the_tilers_bytes_and_fits(op, a, b, c, dataflow, lowering, order):
+    chip = _chip(a, b, c, dataflow)
+    options = CompileOptions(conv_lowering=lowering, loop_order=order, keep_on_chip=False)
+    try:
+        program = compile_graph(Graph("t", (op,)), chip, options)
+    except TilingError as exc:
+        assert "no tiling fits" in str(exc) and op.name in str(exc)
+        return
+    result = execute(program, chip)
+    layer = program.layers[0]
+    tiling = layer.tiling
+    # The tiler's reuse formula is what the loop nest really moves.
+    from compiler.lower import _problem
+    choice = choose_tiling(_problem(op, chip, options), chip, order=order)
+    assert _layer_bytes(program, result) == choice.dram_bytes
+    # Every tile fits one buffer of its scratchpad.
+    eb, ab = 1, 4
+    for i in range(layer.first, layer.last):
+        if program.kind[i] == Kind.LOAD and program.operand[i] == Operand.IFMAP:
+            assert program.transfer_bytes(i) <= chip.ifmap_sram.tile_capacity_bytes
+        if program.kind[i] == Kind.LOAD and program.operand[i] == Operand.FILTER:
+            assert program.transfer_bytes(i) <= chip.filter_sram.tile_capacity_bytes
+        if program.kind[i] == Kind.COMPUTE:
+            c_bytes = program.count[i] * program.m[i] * program.n[i] * ab
+            assert c_bytes <= chip.ofmap_sram.tile_capacity_bytes
+            assert program.k[i] * program.n[i] * program.count[i] * eb <= chip.filter_sram.tile_capacity_bytes
+    # Never below compulsory traffic: weights, input and output once each.
+    shape = op.gemm_shape()
+    weights = shape.count * shape.k * shape.n * eb
+    out = shape.count * shape.m * shape.n * eb
+    assert result.layers[0]["dram_filter_read_bytes"] >= weights
+    assert result.layers[0]["dram_ofmap_write_bytes"] == out
+    if isinstance(op, Conv2d) and lowering == "direct":
+        # Every input row some output reads, once at least (strided kernels may skip rows).
+        touched = {r * op.stride_h - op.pad_top + i * op.dilation_h
+                   for r in range(op.out_h) for i in range(op.kernel_h)}
+        rows = len([y for y in touched if 0 <= y < op.in_h])
+        needed = op.batch * rows * op.in_w * op.in_channels * eb
+        assert result.layers[0]["dram_ifmap_read_bytes"] >= needed
+    else:
+        assert result.layers[0]["dram_ifmap_read_bytes"] >= shape.count * shape.m * shape.k * eb
+    assert tiling.tiles == result.layers[0]["computes"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=ops, sizes=st.lists(kibs, min_size=3, max_size=3), grow=st.sampled_from([0, 1, 2]),
+       order=st.sampled_from(ORDERS), dataflow=st.sampled_from(["os", "ws", "is"]))
+def test_more_sram_never_more_traffic_for_a_fixed_order(op, sizes, grow, order, dataflow):
+    chip = _chip(*sizes, dataflow)
+    bigger = list(sizes)
+    bigger[grow] *= 4
+    chip2 = _chip(*bigger, dataflow)
+    options = CompileOptions(loop_order=order, keep_on_chip=False, objective="traffic")
+    from compiler.lower import _problem
+    try:
+        small = choose_tiling(_problem(op, chip, options), chip, order=order, objective="traffic")
+    except TilingError:
+        return
+    large = choose_tiling(_problem(op, chip2, options), chip2, order=order, objective="traffic")
+    assert large.dram_bytes <= small.dram_bytes
+
+
+def test_unlimited_sram_moves_each_operand_once():
+    op = Gemm(name="fc", m=64, n=300, k=500)
+    chip = _chip(4096, 4096, 4096)
+    program = compile_graph(Graph("t", (op,)), chip, CompileOptions(keep_on_chip=False))
+    result = execute(program, chip)
+    assert _layer_bytes(program, result) == 64 * 500 + 500 * 300 + 64 * 300
+    assert program.layers[0].tiling.tiles == 1
+
+
+def test_k_outer_order_spills_partial_sums_at_accumulator_width():
+    op = Gemm(name="fc", m=64, n=64, k=512)
+    chip = _chip(8, 8, 8)
+    program = compile_graph(Graph("t", (op,)), chip,
+                            CompileOptions(loop_order="kmn", keep_on_chip=False))
+    t = program.layers[0].tiling
+    result = execute(program, chip).layers[0]
+    k_trips = -(-512 // t.k_tile)
+    tiles_mn = -(-64 // t.m_tile) * -(-64 // t.n_tile)
+    if k_trips > 1 and tiles_mn > 1:
+        assert result["dram_psum_write_bytes"] == (k_trips - 1) * 64 * 64 * 4
+        assert result["dram_psum_read_bytes"] == (k_trips - 1) * 64 * 64 * 4
+    else:
+        pytest.fail(f"test shape did not force K tiling: {t}")
+    kinner = execute(compile_graph(Graph("t", (op,)), chip,
+                                   CompileOptions(loop_order="mnk", keep_on_chip=False)), chip)
+    assert kinner.layers[0]["dram_psum_write_bytes"] == 0
+
+
+def test_too_small_sram_is_a_clear_error():
+    op = Conv2d(name="conv_big", in_h=512, in_w=512, in_channels=64, out_channels=64,
+                kernel_h=3, kernel_w=3)
+    chip = replace(_chip(64, 64, 64), ifmap_sram=SramConfig(capacity_kib=0.25))
+    with pytest.raises(TilingError, match=r"conv_big: no tiling fits.*ifmap scratchpad needs "
+                                          r"at least 1536 bytes.*capacity_kib"):
+        compile_graph(Graph("t", (op,)), chip)
+
+
+def test_tiling_is_deterministic():
+    op = Conv2d(name="c", in_h=56, in_w=56, in_channels=64, out_channels=128, kernel_h=3,
+                kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)
+    chip = _chip(32, 32, 32)
+    a = compile_graph(Graph("t", (op,)), chip)
+    b = compile_graph(Graph("t", (op,)), chip)
+    assert a.layers[0].tiling == b.layers[0].tiling
+    assert all((a.columns[k] == b.columns[k]).all() for k in a.columns)

@@ -8,7 +8,6 @@ status 2. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from importlib import resources
 from pathlib import Path
@@ -155,9 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    if importlib.util.find_spec("npulab.dram_cmd") is not None:  # being built: issue 3
-        from npulab import dram_cmd
-        dram_cmd.add_parser(sub)
+    from npulab import dram_cmd
+    dram_cmd.add_parser(sub)
     return parser
 
 

@@ -38,7 +38,9 @@ offsets of the state regions.
 
 ``state`` (int64, mutable, persists across calls). C channels, R ranks, G bank groups, B banks per
 rank (index ``g * banks_per_group + b``; channel-local bank ``r * B + b``), Q command queues per
-channel (one per bank, or one per rank) of D entries, transaction queues of T entries:
+channel (one per bank, or one per rank) of D entries, transaction queues of T entries. Every bank
+keeps its queued requests in its own ring, in arrival order; a per-rank queue is the rings of its
+banks sharing one capacity, ordered across banks by arrival sequence numbers.
 
 ===============================  ==========  ===================================================
 region (offset ``P_O_...``)      size        meaning
@@ -46,25 +48,28 @@ region (offset ``P_O_...``)      size        meaning
 TIME, RR                         C           last simulated cycle (-1 at start); round robin
 REF_NEXT, REF_RANK               C           next refresh request: cycle, rank
 REF_HEAD, REF_LEN, REF_FIFO      C, C, C*64  FIFO of ranks with a pending refresh
-QCOUNT, QMASK                    C           queued commands; bitmask of non-empty queues
+QCOUNT, QMASK, SEQ               C           queued commands; bitmask of non-empty queues;
+                                             arrival sequence counter
 TQHEAD, TQLEN, FM_VALID, FM      C           transaction ring; cached first movable entry
-SEL_VALID/T/Q/I/K                C           cached next command (see ``_step``)
+SEL_VALID/T/Q/B/I/K              C           cached next command (see ``_step``)
 MAXFIN                           1           latest completion in the current call
 OPEN, HITS                       C*R*B       open row (-1 closed); column commands since ACT
 NACT, NPRE, NRD, NWR, NREF       C*R*B       earliest cycle from the bank's own history
+BHEAD, BLEN, BNWR                C*R*B       the bank's ring of queued requests; writes in it
+QC_VALID, QC_A, QC_RD, QC_WR     C*R*B       cached candidates of the ring (``_candidates``)
+QT_A, QT_RD, QT_WR               C*R*B       ... and their earliest cycles, valid while
+QT_ROW_EPOCH, QT_COL_EPOCH       C*R*B       these equal the epochs of the bank's rank, which
+RK_ROW_EPOCH, RK_COL_EPOCH       C*R         count changes to the rank's (and its groups')
+                                             ACT/PRE and RD/WR constraints
 BG_NACT, BG_NRD, BG_NWR          C*R*G       from its bank group (tRRD_L, tCCD_L, tWTR_L)
 RK_NACT/NRD/NWR/NPRE/NREF        C*R         from its rank (tRRD_S, tCCD_S, tWTR_S, RD->WR,
                                              tPPD, tRFC)
 OTH_NRD, OTH_NWR                 C*R         RD/WR imposed by the other ranks (tRTRS)
 FAW, FAW_IDX                     C*R*4, C*R  the rank's last four ACT cycles (ring)
-QHEAD, QLEN                      C*Q         command queue rings
-QE_BANK/ROW/WR/REQ/FLAG          C*Q*D       entries: bank, row, write?, request index, flags
-                                             (1: it had an ACT, 2: it had a PRE)
-QC_VALID, QC_A, QC_RD, QC_WR     C*Q         per-bank queues: cached candidates (``_candidates``)
-QT_A, QT_RD, QT_WR               C*Q         ... and their earliest cycles, valid while
-QT_ROW_EPOCH, QT_COL_EPOCH       C*Q         these equal the epochs of the queue's rank, which
-RK_ROW_EPOCH, RK_COL_EPOCH       C*R         count changes to the rank's (and its groups')
-                                             ACT/PRE and RD/WR constraints
+RBMASK                           C*R         bitmask of the rank's banks with queued requests
+QLEN                             C*Q         requests in each command queue (its capacity)
+BE_ROW/WR/REQ/FLAG/SEQ           C*R*B*D     ring entries: row, write?, request index, flags
+                                             (1: it had an ACT, 2: it had a PRE), sequence
 TQ_BANK/ROW/WR/REQ/Q/ARR         C*T         transactions: ..., command queue, arrival cycle
 ===============================  ==========  ===================================================
 
@@ -107,22 +112,22 @@ K_ACT, K_PRE, K_RD, K_WR, K_RDA, K_WRA, K_REF = 0, 1, 2, 3, 4, 5, 6
  P_RP, P_RC, P_RAS, P_RCDRD, P_RCDWR, P_RRDL, P_RRDS, P_FAW, P_RFC, P_REF_INTERVAL, P_PPD,
  P_CLOSED, P_PER_RANK, P_NQ, P_MASKED, P_QDEPTH, P_TQDEPTH, P_DUAL, P_REFRESH, P_IDEAL,
  P_O_TIME, P_O_RR, P_O_REF_NEXT, P_O_REF_RANK, P_O_REF_HEAD, P_O_REF_LEN, P_O_REF_FIFO,
- P_O_QCOUNT, P_O_QMASK, P_O_TQHEAD, P_O_TQLEN, P_O_FM_VALID, P_O_FM,
- P_O_SEL_VALID, P_O_SEL_T, P_O_SEL_Q, P_O_SEL_I, P_O_SEL_K, P_O_MAXFIN,
- P_O_OPEN, P_O_HITS, P_O_NACT, P_O_NPRE, P_O_NRD, P_O_NWR, P_O_NREF,
+ P_O_QCOUNT, P_O_QMASK, P_O_SEQ, P_O_TQHEAD, P_O_TQLEN, P_O_FM_VALID, P_O_FM,
+ P_O_SEL_VALID, P_O_SEL_T, P_O_SEL_Q, P_O_SEL_B, P_O_SEL_I, P_O_SEL_K, P_O_MAXFIN,
+ P_O_OPEN, P_O_HITS, P_O_NACT, P_O_NPRE, P_O_NRD, P_O_NWR, P_O_NREF, P_O_BHEAD, P_O_BLEN, P_O_BNWR,
+ P_O_QC_VALID, P_O_QC_A, P_O_QC_RD, P_O_QC_WR, P_O_QT_A, P_O_QT_RD, P_O_QT_WR,
+ P_O_QT_ROW_EPOCH, P_O_QT_COL_EPOCH,
  P_O_BG_NACT, P_O_BG_NRD, P_O_BG_NWR,
  P_O_RK_NACT, P_O_RK_NRD, P_O_RK_NWR, P_O_RK_NPRE, P_O_RK_NREF, P_O_OTH_NRD, P_O_OTH_NWR,
- P_O_FAW, P_O_FAW_IDX,
- P_O_QHEAD, P_O_QLEN, P_O_QE_BANK, P_O_QE_ROW, P_O_QE_WR, P_O_QE_REQ, P_O_QE_FLAG,
- P_O_QC_VALID, P_O_QC_A, P_O_QC_RD, P_O_QC_WR, P_O_QT_A, P_O_QT_RD, P_O_QT_WR,
- P_O_RK_ROW_EPOCH, P_O_RK_COL_EPOCH, P_O_QT_ROW_EPOCH, P_O_QT_COL_EPOCH,
+ P_O_FAW_IDX, P_O_RK_ROW_EPOCH, P_O_RK_COL_EPOCH, P_O_RBMASK, P_O_FAW, P_O_QLEN,
+ P_O_BE_ROW, P_O_BE_WR, P_O_BE_REQ, P_O_BE_FLAG, P_O_BE_SEQ,
  P_O_TQ_BANK, P_O_TQ_ROW, P_O_TQ_WR, P_O_TQ_REQ, P_O_TQ_Q, P_O_TQ_ARR,
- P_STATE_SIZE, N_PARAMS) = range(122)
+ P_STATE_SIZE, N_PARAMS) = range(127)
 
 (ST_READS, ST_WRITES, ST_ROW_HITS, ST_ROW_MISSES, ST_ROW_CONFLICTS, ST_ACTIVATES,
  ST_PRECHARGES, ST_REFRESHES, ST_DATA_CYCLES, ST_REFRESH_CYCLES, N_STATS) = range(11)
 
-QE_FIELDS = (P_O_QE_BANK, P_O_QE_ROW, P_O_QE_WR, P_O_QE_REQ, P_O_QE_FLAG)
+BE_FIELDS = (P_O_BE_ROW, P_O_BE_WR, P_O_BE_REQ, P_O_BE_FLAG, P_O_BE_SEQ)
 TQ_FIELDS = (P_O_TQ_BANK, P_O_TQ_ROW, P_O_TQ_WR, P_O_TQ_REQ, P_O_TQ_Q, P_O_TQ_ARR)
 
 
@@ -181,17 +186,37 @@ def _ready(p, s, ch, lbank, kind):
                max(s[p[P_O_RK_NRD] + grk], s[p[P_O_OTH_NRD] + grk]))
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _ring_remove(p, s, fields, base, o_head, i, n, depth):
+    """Remove logical entry i of the n in a ring at ``base`` (head at ``s[o_head]``), keeping
+    the order: shift whichever side of it is shorter."""
+    head = s[o_head]
+    if i < n - 1 - i:
+        for k in range(i, 0, -1):
+            dst = base + _phys(head, k, depth)
+            src = base + _phys(head, k - 1, depth)
+            for f in fields:
+                s[p[f] + dst] = s[p[f] + src]
+        s[o_head] = _phys(head, 1, depth)
+    else:
+        for k in range(i, n - 1):
+            dst = base + _phys(head, k, depth)
+            src = base + _phys(head, k + 1, depth)
+            for f in fields:
+                s[p[f] + dst] = s[p[f] + src]
+
+
 @njit(cache=True, _nrt=False)
-def _candidates(p, s, ch, q):
-    """Per-bank queue q: cache which entries may issue next. This depends on the queue's
-    contents and its bank's open row, not on time. QC_A: ACT or PRE for the head, or -1;
-    QC_RD/QC_WR: first read/write hitting the open row, or -1."""
-    cq = ch * p[P_NQ] + q
+def _candidates(p, s, ch, lbank):
+    """Cache which requests of a bank's ring may issue next. This depends on the ring and the
+    bank's open row, not on time. QC_A: ACT or PRE for the head, or -1; QC_RD/QC_WR: first
+    read/write hitting the open row, or -1. A PRE is for the head only and only if no queued
+    request hits the open row, unless HIT_CAP column commands hit it already."""
+    gb = ch * p[P_RANKS] * p[P_BANKS] + lbank
     depth = p[P_QDEPTH]
-    base = cq * depth
-    head = s[p[P_O_QHEAD] + cq]
-    n = s[p[P_O_QLEN] + cq]
-    gb = ch * p[P_RANKS] * p[P_BANKS] + q
+    base = gb * depth
+    head = s[p[P_O_BHEAD] + gb]
+    n = s[p[P_O_BLEN] + gb]
     open_row = s[p[P_O_OPEN] + gb]
     a = -1
     rd = -1
@@ -199,157 +224,120 @@ def _candidates(p, s, ch, q):
     if open_row < 0:
         a = K_ACT
     else:
-        o_row = p[P_O_QE_ROW] + base
-        o_wr = p[P_O_QE_WR] + base
+        o_row = p[P_O_BE_ROW] + base
+        o_wr = p[P_O_BE_WR] + base
+        writes_left = s[p[P_O_BNWR] + gb]  # stop once no unseen request can matter
+        reads_left = n - writes_left
         for i in range(n):
             j = _phys(head, i, depth)
-            if s[o_row + j] == open_row:
-                if s[o_wr + j]:
-                    if wr < 0:
-                        wr = i
-                        if rd >= 0:
-                            break
-                elif rd < 0:
+            if s[o_wr + j]:
+                writes_left -= 1
+                if wr < 0 and s[o_row + j] == open_row:
+                    wr = i
+            else:
+                reads_left -= 1
+                if rd < 0 and s[o_row + j] == open_row:
                     rd = i
-                    if wr >= 0:
-                        break
+            if (rd >= 0 or reads_left == 0) and (wr >= 0 or writes_left == 0):
+                break
         if s[o_row + head] != open_row and ((rd < 0 and wr < 0) or s[p[P_O_HITS] + gb] >= HIT_CAP):
             a = K_PRE
-    s[p[P_O_QC_A] + cq] = a
-    s[p[P_O_QC_RD] + cq] = rd
-    s[p[P_O_QC_WR] + cq] = wr
-    s[p[P_O_QC_VALID] + cq] = 1
-    s[p[P_O_QT_ROW_EPOCH] + cq] = -1
-    s[p[P_O_QT_COL_EPOCH] + cq] = -1
+    s[p[P_O_QC_A] + gb] = a
+    s[p[P_O_QC_RD] + gb] = rd
+    s[p[P_O_QC_WR] + gb] = wr
+    s[p[P_O_QC_VALID] + gb] = 1
+    s[p[P_O_QT_ROW_EPOCH] + gb] = -1
+    s[p[P_O_QT_COL_EPOCH] + gb] = -1
 
 
 @njit(cache=True, _nrt=False)
-def _candidate_times(p, s, ch, q):
-    """Earliest cycles of the cached candidates of per-bank queue q (INF if none), for those
-    whose constraints changed since they were computed."""
-    cq = ch * p[P_NQ] + q
-    grk = ch * p[P_RANKS] + (q >> p[P_LG_BANKS])
+def _candidate_times(p, s, ch, lbank):
+    """Earliest cycles of a bank's cached candidates (INF if none), for those whose constraints
+    changed since they were computed."""
+    gb = ch * p[P_RANKS] * p[P_BANKS] + lbank
+    grk = ch * p[P_RANKS] + (lbank >> p[P_LG_BANKS])
     row_epoch = s[p[P_O_RK_ROW_EPOCH] + grk]
-    if s[p[P_O_QT_ROW_EPOCH] + cq] != row_epoch:
-        a = s[p[P_O_QC_A] + cq]
-        s[p[P_O_QT_A] + cq] = _ready(p, s, ch, q, a) if a >= 0 else INF
-        s[p[P_O_QT_ROW_EPOCH] + cq] = row_epoch
+    if s[p[P_O_QT_ROW_EPOCH] + gb] != row_epoch:
+        a = s[p[P_O_QC_A] + gb]
+        s[p[P_O_QT_A] + gb] = _ready(p, s, ch, lbank, a) if a >= 0 else INF
+        s[p[P_O_QT_ROW_EPOCH] + gb] = row_epoch
     col_epoch = s[p[P_O_RK_COL_EPOCH] + grk]
-    if s[p[P_O_QT_COL_EPOCH] + cq] != col_epoch:
-        s[p[P_O_QT_RD] + cq] = _ready(p, s, ch, q, K_RD) if s[p[P_O_QC_RD] + cq] >= 0 else INF
-        s[p[P_O_QT_WR] + cq] = _ready(p, s, ch, q, K_WR) if s[p[P_O_QC_WR] + cq] >= 0 else INF
-        s[p[P_O_QT_COL_EPOCH] + cq] = col_epoch
+    if s[p[P_O_QT_COL_EPOCH] + gb] != col_epoch:
+        s[p[P_O_QT_RD] + gb] = _ready(p, s, ch, lbank, K_RD) if s[p[P_O_QC_RD] + gb] >= 0 else INF
+        s[p[P_O_QT_WR] + gb] = _ready(p, s, ch, lbank, K_WR) if s[p[P_O_QC_WR] + gb] >= 0 else INF
+        s[p[P_O_QT_COL_EPOCH] + gb] = col_epoch
 
 
 @njit(cache=True, _nrt=False)
-def _eval_rank_queue(p, s, ch, q, lb):
-    """One-queue-per-rank variant of ``_eval_queue``: scan the entries in order; entries of the
-    same bank needing the same command share its cycle, so only the first of them counts."""
-    cq = ch * p[P_NQ] + q
-    depth = p[P_QDEPTH]
-    base = cq * depth
-    head = s[p[P_O_QHEAD] + cq]
-    n = s[p[P_O_QLEN] + cq]
-    mask = p[P_BANKS] - 1
-    o_bank = p[P_O_QE_BANK] + base
-    o_row = p[P_O_QE_ROW] + base
-    o_wr = p[P_O_QE_WR] + base
-    o_open = p[P_O_OPEN] + ch * p[P_RANKS] * p[P_BANKS]
-    o_hits = p[P_O_HITS] + ch * p[P_RANKS] * p[P_BANKS]
-    auto_pre = 2 if p[P_CLOSED] else 0
-    seen = 0
-    seen_rd = 0
-    seen_wr = 0
-    hitmask = 0
-    hitmask_done = False
-    best = INF
-    best_i = -1
-    best_k = -1
-    for i in range(n):
-        j = _phys(head, i, depth)
-        lbank = s[o_bank + j]
-        bit = 1 << (lbank & mask)
-        first = (seen & bit) == 0
-        seen |= bit
-        open_row = s[o_open + lbank]
-        if open_row < 0:
-            if not first:  # every entry of a closed bank needs the same ACT; the first wins
-                continue
-            kind = K_ACT
-        elif s[o_row + j] == open_row:
-            if s[o_wr + j]:
-                if seen_wr & bit:
-                    continue
-                seen_wr |= bit
-                kind = K_WR
-            else:
-                if seen_rd & bit:
-                    continue
-                seen_rd |= bit
-                kind = K_RD
-        else:
-            if not first:
-                continue
-            if s[o_hits + lbank] < HIT_CAP:
-                if not hitmask_done:
-                    for i2 in range(n):
-                        j2 = _phys(head, i2, depth)
-                        b2 = s[o_bank + j2]
-                        if s[o_row + j2] == s[o_open + b2]:
-                            hitmask |= 1 << (b2 & mask)
-                    hitmask_done = True
-                if hitmask & bit:
-                    continue
-            kind = K_PRE
-        e = max(_ready(p, s, ch, lbank, kind), lb)
-        if e < best:
-            best = e
-            best_i = i
-            best_k = kind + auto_pre if kind == K_RD or kind == K_WR else kind
-            if e == lb:
-                break
-    return best, best_i, best_k
-
-
-@njit(cache=True, _nrt=False)
-def _eval_queue(p, s, ch, q, lb):
-    """First entry of command queue q whose next command is legal earliest (>= lb):
-    (cycle, entry, kind); cycle INF if none can issue."""
-    if p[P_PER_RANK]:
-        return _eval_rank_queue(p, s, ch, q, lb)
-    cq = ch * p[P_NQ] + q
-    if s[p[P_O_QC_VALID] + cq] == 0:
-        _candidates(p, s, ch, q)
-    grk = ch * p[P_RANKS] + (q >> p[P_LG_BANKS])
-    if (s[p[P_O_QT_ROW_EPOCH] + cq] != s[p[P_O_RK_ROW_EPOCH] + grk]
-            or s[p[P_O_QT_COL_EPOCH] + cq] != s[p[P_O_RK_COL_EPOCH] + grk]):
-        _candidate_times(p, s, ch, q)
+def _eval_bank(p, s, ch, lbank, lb):
+    """First request of a bank's ring whose next command is legal earliest (>= lb):
+    (cycle, ring index, kind); cycle INF if none can issue."""
+    gb = ch * p[P_RANKS] * p[P_BANKS] + lbank
+    if s[p[P_O_QC_VALID] + gb] == 0:
+        _candidates(p, s, ch, lbank)
+    grk = ch * p[P_RANKS] + (lbank >> p[P_LG_BANKS])
+    if (s[p[P_O_QT_ROW_EPOCH] + gb] != s[p[P_O_RK_ROW_EPOCH] + grk]
+            or s[p[P_O_QT_COL_EPOCH] + gb] != s[p[P_O_RK_COL_EPOCH] + grk]):
+        _candidate_times(p, s, ch, lbank)
     auto_pre = 2 if p[P_CLOSED] else 0
     best = INF
     best_i = -1
     best_k = -1
-    a = s[p[P_O_QC_A] + cq]
-    if a >= 0:  # the head (entry 0) wins ties
-        best = max(s[p[P_O_QT_A] + cq], lb)
+    a = s[p[P_O_QC_A] + gb]
+    if a >= 0:  # the head (index 0) wins ties
+        best = max(s[p[P_O_QT_A] + gb], lb)
         best_i = 0
         best_k = a
         if best == lb:
             return best, best_i, best_k
-    rd = s[p[P_O_QC_RD] + cq]
+    rd = s[p[P_O_QC_RD] + gb]
     if rd >= 0:
-        e = max(s[p[P_O_QT_RD] + cq], lb)
+        e = max(s[p[P_O_QT_RD] + gb], lb)
         if e < best or (e == best and rd < best_i):
             best = e
             best_i = rd
             best_k = K_RD + auto_pre
-    wr = s[p[P_O_QC_WR] + cq]
+    wr = s[p[P_O_QC_WR] + gb]
     if wr >= 0:
-        e = max(s[p[P_O_QT_WR] + cq], lb)
+        e = max(s[p[P_O_QT_WR] + gb], lb)
         if e < best or (e == best and wr < best_i):
             best = e
             best_i = wr
             best_k = K_WR + auto_pre
     return best, best_i, best_k
+
+
+@njit(cache=True, _nrt=False)
+def _eval_queue(p, s, ch, q, lb):
+    """First request of command queue q, in arrival order, whose next command is legal
+    earliest (>= lb): (cycle, bank, ring index, kind); cycle INF if none can issue."""
+    if not p[P_PER_RANK]:
+        e, i, k = _eval_bank(p, s, ch, q, lb)
+        return e, q, i, k
+    # a per-rank queue: the banks' candidates, ties broken by arrival order
+    nb = p[P_BANKS]
+    depth = p[P_QDEPTH]
+    best = INF
+    best_seq = INF
+    best_b = -1
+    best_i = -1
+    best_k = -1
+    bits = s[p[P_O_RBMASK] + ch * p[P_RANKS] + q]
+    while bits != 0:
+        lbank = q * nb + _ctz(bits)
+        bits &= bits - 1
+        e, i, k = _eval_bank(p, s, ch, lbank, lb)
+        if e > best or e >= INF:
+            continue
+        gb = ch * p[P_RANKS] * nb + lbank
+        seq = s[p[P_O_BE_SEQ] + gb * depth + _phys(s[p[P_O_BHEAD] + gb], i, depth)]
+        if e < best or seq < best_seq:
+            best = e
+            best_seq = seq
+            best_b = lbank
+            best_i = i
+            best_k = k
+    return best, best_b, best_i, best_k
 
 
 @njit(cache=True, _nrt=False)
@@ -390,8 +378,8 @@ def _queue_rank(p, q):
 
 @njit(cache=True, _nrt=False)
 def _select(p, s, ch, lb, with_refresh):
-    """Earliest command of channel ``ch`` at a cycle >= lb: (cycle, queue, entry, kind).
-    queue = -1 marks a refresh command (entry = bank of the rank for its PRE, -1 for REF)."""
+    """Earliest command of channel ``ch`` at a cycle >= lb: (cycle, queue, bank, ring index,
+    kind). queue = -1 marks a refresh command (its bank's PRE, or the REF with index -1)."""
     nq = p[P_NQ]
     rr = s[p[P_O_RR] + ch]
     blocked = _blocked_rank(p, s, ch)
@@ -401,6 +389,7 @@ def _select(p, s, ch, lb, with_refresh):
         ref_t, ref_b = _refresh_ready(p, s, ch, blocked, lb)
     best = INF
     best_q = -1
+    best_b = -1
     best_i = -1
     best_k = -1
     if p[P_MASKED]:
@@ -414,10 +403,11 @@ def _select(p, s, ch, lb, with_refresh):
                 bits &= bits - 1
                 if blocked >= 0 and _queue_rank(p, q) == blocked:
                     continue
-                e, i, k = _eval_queue(p, s, ch, q, lb)
+                e, b, i, k = _eval_queue(p, s, ch, q, lb)
                 if e < best:
                     best = e
                     best_q = q
+                    best_b = b
                     best_i = i
                     best_k = k
                     if e == lb:
@@ -434,43 +424,40 @@ def _select(p, s, ch, lb, with_refresh):
                 continue
             if blocked >= 0 and _queue_rank(p, q) == blocked:
                 continue
-            e, i, k = _eval_queue(p, s, ch, q, lb)
+            e, b, i, k = _eval_queue(p, s, ch, q, lb)
             if e < best:
                 best = e
                 best_q = q
+                best_b = b
                 best_i = i
                 best_k = k
                 if e == lb:
                     break
     if ref_t <= best and ref_t < INF:
-        return ref_t, -1, ref_b, (K_PRE if ref_b >= 0 else K_REF)
-    return best, best_q, best_i, best_k
+        lbank = (blocked << p[P_LG_BANKS]) + max(ref_b, 0)
+        return ref_t, -1, lbank, -1, (K_PRE if ref_b >= 0 else K_REF)
+    return best, best_q, best_b, best_i, best_k
 
 
 @njit(cache=True, _nrt=False)
-def _issue(p, s, st, ch, c, q, i, kind, finish, log, logn):
-    """Issue one command at cycle c: bank state, timing constraints, counters, the log. A
-    column command completes its request, which leaves its queue."""
+def _issue(p, s, st, ch, c, q, lbank, i, kind, finish, log, logn):
+    """Issue one command at cycle c to a bank: bank state, timing constraints, counters, the
+    log. q = -1 marks a refresh command. A column command completes its request, which leaves
+    its queue."""
     nb = p[P_BANKS]
     nr = p[P_RANKS]
-    nq = p[P_NQ]
     depth = p[P_QDEPTH]
-    cq = ch * nq + q
-    e = -1
-    if q >= 0:
-        e = cq * depth + _phys(s[p[P_O_QHEAD] + cq], i, depth)
-        lbank = s[p[P_O_QE_BANK] + e]
-        row = s[p[P_O_QE_ROW] + e]
-    else:
-        lbank = (_blocked_rank(p, s, ch) << p[P_LG_BANKS]) + (i if i >= 0 else 0)
-        row = -1
     r = lbank >> p[P_LG_BANKS]
     b = lbank & (nb - 1)
     grk = ch * nr + r
     gb = grk * nb + b
     ggb = grk * p[P_BANKGROUPS] + (b >> p[P_LG_BPG])
-    if not p[P_PER_RANK]:
-        s[p[P_O_QC_VALID] + ch * nq + lbank] = 0  # its bank or its queue changes
+    e = -1
+    row = -1
+    if q >= 0:
+        e = gb * depth + _phys(s[p[P_O_BHEAD] + gb], i, depth)
+        row = s[p[P_O_BE_ROW] + e]
+    s[p[P_O_QC_VALID] + gb] = 0  # its open row or its ring changes
     if kind == K_ACT:
         s[p[P_O_OPEN] + gb] = row
         s[p[P_O_HITS] + gb] = 0
@@ -485,7 +472,7 @@ def _issue(p, s, st, ch, c, q, i, kind, finish, log, logn):
         s[p[P_O_FAW_IDX] + grk] = (fi + 1) & 3
         s[p[P_O_RK_ROW_EPOCH] + grk] += 1
         st[ST_ACTIVATES] += 1
-        s[p[P_O_QE_FLAG] + e] |= 1
+        s[p[P_O_BE_FLAG] + e] |= 1
     elif kind == K_PRE:
         row = s[p[P_O_OPEN] + gb]
         s[p[P_O_OPEN] + gb] = -1
@@ -497,7 +484,7 @@ def _issue(p, s, st, ch, c, q, i, kind, finish, log, logn):
             s[p[P_O_RK_ROW_EPOCH] + grk] += 1
         st[ST_PRECHARGES] += 1
         if e >= 0:
-            s[p[P_O_QE_FLAG] + e] |= 2
+            s[p[P_O_BE_FLAG] + e] |= 2
     elif kind == K_REF:
         _bump(s, p[P_O_RK_NACT] + grk, c + p[P_RFC])
         _bump(s, p[P_O_RK_NREF] + grk, c + p[P_RFC])
@@ -539,7 +526,7 @@ def _issue(p, s, st, ch, c, q, i, kind, finish, log, logn):
             _bump(s, p[P_O_NREF] + gb, c + (p[P_WRA_ACT] if is_write else p[P_RDA_REF]))
         else:
             s[p[P_O_HITS] + gb] += 1
-        flag = s[p[P_O_QE_FLAG] + e]
+        flag = s[p[P_O_BE_FLAG] + e]
         if flag & 2:
             st[ST_ROW_CONFLICTS] += 1
         elif flag & 1:
@@ -547,21 +534,18 @@ def _issue(p, s, st, ch, c, q, i, kind, finish, log, logn):
         else:
             st[ST_ROW_HITS] += 1
         st[ST_DATA_CYCLES] += p[P_BURST]
-        req = s[p[P_O_QE_REQ] + e]
+        req = s[p[P_O_BE_REQ] + e]
         finish[req % finish.shape[0]] = done
         _bump(s, p[P_O_MAXFIN], done)
-        # the entry leaves its ring: entries before it move up one slot, the head advances
-        head = s[p[P_O_QHEAD] + cq]
-        base = cq * depth
-        for k in range(i, 0, -1):
-            dst = base + _phys(head, k, depth)
-            src = base + _phys(head, k - 1, depth)
-            for f in QE_FIELDS:
-                s[p[f] + dst] = s[p[f] + src]
-        s[p[P_O_QHEAD] + cq] = _phys(head, 1, depth)
-        n = s[p[P_O_QLEN] + cq] - 1
-        s[p[P_O_QLEN] + cq] = n
-        if n == 0:
+        if is_write:
+            s[p[P_O_BNWR] + gb] -= 1
+        _ring_remove(p, s, BE_FIELDS, gb * depth, p[P_O_BHEAD] + gb, i, s[p[P_O_BLEN] + gb], depth)
+        s[p[P_O_BLEN] + gb] -= 1
+        if s[p[P_O_BLEN] + gb] == 0:
+            s[p[P_O_RBMASK] + grk] &= ~(1 << b)
+        cq = ch * p[P_NQ] + q
+        s[p[P_O_QLEN] + cq] -= 1
+        if s[p[P_O_QLEN] + cq] == 0:
             s[p[P_O_QMASK] + ch] &= ~(1 << (q & 63))
         s[p[P_O_QCOUNT] + ch] -= 1
         s[p[P_O_FM_VALID] + ch] = 0  # a queue has room again
@@ -600,32 +584,33 @@ def _first_movable(p, s, ch):
 
 @njit(cache=True, _nrt=False)
 def _move(p, s, ch, j):
-    """Move transaction j of channel ch to the tail of its command queue; returns the queue."""
-    nq = p[P_NQ]
+    """Move transaction j of channel ch into its command queue (the tail of its bank's ring);
+    returns the queue."""
     tdepth = p[P_TQDEPTH]
     tbase = ch * tdepth
     thead = s[p[P_O_TQHEAD] + ch]
     src = tbase + _phys(thead, j, tdepth)
     q = s[p[P_O_TQ_Q] + src]
-    cq = ch * nq + q
+    lbank = s[p[P_O_TQ_BANK] + src]
+    nb = p[P_BANKS]
+    gb = ch * p[P_RANKS] * nb + lbank
     depth = p[P_QDEPTH]
-    n = s[p[P_O_QLEN] + cq]
-    dst = cq * depth + _phys(s[p[P_O_QHEAD] + cq], n, depth)
-    s[p[P_O_QE_BANK] + dst] = s[p[P_O_TQ_BANK] + src]
-    s[p[P_O_QE_ROW] + dst] = s[p[P_O_TQ_ROW] + src]
-    s[p[P_O_QE_WR] + dst] = s[p[P_O_TQ_WR] + src]
-    s[p[P_O_QE_REQ] + dst] = s[p[P_O_TQ_REQ] + src]
-    s[p[P_O_QE_FLAG] + dst] = 0
-    s[p[P_O_QLEN] + cq] = n + 1
+    n = s[p[P_O_BLEN] + gb]
+    dst = gb * depth + _phys(s[p[P_O_BHEAD] + gb], n, depth)
+    s[p[P_O_BE_ROW] + dst] = s[p[P_O_TQ_ROW] + src]
+    s[p[P_O_BE_WR] + dst] = s[p[P_O_TQ_WR] + src]
+    s[p[P_O_BE_REQ] + dst] = s[p[P_O_TQ_REQ] + src]
+    s[p[P_O_BE_FLAG] + dst] = 0
+    s[p[P_O_BE_SEQ] + dst] = s[p[P_O_SEQ] + ch]
+    s[p[P_O_SEQ] + ch] += 1
+    s[p[P_O_BLEN] + gb] = n + 1
+    s[p[P_O_BNWR] + gb] += s[p[P_O_TQ_WR] + src]
+    s[p[P_O_RBMASK] + ch * p[P_RANKS] + (lbank >> p[P_LG_BANKS])] |= 1 << (lbank & (nb - 1))
+    s[p[P_O_QC_VALID] + gb] = 0
+    s[p[P_O_QLEN] + ch * p[P_NQ] + q] += 1
     s[p[P_O_QMASK] + ch] |= 1 << (q & 63)
     s[p[P_O_QCOUNT] + ch] += 1
-    s[p[P_O_QC_VALID] + cq] = 0
-    for k in range(j, 0, -1):
-        d = tbase + _phys(thead, k, tdepth)
-        e = tbase + _phys(thead, k - 1, tdepth)
-        for f in TQ_FIELDS:
-            s[p[f] + d] = s[p[f] + e]
-    s[p[P_O_TQHEAD] + ch] = _phys(thead, 1, tdepth)
+    _ring_remove(p, s, TQ_FIELDS, tbase, p[P_O_TQHEAD] + ch, j, s[p[P_O_TQLEN] + ch], tdepth)
     s[p[P_O_TQLEN] + ch] -= 1
     s[p[P_O_FM_VALID] + ch] = 0
     return q
@@ -637,13 +622,13 @@ def _after_move(p, s, ch, q, lb):
     Every other queue's earliest command is at or after the cached one and the move cannot
     change it, so only q is evaluated again."""
     sel_q = s[p[P_O_SEL_Q] + ch]
-    if sel_q == q:  # the new entry may even delay this queue's command (a pending hit
+    if sel_q == q:  # the new request may even delay this queue's command (a pending hit
         s[p[P_O_SEL_VALID] + ch] = 0  # blocks a PRE): evaluate everything again
         return
     blocked = _blocked_rank(p, s, ch)
     if blocked >= 0 and _queue_rank(p, q) == blocked:
         return
-    e, i, k = _eval_queue(p, s, ch, q, lb)
+    e, b, i, k = _eval_queue(p, s, ch, q, lb)
     t = s[p[P_O_SEL_T] + ch]
     if e > t or e >= INF:
         return
@@ -656,6 +641,7 @@ def _after_move(p, s, ch, q, lb):
             return
     s[p[P_O_SEL_T] + ch] = e
     s[p[P_O_SEL_Q] + ch] = q
+    s[p[P_O_SEL_B] + ch] = b
     s[p[P_O_SEL_I] + ch] = i
     s[p[P_O_SEL_K] + ch] = k
 
@@ -666,9 +652,10 @@ def _step(p, s, st, ch, limit, finish, log, logn):
     ``limit``. Returns that cycle, or -1 if nothing happens before ``limit``."""
     lb = s[p[P_O_TIME] + ch] + 1
     if s[p[P_O_SEL_VALID] + ch] == 0:
-        t, q, i, k = _select(p, s, ch, lb, ONE)
+        t, q, b, i, k = _select(p, s, ch, lb, ONE)
         s[p[P_O_SEL_T] + ch] = t
         s[p[P_O_SEL_Q] + ch] = q
+        s[p[P_O_SEL_B] + ch] = b
         s[p[P_O_SEL_I] + ch] = i
         s[p[P_O_SEL_K] + ch] = k
         s[p[P_O_SEL_VALID] + ch] = 1
@@ -694,26 +681,27 @@ def _step(p, s, st, ch, limit, finish, log, logn):
         s[p[P_O_REF_RANK] + ch] = (s[p[P_O_REF_RANK] + ch] + 1) % p[P_RANKS]
         s[p[P_O_REF_NEXT] + ch] += p[P_REF_INTERVAL]
         s[p[P_O_SEL_VALID] + ch] = 0
-        t, q, i, k = _select(p, s, ch, c, ONE)
+        t, q, b, i, k = _select(p, s, ch, c, ONE)
     else:
         t = t_cmd
         q = s[p[P_O_SEL_Q] + ch]
+        b = s[p[P_O_SEL_B] + ch]
         i = s[p[P_O_SEL_I] + ch]
         k = s[p[P_O_SEL_K] + ch]
     if t == c:
         s[p[P_O_SEL_VALID] + ch] = 0
         first_is_column = k >= K_RD and k <= K_WRA
-        _issue(p, s, st, ch, c, q, i, k, finish, log, logn)
+        _issue(p, s, st, ch, c, q, b, i, k, finish, log, logn)
         if q >= 0:
             s[p[P_O_RR] + ch] = q
         if p[P_DUAL]:
             # HBM: separate row and column command buses; DRAMsim3 looks for a second
             # command in the same cycle and issues it only if it is of the other kind
-            t2, q2, i2, k2 = _select(p, s, ch, c, ZERO)
+            t2, q2, b2, i2, k2 = _select(p, s, ch, c, ZERO)
             if t2 == c:
                 s[p[P_O_RR] + ch] = q2
                 if (k2 >= K_RD and k2 <= K_WRA) != first_is_column:
-                    _issue(p, s, st, ch, c, q2, i2, k2, finish, log, logn)
+                    _issue(p, s, st, ch, c, q2, b2, i2, k2, finish, log, logn)
         j = _first_movable(p, s, ch)
     if j >= 0 and s[o_arr + _phys(s[p[P_O_TQHEAD] + ch], j, p[P_TQDEPTH])] <= c:
         qm = _move(p, s, ch, j)

@@ -30,9 +30,9 @@ import numpy as np
 from hw.memory import _dram_kernel as K
 from hw.systolic.config import ConfigError
 
-__all__ = ["DramConfig", "DRAM_PRESETS", "dram_preset", "dram_config_from_dict", "dram_config_to_dict",
-           "dram_config_from_dramsim3_ini", "decode_address", "ReplayResult", "replay", "read_trace",
-           "TraceError", "DramModel", "MAPPING_FIELDS"]
+__all__ = ["DramConfig", "DRAM_PRESETS", "DRAM_PRESET_SOURCES", "dram_preset", "dram_config_from_dict",
+           "dram_config_to_dict", "dram_config_from_dramsim3_ini", "decode_address", "ReplayResult",
+           "replay", "read_trace", "TraceError", "DramModel", "MAPPING_FIELDS"]
 
 #: The six fields of an address-mapping string, two letters each (DRAMsim3's notation).
 MAPPING_FIELDS = ("ch", "ra", "bg", "ba", "ro", "co")
@@ -282,30 +282,35 @@ _PRESET_VALUES: dict[str, dict[str, Any]] = {
     "hbm3": dict(channels=32, ranks=1, rows=32768, columns=256, bus_width_bits=32, burst_length=8,
                  transfers_per_clock=4, tck_ns=0.625, cl=23, cwl=7, trcd=23, trcdwr=23, trp=23,
                  tras=55, trrd_s=2, trrd_l=4, tccd_s=2, tccd_l=4, twtr_s=10, twtr_l=13, tfaw=48,
-                 twr=26, trtp=7, trfc=560, trefi=6240, trtrs=2, address_mapping="rorabgbachco",
+                 twr=26, trtp=7, trfc=560, trefi=6240, trtrs=2, address_mapping="rorabacobgch",
                  queue_structure="per_rank", queue_depth=32, transaction_queue_depth=16,
                  dual_command_issue=True),
     # LPDDR4-3200, 8 Gb per x16 channel, four channels (a 64-bit package, 25.6 GB/s).
     # JEDEC JESD209-4 at tCK 0.625 ns: RL 28 / WL 14 (set A, DBI off, 1600 MHz), tRCD 18 ns,
     # tRPpb 18 ns, tRAS 42 ns, tWR 18 ns, tRTP 7.5 ns, tRRD 10 ns, tFAW 40 ns, tWTR 10 ns,
-    # tCCD 8 nCK (BL16), tPPD 4 nCK, tRFCab 280 ns, tREFI 3.904 us (ns rounded up to tCK).
+    # tCCD 8 nCK (BL16), tPPD 4 nCK, tRFCab 280 ns, tREFI 3.904 us (ns rounded up to whole
+    # tCK, tREFI down; tRTP, tRRD, tWTR are max(ns, 8/4/8 nCK)).
     # No bank groups: 8 banks, 2 KB page.
     "lpddr4-3200": dict(channels=4, ranks=1, bankgroups=1, banks_per_group=8, rows=65536,
                         columns=1024, bus_width_bits=16, burst_length=16, tck_ns=0.625, cl=28,
                         cwl=14, trcd=29, trp=29, tras=68, trrd_s=16, trrd_l=16, tccd_s=8, tccd_l=8,
                         twtr_s=16, twtr_l=16, tfaw=64, twr=29, trtp=12, trfc=448, trefi=6246,
-                        trtrs=2, tppd=4, address_mapping="rorabgbachco"),
+                        trtrs=2, tppd=4, address_mapping="rorabacobgch"),
     # LPDDR5-6400, 16 Gb per x16 channel in bank-group mode (4 x 4 banks, 2 KB page), four
     # channels (51.2 GB/s). CK 800 MHz (tCK 1.25 ns), WCK:CK 4:1 so 8 beats per tCK and BL16 =
     # 2 tCK (Micron MT62F LPDDR5 datasheet: 12.8 GB/s per channel). Timings in tCK from
     # Ramulator 2.0 src/dram/impl/LPDDR5.cpp preset LPDDR5_6400 (nCL 20, nCWL 11, nRCD 15,
     # nRPpb 15, nRAS 34, nWR 28, nRTP 4, nRRD 4, nWTRS 5, nWTRL 10, nFAW 16, nPPD 2; tRFCab
-    # 280 ns for 16 Gb, tREFI 3906 ns); BG mode tCCD_S = 2 (one BL16), tCCD_L = 4 nCK.
+    # 280 ns for 16 Gb, tREFI 3906 ns). tCCD_S = 2 tCK (one BL16 burst, other bank group),
+    # tCCD_L = 4 tCK (Ramulator's nCCD).
     "lpddr5-6400": dict(channels=4, ranks=1, rows=65536, columns=1024, bus_width_bits=16,
                         burst_length=16, transfers_per_clock=8, tck_ns=1.25, cl=20, cwl=11,
                         trcd=15, trp=15, tras=34, trrd_s=4, trrd_l=4, tccd_s=2, tccd_l=4, twtr_s=5,
                         twtr_l=10, tfaw=16, twr=28, trtp=4, trfc=224, trefi=3124, trtrs=2, tppd=2,
-                        address_mapping="rorabgbachco"),
+                        address_mapping="rorabacobgch"),
+    # (hbm3, lpddr4-3200, lpddr5-6400 have no DRAMsim3 config to match; their mapping is
+    # npulab's: consecutive bursts go to the next channel, then the next bank group, so a DMA
+    # stream uses every channel and tCCD_S spacing.)
     # Zero latency, unlimited bandwidth (organisation and clock of ddr4-3200, for unit
     # conversions): every transfer finishes at its start cycle. Proves compute-only equivalence.
     "ideal": dict(ideal=True, refresh=False),
@@ -314,6 +319,15 @@ _PRESET_VALUES: dict[str, dict[str, Any]] = {
 #: Built-in configs by name.
 DRAM_PRESETS: dict[str, DramConfig] = {name: DramConfig(preset=name, **values)
                                        for name, values in _PRESET_VALUES.items()}
+#: Where each preset's figures come from (details in the comments above and docs/dram.md).
+DRAM_PRESET_SOURCES: dict[str, str] = {
+    "ddr4-3200": "DRAMsim3 configs/DDR4_8Gb_x8_3200.ini",
+    "hbm2": "DRAMsim3 configs/HBM2_8Gb_x128.ini",
+    "hbm3": "Ramulator 2.0 HBM3.cpp, HBM3_6.4Gbps (JESD238A organisation)",
+    "lpddr4-3200": "JEDEC JESD209-4 timings (ns) at tCK 0.625 ns",
+    "lpddr5-6400": "Ramulator 2.0 LPDDR5.cpp, LPDDR5_6400; Micron MT62F datasheet",
+    "ideal": "zero latency, unlimited bandwidth",
+}
 DEFAULT_PRESET = "ddr4-3200"
 _FIELD_NAMES = [f.name for f in fields(DramConfig)]
 
@@ -415,12 +429,16 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
     bus_width = get("system", "bus_width", 64)
     channel_size = get("system", "channel_size", 1024)
     banks = bankgroups * banks_per_group
-    megs_per_rank = (columns * device_width // 8) * (rows // 1024) // 1024 * banks * (bus_width // device_width)
+    page_bytes = columns * device_width // 8
+    megs_per_rank = page_bytes * (rows // 1024) // 1024 * banks * (bus_width // device_width)
     ranks = max(1, channel_size // megs_per_rank) if megs_per_rank > 0 else 1
     refresh_policy = parser.get("system", "refresh_policy", fallback="RANK_LEVEL_STAGGERED")
-    if refresh_policy != "RANK_LEVEL_STAGGERED":
+    # with one rank, DRAMsim3's "simultaneous" policy refreshes rank 0 every tREFI: the same
+    if refresh_policy != "RANK_LEVEL_STAGGERED" and not (
+            refresh_policy == "RANK_LEVEL_SIMULTANEOUS" and ranks == 1):
         raise ConfigError(f"{where}: [system] refresh_policy = {refresh_policy!r}: must be "
-                          f"'RANK_LEVEL_STAGGERED' (the only refresh policy npulab models)")
+                          f"'RANK_LEVEL_STAGGERED' (the only refresh policy npulab models; "
+                          f"'RANK_LEVEL_SIMULTANEOUS' is accepted with one rank)")
     al = t("AL")
     values = dict(
         preset=f"dramsim3:{path.name}", channels=get("system", "channels", 1), ranks=ranks,
@@ -434,7 +452,8 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
         trtp=t("tRTP") + al, trfc=t("tRFC"), trefi=t("tREFI"), trtrs=t("tRTRS"),
         tppd=t("tPPD") if gddr or protocol == "LPDDR4" else 0,
         address_mapping=parser.get("system", "address_mapping", fallback="chrobabgraco"),
-        page_policy="closed" if parser.get("system", "row_buf_policy", fallback="OPEN_PAGE") == "CLOSE_PAGE" else "open",
+        page_policy="closed" if parser.get("system", "row_buf_policy", fallback="OPEN_PAGE")
+        == "CLOSE_PAGE" else "open",
         queue_structure=parser.get("system", "queue_structure", fallback="PER_BANK").lower(),
         queue_depth=get("system", "cmd_queue_size", 16),
         transaction_queue_depth=get("system", "trans_queue_size", 32),
@@ -486,25 +505,24 @@ def _kernel_params(cfg: DramConfig) -> np.ndarray:
     C, R, B, G = cfg.channels, cfg.ranks, cfg.banks, cfg.bankgroups
     nq, D, T = int(p[K.P_NQ]), cfg.queue_depth, cfg.transaction_queue_depth
     regions = [
-        (K.P_O_TIME, C), (K.P_O_RR, C), (K.P_O_REF_NEXT, C), (K.P_O_REF_RANK, C),
-        (K.P_O_REF_HEAD, C), (K.P_O_REF_LEN, C), (K.P_O_REF_FIFO, C * K.REF_FIFO),
-        (K.P_O_QCOUNT, C), (K.P_O_QMASK, C), (K.P_O_TQHEAD, C), (K.P_O_TQLEN, C),
-        (K.P_O_FM_VALID, C), (K.P_O_FM, C), (K.P_O_SEL_VALID, C), (K.P_O_SEL_T, C),
-        (K.P_O_SEL_Q, C), (K.P_O_SEL_I, C), (K.P_O_SEL_K, C), (K.P_O_MAXFIN, 1),
+        *[(o, C) for o in (K.P_O_TIME, K.P_O_RR, K.P_O_REF_NEXT, K.P_O_REF_RANK, K.P_O_REF_HEAD,
+                           K.P_O_REF_LEN, K.P_O_QCOUNT, K.P_O_QMASK, K.P_O_SEQ, K.P_O_TQHEAD,
+                           K.P_O_TQLEN, K.P_O_FM_VALID, K.P_O_FM, K.P_O_SEL_VALID, K.P_O_SEL_T,
+                           K.P_O_SEL_Q, K.P_O_SEL_B, K.P_O_SEL_I, K.P_O_SEL_K)],
+        (K.P_O_REF_FIFO, C * K.REF_FIFO), (K.P_O_MAXFIN, 1),
         *[(o, C * R * B) for o in (K.P_O_OPEN, K.P_O_HITS, K.P_O_NACT, K.P_O_NPRE, K.P_O_NRD,
-                                    K.P_O_NWR, K.P_O_NREF)],
+                                   K.P_O_NWR, K.P_O_NREF, K.P_O_BHEAD, K.P_O_BLEN, K.P_O_BNWR, K.P_O_QC_VALID,
+                                   K.P_O_QC_A, K.P_O_QC_RD, K.P_O_QC_WR, K.P_O_QT_A, K.P_O_QT_RD,
+                                   K.P_O_QT_WR, K.P_O_QT_ROW_EPOCH, K.P_O_QT_COL_EPOCH)],
         *[(o, C * R * G) for o in (K.P_O_BG_NACT, K.P_O_BG_NRD, K.P_O_BG_NWR)],
         *[(o, C * R) for o in (K.P_O_RK_NACT, K.P_O_RK_NRD, K.P_O_RK_NWR, K.P_O_RK_NPRE,
-                               K.P_O_RK_NREF, K.P_O_OTH_NRD, K.P_O_OTH_NWR, K.P_O_FAW_IDX)],
-        (K.P_O_FAW, C * R * 4), (K.P_O_QHEAD, C * nq), (K.P_O_QLEN, C * nq),
-        *[(o, C * nq * D) for o in (K.P_O_QE_BANK, K.P_O_QE_ROW, K.P_O_QE_WR, K.P_O_QE_REQ,
-                                    K.P_O_QE_FLAG)],
+                               K.P_O_RK_NREF, K.P_O_OTH_NRD, K.P_O_OTH_NWR, K.P_O_FAW_IDX,
+                               K.P_O_RK_ROW_EPOCH, K.P_O_RK_COL_EPOCH, K.P_O_RBMASK)],
+        (K.P_O_FAW, C * R * 4), (K.P_O_QLEN, C * nq),
+        *[(o, C * R * B * D) for o in (K.P_O_BE_ROW, K.P_O_BE_WR, K.P_O_BE_REQ, K.P_O_BE_FLAG,
+                                       K.P_O_BE_SEQ)],
         *[(o, C * T) for o in (K.P_O_TQ_BANK, K.P_O_TQ_ROW, K.P_O_TQ_WR, K.P_O_TQ_REQ,
                                K.P_O_TQ_Q, K.P_O_TQ_ARR)],
-        *[(o, C * nq) for o in (K.P_O_QC_VALID, K.P_O_QC_A, K.P_O_QC_RD, K.P_O_QC_WR,
-                                K.P_O_QT_A, K.P_O_QT_RD, K.P_O_QT_WR, K.P_O_QT_ROW_EPOCH,
-                                K.P_O_QT_COL_EPOCH)],
-        (K.P_O_RK_ROW_EPOCH, C * R), (K.P_O_RK_COL_EPOCH, C * R),
     ]
     offset = 0
     for index, size in regions:
@@ -581,7 +599,8 @@ def _as_requests(addresses, is_write, issue_cycles):
     return a, w, t
 
 
-def replay(cfg: DramConfig, addresses, is_write, issue_cycles, *, command_log: bool = False) -> ReplayResult:
+def replay(cfg: DramConfig, addresses, is_write, issue_cycles, *,
+           command_log: bool = False) -> ReplayResult:
     """Replay requests on a fresh model. Requests are offered in the given order, request k at
     ``max(issue_cycles[k], cycle request k-1 was offered)`` (in-order front end, as DRAMsim3's
     trace reader) and later while its channel's transaction queue is full."""
@@ -631,11 +650,13 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             continue
         parts = body.split()
         if len(parts) != 3:
-            raise TraceError(f"{path}:{lineno}: {line.strip()!r}: expected '<hex address> READ|WRITE <cycle>'")
+            raise TraceError(f"{path}:{lineno}: {line.strip()!r}: expected "
+                             f"'<hex address> READ|WRITE <cycle>'")
         try:
             addr = int(parts[0], 16)
         except ValueError:
-            raise TraceError(f"{path}:{lineno}: address {parts[0]!r}: must be hexadecimal, e.g. 0x1f40") from None
+            raise TraceError(f"{path}:{lineno}: address {parts[0]!r}: must be hexadecimal, "
+                             f"e.g. 0x1f40") from None
         kind = kinds.get(parts[1].upper())
         if kind is None:
             raise TraceError(f"{path}:{lineno}: operation {parts[1]!r}: must be READ or WRITE")

@@ -209,6 +209,8 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
     seg_cat: list[int] = []
     array_free = 0
     dram_busy_until = 0
+    gates = np.full(n, -1, np.int64)
+    engine_last = [-1, -1, -1]
     engines = cols["engine"]
     kinds = cols["kind"]
     operands = cols["operand"]
@@ -226,7 +228,7 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
                 continue
             i = queues[e][heads[e]]
             ready = engine_free[e]
-            gate = -1
+            gate = engine_last[e]     # the engine's previous command, if it binds
             for j in range(dep_ptr[i], dep_ptr[i + 1]):
                 d = dep_idx[j]
                 if not done[d]:
@@ -238,6 +240,9 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
             if ready >= 0 and (best is None or (ready, i) < best[:2]):
                 best = (ready, i, gate, e)
         t0, i, gate, e = best
+        gates[i] = gate
+        engine_last[e] = i
+        first_seg = len(seg_start)
         heads[e] += 1
         done[i] = True
         kind = int(kinds[i])
@@ -253,10 +258,21 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
             if vl > 1 or vt > 1:
                 stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
             t1 = t0 + cyc + stretch
-            if t0 > array_free:
-                seg_start.append(array_free)
-                seg_end.append(t0)
-                seg_cat.append(int(cause[gate]) if gate >= 0 and cause[gate] >= 0 else _CAUSE_DRAM)
+            # Walk the critical path back from the gating dependency: each transfer on it is
+            # charged for the part of the gap it was running, the rest goes to what it waited
+            # for (a DRAM load that waited on a host copy charges that wait to the link).
+            hi, d = t0, gate
+            while hi > array_free:
+                lo = array_free if d < 0 else max(array_free, int(start[d]))
+                c = int(cause[d]) if d >= 0 and cause[d] >= 0 else _CAUSE_DRAM
+                if lo < hi:
+                    seg_start.append(lo)
+                    seg_end.append(hi)
+                    seg_cat.append(c)
+                hi = lo
+                d = int(gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
+            for seg in (seg_start, seg_end, seg_cat):   # appended backwards in time
+                seg[first_seg:] = seg[first_seg:][::-1]
             seg_start.append(t0)
             seg_end.append(t0 + cyc)
             seg_cat.append(_COMPUTE)

@@ -201,3 +201,20 @@ def test_trace_events_are_consistent():
         assert (trace.start[sel][1:] >= trace.finish[sel][:-1]).all()
     events = trace.to_chrome_trace()["traceEvents"]
     assert len(events) == len(trace.start) and events[0]["ph"] == "X"
+
+
+def test_waiting_for_the_host_copy_is_charged_to_the_link():
+    # The first layer's loads wait for the network input to arrive over a slow PCIe link: that
+    # wait is link time, even though the array's last dependency was a DRAM load.
+    op = zoo.get("resnet50").ops[0]
+    slow = _chip(host_link=HostLinkConfig(generation=3, lanes=2))
+    from_host = execute(compile_graph(Graph("t", (op,)), slow), slow)
+    in_dram = execute(compile_graph(Graph("t", (op,)), _chip(model_input="dram")),
+                      _chip(model_input="dram"))
+    program = compile_graph(Graph("t", (op,)), slow)
+    host_in = [i for i in range(len(program)) if program.kind[i] == Kind.HOST_IN][0]
+    copy = int(from_host.trace.finish[host_in] - from_host.trace.start[host_in])
+    assert from_host.layers[0]["stall_link_cycles"] >= copy > 0
+    assert from_host.layers[0]["stall_dram_cycles"] <= in_dram.layers[0]["stall_dram_cycles"] + 1
+    c = from_host.layers[0]
+    assert c["cycles"] == c["compute_cycles"] + c["stall_dram_cycles"] + c["stall_link_cycles"] + c["stall_sram_cycles"]

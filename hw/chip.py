@@ -17,6 +17,7 @@ from hw.memory.dram import DramConfig, dram_preset
 from hw.memory.link import HostLinkConfig
 from hw.memory.sram import SramConfig
 from hw.systolic.config import ArrayConfig, ConfigError
+from hw.validate import _number_in
 
 __all__ = ["ChipConfig", "SRAM_NAMES", "TENSOR_LOCATIONS"]
 
@@ -77,11 +78,8 @@ class ChipConfig:
     def validate(self, where: str, prefix: str = "chip.") -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"{where}: {prefix}name = {self.name!r}: must be a non-empty string")
-        mhz = self.clock_mhz
-        if (isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not math.isfinite(mhz)
-                or not 0 < mhz <= 10000):
-            raise ConfigError(f"{where}: {prefix}clock_mhz = {mhz!r}: must be a number in (0, 10000]")
-        object.__setattr__(self, "clock_mhz", float(mhz))
+        object.__setattr__(self, "clock_mhz", _number_in(self.clock_mhz, f"{prefix}clock_mhz", where,
+                                                         0, 10000, lo_open=True))
         for key in ("model_input", "model_output"):
             value = getattr(self, key)
             if value not in TENSOR_LOCATIONS:

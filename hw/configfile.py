@@ -35,7 +35,7 @@ file (or ``--set``), the key, the value and what is allowed.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -45,6 +45,7 @@ from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
 from hw.systolic.config import ArrayConfig, ConfigError
+from hw.validate import config_from_table, read_config_text
 
 __all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
            "parse_override", "SECTIONS"]
@@ -53,27 +54,6 @@ __all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "
 SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
 _CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output")
 _ARRAY_KEYS = tuple(f.name for f in fields(ArrayConfig))
-
-
-def _build(cls, keys, values: dict[str, Any], where: str, section: str):
-    """Construct a frozen config from a section's values, validating with file context."""
-    for key in values:
-        if key not in keys:
-            raise ConfigError(
-                f"{where}: {section}.{key}: unknown key; allowed keys in [{section}]: "
-                f"{', '.join(keys)}"
-            )
-    obj = object.__new__(cls)
-    for f in fields(cls):
-        if f.name in values:
-            value = values[f.name]
-        elif f.default is not MISSING:
-            value = f.default
-        else:
-            value = f.default_factory()
-        object.__setattr__(obj, f.name, value)
-    obj.validate(where, prefix=f"{section}.")
-    return obj
 
 
 def _sram_tables(table: dict[str, Any], where: str) -> dict[str, Any]:
@@ -109,7 +89,7 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
             )
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: {section} = {value!r}: must be a [{section}] table")
-    array = _build(ArrayConfig, _ARRAY_KEYS, data.get("array", {}), where, "array")
+    array = config_from_table(ArrayConfig, data.get("array", {}), where, "array.")
     srams = _sram_tables(data.get("sram", {}), where)
     chip_values = dict(data.get("chip", {}))
     for key in chip_values:
@@ -123,13 +103,7 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
         host_link=host_link_from_dict(data.get("host_link", {}), where, prefix="host_link."),
         dma=dma_config_from_dict(data.get("dma", {}), where, prefix="dma."),
     )
-    obj = object.__new__(ChipConfig)
-    for f in fields(ChipConfig):
-        value = chip_values[f.name] if f.name in chip_values else (
-            f.default if f.default is not MISSING else f.default_factory())
-        object.__setattr__(obj, f.name, value)
-    obj.validate(where, prefix="chip.")
-    return obj
+    return config_from_table(ChipConfig, chip_values, where, "chip.")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -175,14 +149,8 @@ def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = 
         data: dict[str, Any] = {}
         where = "default config"
     else:
-        path = Path(path)
         where = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{where}: no such config file") from None
-        except OSError as exc:
-            raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+        text = read_config_text(path, missing="no such config file")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from hw.memory.link import _from_dict, _nonneg_int, ceil_cycles
+from hw.memory.link import ceil_cycles
+from hw.validate import _nonneg_int, config_from_table
 from hw.systolic.config import ConfigError, _int_in
 
 __all__ = ["DmaConfig", "dma_config_from_dict", "dma_config_to_dict", "dma_transfer_cycles",
@@ -83,7 +84,7 @@ class DmaConfig:
 def dma_config_from_dict(data: dict[str, Any], where: str, prefix: str = "dma.") -> DmaConfig:
     """Build a :class:`DmaConfig` from plain data; missing keys take the defaults, unknown keys
     raise :class:`ConfigError` naming the key and the allowed keys."""
-    return _from_dict(DmaConfig, data, where, prefix)
+    return config_from_table(DmaConfig, data, where, prefix)
 
 
 def dma_config_to_dict(cfg: DmaConfig) -> dict[str, Any]:

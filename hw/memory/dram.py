@@ -29,6 +29,7 @@ import numpy as np
 
 from hw.memory import _dram_kernel as K
 from hw.systolic.config import ConfigError
+from hw.validate import read_config_text
 
 __all__ = ["DramConfig", "DRAM_PRESETS", "DRAM_PRESET_SOURCES", "dram_preset", "dram_config_from_dict",
            "dram_config_to_dict", "dram_config_from_dramsim3_ini", "decode_address", "ReplayResult",
@@ -387,12 +388,7 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
     where = str(path)
     parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
     parser.optionxform = str  # keys are case-sensitive (tRCD vs trcd)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+    text = read_config_text(path)
     try:
         parser.read_string(text, source=where)
     except configparser.Error as exc:

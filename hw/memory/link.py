@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from hw.systolic.config import ConfigError, _enum_value, _int_in
+from hw.validate import _bool, _nonneg_int, _number_in, _one_of, config_from_table
 
 __all__ = ["HostMemory", "HostLinkConfig", "PCIE_GENERATIONS", "host_link_from_dict",
            "host_link_to_dict", "link_transfer_ns", "link_transfer_cycles", "link_transfer_stats",
@@ -78,30 +79,10 @@ _MAX_PAYLOADS = (128, 256, 512, 1024, 2048, 4096)
 _MAX_STAGING_BYTES = 1 << 30
 
 
-def _number_in(value, key: str, where: str, lo: float, hi: float, *,
-               lo_open: bool = False) -> float:
-    """A finite real in [lo, hi] (or (lo, hi] with ``lo_open``), returned as float."""
-    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer,
-                                                                        np.floating))
-          and math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi)
-    if not ok:
-        interval = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
-        raise ConfigError(f"{where}: {key} = {value!r}: must be a number in {interval}")
-    return float(value)
 
 
-def _bool(value, key: str, where: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(f"{where}: {key} = {value!r}: must be true or false")
-    return bool(value)
 
 
-def _one_of(value, key: str, where: str, allowed: tuple[int, ...]) -> int:
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
-            or value not in allowed):
-        raise ConfigError(f"{where}: {key} = {value!r}: must be one of "
-                          f"{', '.join(str(a) for a in allowed)}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -189,7 +170,7 @@ def host_link_from_dict(data: dict[str, Any], where: str,
                         prefix: str = "host_link.") -> HostLinkConfig:
     """Build a :class:`HostLinkConfig` from plain data (e.g. a TOML table); missing keys take the
     defaults, unknown keys raise :class:`ConfigError` naming the key and the allowed keys."""
-    return _from_dict(HostLinkConfig, data, where, prefix)
+    return config_from_table(HostLinkConfig, data, where, prefix)
 
 
 def host_link_to_dict(cfg: HostLinkConfig) -> dict[str, Any]:
@@ -199,33 +180,8 @@ def host_link_to_dict(cfg: HostLinkConfig) -> dict[str, Any]:
             for f in fields(cfg)}
 
 
-def _from_dict(cls, data, where: str, prefix: str):
-    section = prefix.rstrip(".")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: {section} = {data!r}: must be a table of keys")
-    allowed = [f.name for f in fields(cls)]
-    for key in data:
-        if key not in allowed:
-            raise ConfigError(f"{where}: {prefix}{key}: unknown key; allowed keys in [{section}]: "
-                              f"{', '.join(allowed)}")
-    obj = object.__new__(cls)
-    for f in fields(cls):
-        if f.name in data:
-            value = data[f.name]
-        elif f.default is not MISSING:
-            value = f.default
-        else:
-            raise ConfigError(f"{where}: {prefix}{f.name}: missing; this key is required")
-        object.__setattr__(obj, f.name, value)
-    obj.validate(where, prefix)
-    return obj
 
 
-def _nonneg_int(name: str, value) -> int:
-    """An argument (not a config value) that must be an integer >= 0; ValueError otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} = {value!r}: must be an integer >= 0")
-    return int(value)
 
 
 def _wire_bytes(cfg: HostLinkConfig, nbytes: int) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from hw.memory.link import _bool, _from_dict, _nonneg_int, _number_in, _one_of
+from hw.validate import _bool, _nonneg_int, _number_in, _one_of, config_from_table
 from hw.systolic.config import ConfigError, _int_in
 
 __all__ = ["SramConfig", "sram_config_from_dict", "sram_config_to_dict", "bank_access_cycles",
@@ -122,7 +122,7 @@ class SramConfig:
 def sram_config_from_dict(data: dict[str, Any], where: str, prefix: str = "") -> SramConfig:
     """Build a :class:`SramConfig` from plain data (``capacity_kib`` is required); unknown keys
     raise :class:`ConfigError` naming the key and the allowed keys."""
-    return _from_dict(SramConfig, data, where, prefix)
+    return config_from_table(SramConfig, data, where, prefix)
 
 
 def sram_config_to_dict(cfg: SramConfig) -> dict[str, Any]:

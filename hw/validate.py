@@ -1,0 +1,92 @@
+"""Checks shared by every config dataclass and config-file reader in :mod:`hw`.
+
+Each raises :class:`~hw.systolic.config.ConfigError` with a one-line message naming where the
+value came from, the key, the value and what is allowed (``_nonneg_int`` checks a function
+argument, not a config value, and raises ``ValueError``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hw.systolic.config import ConfigError
+
+__all__ = ["config_from_table", "read_config_text"]
+
+
+def config_from_table(cls, data: Any, where: str, prefix: str):
+    """Build the frozen config ``cls`` from one TOML table, then ``validate(where, prefix)`` it.
+
+    Unknown keys are an error listing the allowed ones; a missing key takes the field's default
+    (or default factory); a field with neither is required.
+    """
+    section = prefix.rstrip(".")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {section} = {data!r}: must be a table of keys")
+    allowed = [f.name for f in fields(cls)]
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(f"{where}: {prefix}{key}: unknown key; allowed keys in [{section}]: "
+                              f"{', '.join(allowed)}")
+    obj = object.__new__(cls)
+    for f in fields(cls):
+        if f.name in data:
+            value = data[f.name]
+        elif f.default is not MISSING:
+            value = f.default
+        elif f.default_factory is not MISSING:
+            value = f.default_factory()
+        else:
+            raise ConfigError(f"{where}: {prefix}{f.name}: missing; this key is required")
+        object.__setattr__(obj, f.name, value)
+    obj.validate(where, prefix)
+    return obj
+
+
+def read_config_text(path: str | Path, missing: str = "no such file") -> str:
+    """The text of a config file; a missing or unreadable file is a ConfigError naming it."""
+    where = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: {missing}") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+
+
+def _number_in(value, key: str, where: str, lo: float, hi: float, *,
+               lo_open: bool = False) -> float:
+    """A finite real in [lo, hi] (or (lo, hi] with ``lo_open``), returned as float."""
+    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer,
+                                                                        np.floating))
+          and math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi)
+    if not ok:
+        interval = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        raise ConfigError(f"{where}: {key} = {value!r}: must be a number in {interval}")
+    return float(value)
+
+
+def _bool(value, key: str, where: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{where}: {key} = {value!r}: must be true or false")
+    return bool(value)
+
+
+def _one_of(value, key: str, where: str, allowed: tuple[int, ...]) -> int:
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or value not in allowed):
+        raise ConfigError(f"{where}: {key} = {value!r}: must be one of "
+                          f"{', '.join(str(a) for a in allowed)}")
+    return int(value)
+
+
+def _nonneg_int(name: str, value) -> int:
+    """An argument (not a config value) that must be an integer >= 0; ValueError otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} = {value!r}: must be an integer >= 0")
+    return int(value)

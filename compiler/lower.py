@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from compiler.ir import Conv2d, Gemm, Graph
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
-from compiler.tiling import TileChoice, TileProblem, choose_tiling, tile_sizes
+from compiler.tiling import ORDERS, TileChoice, TileProblem, choose_tiling, loop_nest, tile_sizes
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
@@ -70,7 +70,6 @@ class CompileOptions:
     objective: str = "latency"
 
     def __post_init__(self) -> None:
-        from compiler.tiling import ORDERS
         if self.conv_lowering not in CONV_LOWERINGS:
             raise ValueError(f"conv_lowering = {self.conv_lowering!r}: must be one of "
                              f"{', '.join(CONV_LOWERINGS)}")
@@ -106,7 +105,7 @@ class _Allocator:
 
 def _problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     eb = chip.array.precision.bits // 8
-    ab = chip.array.acc_bits // 8 if chip.array.acc_bits % 8 == 0 else chip.array.acc_bits // 8 + 1
+    ab = -(-chip.array.acc_bits // 8)   # accumulators occupy whole bytes
     shape = op.gemm_shape()
     if isinstance(op, Conv2d) and options.conv_lowering == "direct":
         return TileProblem(
@@ -282,7 +281,6 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
         in_bytes = _resident_input_bytes(p)
         move_cmd = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
                                (0, 1, 0, 1, 0, in_bytes), deps=[input_resident])
-    from compiler.tiling import loop_nest
     for gi, (g0, gsz) in enumerate(gtiles):
         for idx in loop_nest(choice.order, trips):
             mi, ni, ki = idx["m"], idx["n"], idx["k"]

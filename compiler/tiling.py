@@ -35,7 +35,6 @@ is deterministic. The estimate only ranks candidates; the executor's cycles are 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections import Counter
@@ -43,7 +42,8 @@ from dataclasses import dataclass
 
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
-from hw.systolic.timing import timing_counters
+from hw.systolic.mapping import K_CYCLES
+from hw.systolic.timing import tile_counters
 
 __all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "ORDERS", "DRAM_EFFICIENCY"]
 
@@ -163,13 +163,6 @@ def _candidates(extent: int, granule: int) -> list[int]:
     return sorted(out)
 
 
-@functools.lru_cache(maxsize=65536)
-def _cycles(dataflow: Dataflow, rows: int, cols: int, count: int, m: int, n: int, k: int) -> int:
-    from hw.systolic.config import ArrayConfig
-    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow)
-    return int(timing_counters(cfg, m, n, k, count)[0])
-
-
 def _sizes(extent: int, tile: int) -> Counter:
     full, rest = divmod(extent, tile)
     c = Counter({tile: full})
@@ -238,7 +231,11 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
     orders = ORDERS if order is None else (order,)
     best = None
     best_key = None
-    smallest = {}
+    smallest: dict[str, int] = {}   # per scratchpad, the smallest tile that did not fit
+
+    def too_big(name: str, nbytes: int) -> None:
+        smallest[name] = min(smallest.get(name, nbytes), nbytes)
+
     for mu in m_cands:
         mtiles = p.m_tiles(mu)
         max_rows = max(t[2] for t in mtiles)
@@ -250,18 +247,18 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
             else:
                 a_fp = mu * kt * eb
             if a_fp > cap_a and not input_resident:
-                smallest.setdefault("ifmap", a_fp)
-                smallest["ifmap"] = min(smallest["ifmap"], a_fp)
+                too_big("ifmap", a_fp)
                 continue
             k_sizes = _sizes(p.k_units, ku)
             a_pass = _a_pass(p, mtiles, k_sizes, eb, burst)
             a_exact = _a_pass(p, mtiles, k_sizes, eb, 1)
             for nt in n_cands:
                 b_fp, c_fp = kt * nt * eb, mu * unit_px * nt * ab
-                if b_fp > cap_b or c_fp > cap_c:
-                    key = "filter" if b_fp > cap_b else "ofmap"
-                    smallest[key] = min(smallest.get(key, b_fp if key == "filter" else c_fp),
-                                        b_fp if key == "filter" else c_fp)
+                if b_fp > cap_b:
+                    too_big("filter", b_fp)
+                    continue
+                if c_fp > cap_c:
+                    too_big("ofmap", c_fp)
                     continue
                 n_sizes = _sizes(p.n, nt)
                 trips = {"m": len(mtiles), "n": sum(n_sizes.values()), "k": sum(k_sizes.values())}
@@ -277,9 +274,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
                         for msz, mc in m_sizes.items():
                             for nsz, nc in n_sizes.items():
                                 for ksz, kc in k_sizes.items():
-                                    compute += gc * mc * nc * kc * _cycles(
-                                        arr.dataflow, arr.rows, arr.cols, gsz, msz, nsz,
-                                        ksz * p.k_unit)
+                                    compute += gc * mc * nc * kc * tile_counters(
+                                        arr, msz, nsz, ksz * p.k_unit, gsz)[K_CYCLES]
                     passes = []
                     for unit in (burst, 1):   # bus bytes (whole bursts) and exact bytes
                         b_pass = sum(kc * nc * _b_bytes(p, ksz * p.k_unit, nsz, eb, unit)

@@ -48,8 +48,10 @@ from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.program import Engine, Kind, Location, Operand, Program
 from hw.systolic.config import ArrayConfig, Dataflow
-from hw.systolic.mapping import K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm
-from hw.systolic.timing import timing_counters
+from hw.systolic.mapping import (
+    K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
+)
+from hw.systolic.timing import tile_counters
 
 __all__ = ["ExecutionResult", "Trace", "execute", "STALL_CAUSES"]
 
@@ -118,14 +120,10 @@ class ExecutionResult:
 
 
 @functools.lru_cache(maxsize=65536)
-def _tile_counters(dataflow: Dataflow, rows: int, cols: int, count: int, m: int, n: int,
-                   k: int) -> tuple[int, ...]:
-    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow)
-    vec = timing_counters(cfg, m, n, k, count)
+def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[int, int]:
+    """PEs a tile occupies along the left and top edges (vector widths read per cycle)."""
     mp = map_gemm(cfg, m, n, k, count)
-    return (int(vec[K_CYCLES]), int(vec[K_LEFT_READS]), int(vec[K_TOP_READS]), int(vec[K_WRITES]),
-            int(vec[K_PSUM_READS]), min(rows, mp.spatial_rows), min(cols, mp.spatial_cols),
-            m * n * k * count)
+    return min(cfg.rows, mp.spatial_rows), min(cfg.cols, mp.spatial_cols)
 
 
 @njit(cache=True)
@@ -250,8 +248,10 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
         row = counters[lay]
         if kind == Kind.COMPUTE:
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
-            cyc, left, top, writes, psum, lanes_l, lanes_t, macs = _tile_counters(
-                arr.dataflow, arr.rows, arr.cols, count, m, nn, k)
+            vec = tile_counters(arr, m, nn, k, count)
+            cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
+            writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
+            lanes_l, lanes_t = _tile_lanes(arr, m, nn, k, count)
             stretch = 0
             vl = vector_access_cycles(left_sram, lanes_l, eb, int(cols["left_stride"][i]))
             vt = vector_access_cycles(top_sram, lanes_t, eb, int(cols["top_stride"][i]))
@@ -290,7 +290,6 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
             row[col["ofmap_sram_reads"]] += psum
             row[col["sram_conflict_cycles"]] += stretch
             row[col["computes"]] += 1
-            cause[i] = _CAUSE_NONE
         else:
             nbytes = program.transfer_bytes(i)
             loc = int(cols["location"][i])
@@ -332,9 +331,8 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
                 elif kind == Kind.LOAD:
                     name = {Operand.IFMAP: "ifmap", Operand.FILTER: "filter", Operand.PSUM: "psum"}[operand]
                     row[col[f"dram_{name}_read_bytes"]] += nbytes
-                    row[col["ifmap_sram_fill_bytes" if operand == Operand.IFMAP else
-                            "filter_sram_fill_bytes" if operand == Operand.FILTER else
-                            "ofmap_sram_drain_bytes"]] += nbytes if operand != Operand.PSUM else 0
+                    if operand != Operand.PSUM:   # partial-sum reloads are not fills
+                        row[col[f"{name}_sram_fill_bytes"]] += nbytes
                     row[col["loads"]] += 1
                 else:
                     name = "psum" if operand == Operand.PSUM else "ofmap"

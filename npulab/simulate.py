@@ -104,9 +104,10 @@ class RunResult:
 
 
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
+    """The op alone on the array: the timing engine (``compute``) or SCALE-Sim's formulas."""
     shape = op.gemm_shape()
     cfg = chip.array
-    if timing == "native":
+    if timing == "compute":
         c = gemm_timing(cfg, shape.m, shape.n, shape.k, shape.count)
         cycles, busy, folds = c.cycles, c.pe_busy_cycles, c.folds
         ifmap, filt, ofw, ofr = c.ifmap_reads, c.filter_reads, c.ofmap_writes, c.ofmap_reads
@@ -173,7 +174,7 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         if op.gemm_shape() is None:
             layers.append(_idle_layer(op))
             continue
-        base = _array_layer(op, chip, "native")
+        base = _array_layer(op, chip, "compute")
         cycles = c["cycles"]
         dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
         dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
@@ -223,8 +224,7 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
     else:
         layers = []
         for index, op in enumerate(graph.ops):
-            mode = "native" if timing == "compute" else timing
-            layers.append(_array_layer(op, chip, mode) if op.gemm_shape() is not None
+            layers.append(_array_layer(op, chip, timing) if op.gemm_shape() is not None
                           else _idle_layer(op))
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)

@@ -22,6 +22,8 @@ counter for random shapes, dataflows and array sizes.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -31,7 +33,7 @@ from hw.systolic.mapping import (
     N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
 )
 
-__all__ = ["gemm_timing", "timing_counters"]
+__all__ = ["gemm_timing", "timing_counters", "tile_counters"]
 
 
 @njit(cache=True)
@@ -91,6 +93,13 @@ def timing_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) ->
     _timing_kernel(cfg.dataflow is Dataflow.OS, cfg.rows, cfg.cols, count, mp.spatial_rows,
                    mp.spatial_cols, mp.temporal, vec)
     return vec
+
+
+@functools.lru_cache(maxsize=65536)
+def tile_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> tuple[int, ...]:
+    """:func:`timing_counters` as a tuple of ints, memoised: the tiler and the executor time
+    the same few tile shapes thousands of times per network."""
+    return tuple(int(v) for v in timing_counters(cfg, m, n, k, count))
 
 
 def gemm_timing(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> ArrayCounters:

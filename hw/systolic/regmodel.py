@@ -84,7 +84,7 @@ from hw.systolic.mapping import (
     N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
 )
 
-__all__ = ["RegisterResult", "run_gemm", "max_cycles_bound"]
+__all__ = ["RegisterResult", "run_gemm", "max_cycles_bound", "snapshot_layout"]
 
 
 # Control bits carried with the streamed operand (one uint8 per register).
@@ -181,8 +181,70 @@ def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_
     return busy
 
 
+# Snapshots (co-simulation against the RTL): with a non-empty ``snap`` array, row t holds every
+# register of the array as loaded at the end of cycle t, the output port during cycle t and the
+# feeder/weight-port stimulus of cycle t, in the layout of :func:`snapshot_layout`.
+
 @njit(cache=True)
-def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_value, trace_valid):
+def _os_snapshot(row, t, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_valid,
+                 a_reg, a_flags, b_reg, b_valid, nxt, acc, res, drain_left):
+    n = rows * cols
+    for p in range(n):
+        row[p] = np.int64(a_reg[nxt, p])
+        row[n + p] = a_flags[nxt, p]
+        row[2 * n + p] = np.int64(b_reg[nxt, p])
+        row[3 * n + p] = b_valid[nxt, p]
+        row[4 * n + p] = np.int64(observe(acc[p], acc_bits))
+        row[5 * n + p] = np.int64(observe(res[p], acc_bits))
+    base = 6 * n
+    for j in range(cols):
+        row[base + j] = drain_left[j]
+    base += 3 * cols  # the output port (value, valid) is written by the drain step
+    sa = t % rows
+    sb = t % cols
+    for i in range(rows):
+        row[base + i] = np.int64(ring_a[sa, i])
+        row[base + rows + i] = ring_flags[sa, i]
+    base += 2 * rows
+    for j in range(cols):
+        row[base + j] = np.int64(ring_b[sb, j])
+        row[base + cols + j] = ring_b_valid[sb, j]
+
+
+@njit(cache=True)
+def _stationary_snapshot(row, t, rows, cols, acc_bits, ring_x, ring_flags, x_reg, x_flags, nxt,
+                         cur, shadow, shadow_valid, active, active_valid, psum, psum_valid,
+                         w_row):
+    n = rows * cols
+    for p in range(n):
+        row[p] = np.int64(x_reg[nxt, p])
+        row[n + p] = x_flags[nxt, p]
+        row[2 * n + p] = np.int64(shadow[p])
+        row[3 * n + p] = shadow_valid[p]
+        row[4 * n + p] = np.int64(active[p])
+        row[5 * n + p] = active_valid[p]
+        row[6 * n + p] = np.int64(observe(psum[nxt, p + cols], acc_bits))
+        row[7 * n + p] = psum_valid[nxt, p + cols]
+    base = 8 * n
+    for j in range(cols):
+        row[base + j] = np.int64(observe(psum[cur, n + j], acc_bits))
+        row[base + cols + j] = psum_valid[cur, n + j]
+    base += 2 * cols
+    sx = t % rows
+    for i in range(rows):
+        row[base + i] = np.int64(ring_x[sx, i])
+        row[base + rows + i] = ring_flags[sx, i]
+    base += 2 * rows
+    row[base] = w_row
+    for j in range(cols):
+        w = w_row * cols + j
+        row[base + 1 + j] = np.int64(shadow[w]) if w_row >= 0 else 0
+        row[base + 1 + cols + j] = shadow_valid[w] if w_row >= 0 else 0
+
+
+@njit(cache=True)
+def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_value, trace_valid,
+               snap):
     n_inst, m_dim, k_dim = a.shape
     n_dim = b.shape[2]
     row_folds = (m_dim + rows - 1) // rows
@@ -266,6 +328,9 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 r = rows - s
                 ok = r < ru and j < cu
                 value = observe(res[(rows - 1) * cols + j], acc_bits)
+                if t < snap.shape[0]:
+                    snap[t, 6 * rows * cols + cols + j] = np.int64(value)
+                    snap[t, 6 * rows * cols + 2 * cols + j] = 1
                 if ok:
                     out[inst, r0 + r, c0 + j] = value
                     writes += 1
@@ -309,6 +374,10 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 drain_left[j] = rows
                 drain_started[j] += 1
                 drains_total += 1
+        if t < snap.shape[0]:
+            _os_snapshot(snap[t], t, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
+                         ring_b_valid, a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
+                         drain_left)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -323,7 +392,7 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
 
 @njit(cache=True)
 def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, counters,
-                       trace_value, trace_valid):
+                       trace_value, trace_valid, snap):
     n_inst, t_dim, k_dim = stream.shape
     s_cols = stat.shape[2]
     row_folds = (k_dim + rows - 1) // rows
@@ -444,6 +513,7 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
         if load_row < 0 and load_fold < n_folds:
             if load_fold == 0 or firsts_at_top_right >= load_fold:
                 load_row = 0
+        w_row = load_row  # the weight-port row written this cycle (-1: none), for snapshots
         if load_row >= 0:
             inst, r0, ru, c0, cu = fold_geometry(load_fold, row_folds, col_folds, k_dim, s_cols, rows, cols)
             row_ok = load_row < ru
@@ -460,6 +530,10 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
             if load_row == rows:
                 load_row = -1
                 load_fold += 1
+        if t < snap.shape[0]:
+            _stationary_snapshot(snap[t], t, rows, cols, acc_bits, ring_x, ring_flags, x_reg,
+                                 x_flags, nxt, cur, shadow, shadow_valid, active, active_valid,
+                                 psum, psum_valid, w_row)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -486,12 +560,51 @@ class RegisterResult:
     trace_value, trace_valid:
         With ``trace=True``: per cycle and per array column, the value on the output port at
         the bottom edge and whether it was written to SRAM; ``None`` otherwise.
+    snapshots:
+        With ``snapshots=True``: an int64 ``(cycles, width)`` array whose row t holds every
+        register of the array after the clock edge that ends cycle t, the bottom output port
+        during cycle t and the edge stimulus of cycle t, laid out as
+        :func:`snapshot_layout` describes (for IS: of the transposed problem the hardware runs).
     """
 
     output: np.ndarray
     counters: ArrayCounters
     trace_value: np.ndarray | None = None
     trace_valid: np.ndarray | None = None
+    snapshots: np.ndarray | None = None
+
+
+def snapshot_layout(cfg: ArrayConfig) -> dict[str, tuple[int, int]]:
+    """Where each register bank sits in a snapshot row: ``name -> (offset, length)``.
+
+    Per-PE banks have ``rows * cols`` entries, PE (i, j) at ``i * cols + j``; flags are packed
+    as ``valid | first << 1 | last << 2``. Integer values are as the ``acc_bits``-wide (or
+    operand-wide) registers show them (two's complement, sign-extended).
+
+    * OS: ``a``, ``a_flags``, ``b``, ``b_valid``, ``acc``, ``res`` (per PE); ``drain_left``
+      (per column: drain shifts still to do); ``out``, ``out_valid`` (bottom port during the
+      cycle); stimulus ``a_in``, ``a_flags_in`` (per row), ``b_in``, ``b_valid_in`` (per column).
+    * WS/IS: ``x``, ``x_flags``, ``shadow``, ``shadow_valid``, ``active``, ``active_valid``,
+      ``psum``, ``psum_valid`` (per PE); ``out``, ``out_valid``; stimulus ``x_in``,
+      ``x_flags_in`` (per row), ``w_row`` (the weight-port row written, -1 for none), ``w_in``,
+      ``w_valid_in`` (per column).
+    """
+    r, c = cfg.rows, cfg.cols
+    n = r * c
+    if cfg.dataflow is Dataflow.OS:
+        fields = [("a", n), ("a_flags", n), ("b", n), ("b_valid", n), ("acc", n), ("res", n),
+                  ("drain_left", c), ("out", c), ("out_valid", c), ("a_in", r),
+                  ("a_flags_in", r), ("b_in", c), ("b_valid_in", c)]
+    else:
+        fields = [("x", n), ("x_flags", n), ("shadow", n), ("shadow_valid", n), ("active", n),
+                  ("active_valid", n), ("psum", n), ("psum_valid", n), ("out", c),
+                  ("out_valid", c), ("x_in", r), ("x_flags_in", r), ("w_row", 1), ("w_in", c),
+                  ("w_valid_in", c)]
+    layout, offset = {}, 0
+    for name, length in fields:
+        layout[name] = (offset, length)
+        offset += length
+    return layout
 
 
 def max_cycles_bound(cfg: ArrayConfig, folds: int, temporal: int) -> int:
@@ -529,9 +642,12 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False) -> RegisterResult:
+def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False,
+             snapshots: bool = False) -> RegisterResult:
     """Multiply ``a (M x K) @ b (K x N)`` (or batches of them) on the register-level model.
 
+    ``trace`` records the bottom output port per cycle; ``snapshots`` records every register
+    per cycle (for co-simulation with the RTL; integer precisions only).
     Raises ``ValueError`` for shapes that do not chain or values outside the precision.
     """
     if not isinstance(cfg, ArrayConfig):
@@ -551,17 +667,26 @@ def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False) -> RegisterResult:
     tlen = max_cycles_bound(cfg, mapping.folds, mapping.temporal) if trace else 0
     tv = np.zeros((tlen, cols), acc_dtype)
     tvalid = np.zeros((tlen, cols), np.bool_)
+    if snapshots:
+        if cfg.precision.is_float:
+            raise ValueError("run_gemm: snapshots are for integer precisions (the RTL is int8/int16)")
+        width = sum(length for _, length in snapshot_layout(cfg).values())
+        snap = np.zeros((max_cycles_bound(cfg, mapping.folds, mapping.temporal), width), np.int64)
+    else:
+        snap = np.zeros((0, 0), np.int64)
     if cfg.dataflow is Dataflow.OS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _os_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv, tvalid)
+        _os_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv, tvalid, snap)
     elif cfg.dataflow is Dataflow.WS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _stationary_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv, tvalid)
+        _stationary_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
+                           tvalid, snap)
     else:
         out_t = np.zeros((n_inst, n, m), acc_dtype)
         stream = np.ascontiguousarray(b3.transpose(0, 2, 1))
         stat = np.ascontiguousarray(a3.transpose(0, 2, 1))
-        _stationary_kernel(stream, stat, rows, cols, cfg.acc_bits, saturating, out_t, counters, tv, tvalid)
+        _stationary_kernel(stream, stat, rows, cols, cfg.acc_bits, saturating, out_t, counters,
+                           tv, tvalid, snap)
         out = np.ascontiguousarray(out_t.transpose(0, 2, 1))
     if counters[K_HAZARDS]:
         raise RuntimeError(f"register model hazard ({counters[K_HAZARDS]} register conflicts): "
@@ -573,4 +698,5 @@ def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False) -> RegisterResult:
         counters=counters_from_kernel(cfg.dataflow, counters),
         trace_value=tv[:cyc] if trace else None,
         trace_valid=tvalid[:cyc] if trace else None,
+        snapshots=snap[:cyc] if snapshots else None,
     )

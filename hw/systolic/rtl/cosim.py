@@ -1,0 +1,296 @@
+"""Co-simulation: the Amaranth RTL against the register-level model, every register, every cycle.
+
+The register-level model (:func:`hw.systolic.regmodel.run_gemm` with ``snapshots=True``) runs
+a GEMM and records, per cycle, its feeder's edge stimulus and every register of the array. The
+same stimulus drives :class:`~hw.systolic.rtl.array.SystolicArray` in Amaranth's simulator;
+after each clock edge every PE register (operands, flags, accumulators, results, partial sums,
+shadow/active operands), every drain counter and every output port is compared with the model.
+The first difference stops the case and is reported as cycle, signal, RTL value and model
+value; with a VCD folder the case is re-run with a waveform dump (and a GTKWave save file).
+
+What this proves: the mesh, its skew lines and (optionally) the de-skew stage implement the
+model's timing contract bit for bit. The feeder that decides when folds start (and the
+output SRAM's accumulation) is the model's; the timing engine is checked against that feeder
+elsewhere (``tests/hw/test_systolic_timing.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.regmodel import run_gemm, snapshot_layout
+from hw.systolic.rtl.array import SystolicArray, check_rtl_config
+
+__all__ = ["Mismatch", "CaseResult", "VerifyReport", "random_gemm", "cosim_gemm", "verify"]
+
+CLOCK_PERIOD = 1e-8  # 100 MHz in the waveform; the contract is in cycles
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first cycle and signal where the RTL and the model disagree."""
+
+    cycle: int
+    signal: str
+    rtl: int
+    model: int
+    vcd: str | None = None
+
+    def __str__(self) -> str:
+        where = f" (waveform: {self.vcd})" if self.vcd else ""
+        return f"cycle {self.cycle}: {self.signal}: RTL {self.rtl}, model {self.model}{where}"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One GEMM through both simulators."""
+
+    index: int
+    shape: tuple[int, int, int, int]  # batch, M, K, N
+    cycles: int
+    mismatch: Mismatch | None
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None
+
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify`: one :class:`CaseResult` per random GEMM."""
+
+    cfg: ArrayConfig
+    deskew: bool
+    mutation: str | None
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cases)
+
+    @property
+    def cycles(self) -> int:
+        return sum(c.cycles for c in self.cases)
+
+    def summary(self) -> str:
+        c = self.cfg
+        what = (f"{c.dataflow.value.upper()} {c.rows}x{c.cols} {c.precision.value} "
+                f"acc{c.acc_bits} {c.overflow.value}{' deskew' if self.deskew else ''}"
+                f"{f' mutation={self.mutation}' if self.mutation else ''}")
+        bad = [x for x in self.cases if not x.ok]
+        if not bad:
+            return (f"PASS {what}: {len(self.cases)} GEMMs, {self.cycles} cycles, every register "
+                    f"equal every cycle")
+        first = bad[0]
+        b, m, k, n = first.shape
+        return (f"FAIL {what}: {len(bad)} of {len(self.cases)} GEMMs differ; first: case "
+                f"{first.index} (batch {b}, M={m} K={k} N={n}) {first.mismatch}")
+
+
+def random_gemm(rng: np.random.Generator, cfg: ArrayConfig):
+    """A random GEMM that exercises full and partial folds in every dimension, batches, and
+    operands over the whole precision range (extremes included)."""
+    r, c = cfg.rows, cfg.cols
+    batch = int(rng.integers(1, 3))
+    m = int(rng.integers(1, 2 * max(r, c) + 2))
+    k = int(rng.integers(1, 2 * max(r, c) + 3))
+    n = int(rng.integers(1, 2 * max(r, c) + 2))
+    lo, hi = cfg.precision.operand_range
+    a = rng.integers(lo, hi + 1, (batch, m, k))
+    b = rng.integers(lo, hi + 1, (batch, k, n))
+    # Extremes: products of -2**(p-1) with itself are the largest, and stress saturation.
+    a[rng.random(a.shape) < 0.1] = lo
+    b[rng.random(b.shape) < 0.1] = lo
+    return a, b
+
+
+def _probes(cfg: ArrayConfig, top: SystolicArray):
+    """(snapshot column, name, [(signal, bit shift)]) for every register the model records."""
+    lay = snapshot_layout(cfg)
+    mesh = top.mesh
+    probes = []
+
+    def add(field_name, index, name, parts):
+        probes.append((lay[field_name][0] + index, name, parts))
+
+    for i in range(cfg.rows):
+        for j in range(cfg.cols):
+            p = i * cfg.cols + j
+            pe = mesh.pes[i][j]
+            tag = f"pe[{i}][{j}]"
+            if cfg.dataflow is Dataflow.OS:
+                add("a", p, f"{tag}.a_out.value", [(pe.a_out.value, 0)])
+                add("a_flags", p, f"{tag}.a_out.valid/first/last",
+                    [(pe.a_out.valid, 0), (pe.a_out.first, 1), (pe.a_out.last, 2)])
+                add("b", p, f"{tag}.b_out.value", [(pe.b_out.value, 0)])
+                add("b_valid", p, f"{tag}.b_out.valid", [(pe.b_out.valid, 0)])
+                add("acc", p, f"{tag}.acc", [(pe.acc, 0)])
+                add("res", p, f"{tag}.res", [(pe.res, 0)])
+            else:
+                add("x", p, f"{tag}.x_out.value", [(pe.x_out.value, 0)])
+                add("x_flags", p, f"{tag}.x_out.valid/first",
+                    [(pe.x_out.valid, 0), (pe.x_out.first, 1)])
+                add("shadow", p, f"{tag}.shadow.value", [(pe.shadow.value, 0)])
+                add("shadow_valid", p, f"{tag}.shadow.valid", [(pe.shadow.valid, 0)])
+                add("active", p, f"{tag}.active.value", [(pe.active.value, 0)])
+                add("active_valid", p, f"{tag}.active.valid", [(pe.active.valid, 0)])
+                add("psum", p, f"{tag}.psum", [(pe.psum, 0)])
+                add("psum_valid", p, f"{tag}.psum_valid", [(pe.psum_valid, 0)])
+    if cfg.dataflow is Dataflow.OS:
+        for j in range(cfg.cols):
+            add("drain_left", j, f"mesh.drain_left[{j}]", [(mesh.drain_left[j], 0)])
+    return probes
+
+
+def _drive(ctx, cfg: ArrayConfig, top: SystolicArray, lay, row) -> None:
+    """Present the model's feeder (and weight-port) stimulus of one cycle on the top ports."""
+    if cfg.dataflow is Dataflow.OS:
+        o_a, o_af, o_b, o_bv = (lay[k][0] for k in ("a_in", "a_flags_in", "b_in", "b_valid_in"))
+        for i, port in enumerate(top.a_in):
+            fl = int(row[o_af + i])
+            ctx.set(port.value, int(row[o_a + i]))
+            ctx.set(port.valid, fl & 1)
+            ctx.set(port.first, (fl >> 1) & 1)
+            ctx.set(port.last, (fl >> 2) & 1)
+        for j, port in enumerate(top.b_in):
+            ctx.set(port.value, int(row[o_b + j]))
+            ctx.set(port.valid, int(row[o_bv + j]))
+        return
+    o_x, o_xf, o_wr, o_w, o_wv = (lay[k][0] for k in ("x_in", "x_flags_in", "w_row", "w_in",
+                                                      "w_valid_in"))
+    for i, port in enumerate(top.x_in):
+        fl = int(row[o_xf + i])
+        ctx.set(port.value, int(row[o_x + i]))
+        ctx.set(port.valid, fl & 1)
+        ctx.set(port.first, (fl >> 1) & 1)
+    w_row = int(row[o_wr])
+    ctx.set(top.w_en, int(w_row >= 0))
+    ctx.set(top.w_row, max(w_row, 0))
+    for j, port in enumerate(top.w_in):
+        ctx.set(port.value, int(row[o_w + j]))
+        ctx.set(port.valid, int(row[o_wv + j]))
+
+
+def _simulate(cfg, snaps, *, deskew, pe_class, vcd_path=None) -> Mismatch | None:
+    top = SystolicArray(cfg, deskew=deskew, pe_class=pe_class)
+    lay = snapshot_layout(cfg)
+    probes = _probes(cfg, top)
+    columns = np.array([col for col, _, _ in probes], np.int64)
+    o_out, o_valid = lay["out"][0], lay["out_valid"][0]
+    value_needs_valid = cfg.dataflow is Dataflow.OS  # OS: the port value matters while draining
+    n_cycles = snaps.shape[0]
+    delays = [cfg.cols - 1 - j if deskew else 0 for j in range(cfg.cols)]
+    extra = max(delays)
+    found: list[Mismatch] = []
+    zero = np.zeros(snaps.shape[1], np.int64)
+
+    def port_ok(ctx, t, name, port, j, model_row) -> bool:
+        """One output port during cycle t against the model's port (None: before reset)."""
+        valid, value = ctx.get(port.valid), ctx.get(port.value)
+        want_valid = int(model_row[o_valid + j]) if model_row is not None else 0
+        if valid != want_valid:
+            found.append(Mismatch(t, f"{name}.valid", valid, want_valid))
+            return False
+        if model_row is not None and (want_valid or not value_needs_valid):
+            want = int(model_row[o_out + j])
+            if value != want:
+                found.append(Mismatch(t, f"{name}.value", value, want))
+                return False
+        return True
+
+    async def bench(ctx):
+        for t in range(n_cycles + extra):
+            _drive(ctx, cfg, top, lay, snaps[t] if t < n_cycles else zero)
+            for j in range(cfg.cols):  # output ports during cycle t (from registers)
+                if t < n_cycles and not port_ok(ctx, t, f"mesh.out[{j}]", top.mesh.out[j], j,
+                                                snaps[t]):
+                    return
+                src = t - delays[j]
+                if deskew and src < n_cycles and not port_ok(
+                        ctx, t, f"out[{j}] (de-skewed)", top.out[j], j,
+                        snaps[src] if src >= 0 else None):
+                    return
+            await ctx.tick()
+            if t >= n_cycles:
+                continue
+            got = np.array([sum(ctx.get(sig) << shift for sig, shift in parts)
+                            for _, _, parts in probes], np.int64)
+            want = snaps[t, columns]
+            if not np.array_equal(got, want):
+                k = int(np.flatnonzero(got != want)[0])
+                found.append(Mismatch(t, probes[k][1], int(got[k]), int(want[k])))
+                return
+
+    sim = Simulator(top)
+    sim.add_clock(CLOCK_PERIOD)
+    sim.add_testbench(bench)
+    if vcd_path is None:
+        sim.run()
+    else:
+        vcd_path = Path(vcd_path)
+        vcd_path.parent.mkdir(parents=True, exist_ok=True)
+        with sim.write_vcd(str(vcd_path), str(vcd_path.with_suffix(".gtkw")),
+                           traces=_gtkw_traces(top)):
+            sim.run()
+    return found[0] if found else None
+
+
+def _gtkw_traces(top: SystolicArray) -> list:
+    """Signals the GTKWave save file opens with: the ports, then each PE's state registers."""
+    traces = []
+    for name in ("a_in", "b_in", "x_in", "w_in", "out"):
+        for lane in getattr(top, name, ()):
+            traces += [lane.value, lane.valid]
+    for row in top.mesh.pes:
+        for pe in row:
+            traces += [pe.acc, pe.res] if top.cfg.dataflow is Dataflow.OS else [pe.psum]
+    return traces
+
+
+def cosim_gemm(cfg: ArrayConfig, a, b, *, deskew: bool = False, pe_class=None,
+               vcd_path: str | os.PathLike | None = None) -> tuple[int, Mismatch | None]:
+    """Run ``a @ b`` through the model and the RTL; return (model cycles, first mismatch).
+
+    With ``vcd_path`` a waveform of a failing run is written there (and a ``.gtkw`` beside it).
+    """
+    check_rtl_config(cfg, "cosim")
+    model = run_gemm(cfg, a, b, snapshots=True)
+    snaps = model.snapshots  # for IS: of the transposed problem, which the hardware runs
+    mismatch = _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class)
+    if mismatch is not None and vcd_path is not None:
+        _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class, vcd_path=vcd_path)
+        mismatch = Mismatch(mismatch.cycle, mismatch.signal, mismatch.rtl, mismatch.model,
+                            str(vcd_path))
+    return int(model.counters.cycles), mismatch
+
+
+def verify(cfg: ArrayConfig, *, cases: int = 10, seed: int = 0, deskew: bool = False,
+           mutation: str | None = None, vcd_dir: str | os.PathLike | None = None,
+           progress=None) -> VerifyReport:
+    """Co-simulate ``cases`` random GEMMs (see :func:`random_gemm`); never raises on a
+    mismatch, reports it. ``mutation`` names a deliberately broken PE from
+    :data:`hw.systolic.rtl.mutations.MUTATIONS` (to see the check catch it). ``progress`` is
+    called as ``progress(done, total)``."""
+    from hw.systolic.rtl.mutations import pe_class_for
+
+    check_rtl_config(cfg, "verify")
+    pe_class = pe_class_for(cfg, mutation)
+    rng = np.random.default_rng(seed)
+    report = VerifyReport(cfg, deskew, mutation)
+    for index in range(cases):
+        a, b = random_gemm(rng, cfg)
+        vcd = None
+        if vcd_dir is not None:
+            vcd = Path(vcd_dir) / f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}_case{index}.vcd"
+        cycles, mismatch = cosim_gemm(cfg, a, b, deskew=deskew, pe_class=pe_class, vcd_path=vcd)
+        report.cases.append(CaseResult(index, (a.shape[0], a.shape[1], a.shape[2], b.shape[2]),
+                                       cycles, mismatch))
+        if progress is not None:
+            progress(index + 1, cases)
+    return report

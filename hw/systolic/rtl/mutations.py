@@ -1,0 +1,51 @@
+"""Deliberately broken PEs: co-simulation must catch each of them.
+
+They exist so users (and our tests, and lab 6) can see a real bug found: pass
+``mutation=NAME`` to :func:`hw.systolic.rtl.cosim.verify` or ``--mutate NAME`` to
+``npulab rtl verify``. Each is a one-line change a designer could plausibly make.
+"""
+
+from __future__ import annotations
+
+from amaranth import Mux
+
+from hw.systolic.config import ArrayConfig, ConfigError, Dataflow
+from hw.systolic.rtl.pe import OutputStationaryPE, StationaryPE
+
+__all__ = ["MUTATIONS", "pe_class_for"]
+
+
+def _unsigned_product(self, a, b):
+    # Operands read as unsigned: wrong whenever either is negative.
+    return a.as_unsigned() * b.as_unsigned()
+
+
+def _narrow_product(self, a, b):
+    # Product truncated to the operand width (a too-narrow multiplier output).
+    return (a * b)[: self.bits].as_signed()
+
+
+def _drop_negative(self, a, b):
+    # Ignores the operands' sign bit: -128 * x computed as 0 * x.
+    return Mux(a[-1], 0, a) * b
+
+
+_PRODUCTS = {
+    "unsigned-multiply": (_unsigned_product, "operands multiplied as unsigned numbers"),
+    "narrow-product": (_narrow_product, "product truncated to the operand width"),
+    "drop-negative-a": (_drop_negative, "negative row operands multiplied as zero"),
+}
+
+#: name -> one-line description of each mutation.
+MUTATIONS = {name: desc for name, (_, desc) in _PRODUCTS.items()}
+
+
+def pe_class_for(cfg: ArrayConfig, mutation: str | None):
+    """The PE class for ``cfg``'s dataflow, broken as ``mutation`` says (None: the real PE)."""
+    base = OutputStationaryPE if cfg.dataflow is Dataflow.OS else StationaryPE
+    if mutation is None:
+        return base
+    if mutation not in _PRODUCTS:
+        raise ConfigError(f"mutation = {mutation!r}: must be one of {', '.join(MUTATIONS)}")
+    product, _ = _PRODUCTS[mutation]
+    return type(f"{base.__name__}_{mutation.replace('-', '_')}", (base,), {"product": product})

@@ -1,0 +1,210 @@
+"""Processing elements of the systolic array in Amaranth 0.5.
+
+Two PEs share one arithmetic (:func:`accumulate`): :class:`OutputStationaryPE` for OS and
+:class:`StationaryPE` for WS and IS (the same hardware; IS only swaps which operand the feeder
+streams). Their timing contracts are the register-level model's (:mod:`hw.systolic.regmodel`);
+:mod:`hw.systolic.rtl.cosim` checks every register of every PE against that model each cycle.
+
+Conventions: every register is in the ``sync`` domain, resets to zero, and loads at the clock
+edge that ends a cycle. A PE computes on its *inputs* (the left neighbour's and upper
+neighbour's registers) during a cycle and latches them at its edge: the operand a PE multiplies
+in cycle t is the one it forwards from cycle t + 1 on.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = [
+    "stream_layout", "weight_layout", "top_layout", "output_layout", "accumulate", "psum_bits",
+    "OutputStationaryPE", "StationaryPE",
+]
+
+
+def stream_layout(bits: int, last: bool) -> data.StructLayout:
+    """An operand streamed along a row with its control bits (OS carries ``last`` too)."""
+    fields = {"value": signed(bits), "valid": 1, "first": 1}
+    if last:
+        fields["last"] = 1
+    return data.StructLayout(fields)
+
+
+def top_layout(bits: int) -> data.StructLayout:
+    """An operand streamed down a column (OS ``b``)."""
+    return data.StructLayout({"value": signed(bits), "valid": 1})
+
+
+def weight_layout(bits: int) -> data.StructLayout:
+    """A stationary operand (WS weight, IS input) and whether it belongs to the fold."""
+    return data.StructLayout({"value": signed(bits), "valid": 1})
+
+
+def output_layout(acc_bits: int) -> data.StructLayout:
+    """A column's output port: the value leaving the bottom PE and whether one leaves."""
+    return data.StructLayout({"value": signed(acc_bits), "valid": 1})
+
+
+def accumulate(m: Module, acc, value, acc_bits: int, saturate: bool):
+    """``acc + value`` in an ``acc_bits``-wide register: two's-complement wrap, or saturation
+    at every addition (``hw.numerics.accumulate``). Returns a ``signed(acc_bits)`` value.
+    The sum is formed ``acc_bits + 1`` wide, which holds any two ``acc_bits``-bit values."""
+    total = Signal(signed(acc_bits + 1))
+    m.d.comb += total.eq(acc + value)
+    if not saturate:
+        return total[:acc_bits].as_signed()
+    hi, lo = (1 << (acc_bits - 1)) - 1, -(1 << (acc_bits - 1))
+    out = Signal(signed(acc_bits))
+    with m.If(total > hi):
+        m.d.comb += out.eq(hi)
+    with m.Elif(total < lo):
+        m.d.comb += out.eq(lo)
+    with m.Else():
+        m.d.comb += out.eq(total)
+    return out
+
+
+class _MacPE(wiring.Component):
+    """What both PEs share: operand width, accumulator, and the multiplier."""
+
+    def __init__(self, bits: int, acc_bits: int, saturate: bool, signature: dict):
+        self.bits = bits
+        self.acc_bits = acc_bits
+        self.saturate = saturate
+        super().__init__(signature)
+
+    def product(self, a, b):
+        """The signed ``bits x bits`` product (exact in ``2 * bits``). Subclasses that break
+        it are the mutations :mod:`hw.systolic.rtl.mutations` offers to co-simulation."""
+        return a * b
+
+    def _product_signal(self, m: Module, a, b):
+        prod = Signal(signed(2 * self.bits))
+        m.d.comb += prod.eq(self.product(a, b))
+        return prod
+
+
+class OutputStationaryPE(_MacPE):
+    """Output-stationary PE: owns one output and accumulates it over the whole K.
+
+    Ports
+    -----
+    ``a_in`` / ``a_out``: row operand with ``valid``, ``first``, ``last`` (from the left; to
+    the right, registered). ``b_in`` / ``b_out``: column operand with ``valid`` (from above;
+    downward, registered). ``res_in``: the ``res`` register of the PE above (drain chain);
+    ``shift``: load ``res`` from ``res_in`` this cycle. ``acc`` and ``res`` expose the
+    accumulator and result registers (debug and co-simulation; ``res`` also feeds the PE below).
+
+    Timing contract (``hw.systolic.regmodel``, OS)
+    ----------------------------------------------
+    During a cycle in which both operands are valid the PE performs one MAC:
+    ``acc <= a*b`` when ``first``, else ``acc <= acc + a*b`` (wrapping or saturating at
+    ``acc_bits``). When ``last`` is also set the same sum is loaded into ``res``; otherwise
+    ``res <= res_in`` when ``shift`` (a MAC's ``last`` wins over a drain shift, which the
+    contract's fold spacing makes impossible). Operands are forwarded one hop per cycle.
+    """
+
+    def __init__(self, bits: int, acc_bits: int, saturate: bool = False):
+        super().__init__(bits, acc_bits, saturate, {
+            "a_in": In(stream_layout(bits, last=True)),
+            "b_in": In(top_layout(bits)),
+            "a_out": Out(stream_layout(bits, last=True)),
+            "b_out": Out(top_layout(bits)),
+            "res_in": In(signed(acc_bits)),
+            "shift": In(1),
+            "acc": Out(signed(acc_bits)),
+            "res": Out(signed(acc_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += [self.a_out.eq(self.a_in), self.b_out.eq(self.b_in)]
+        prod = self._product_signal(m, self.a_in.value, self.b_in.value)
+        summed = accumulate(m, self.acc, prod, self.acc_bits, self.saturate)
+        total = Signal(signed(self.acc_bits))
+        m.d.comb += total.eq(Mux(self.a_in.first, prod, summed))
+        on = self.a_in.valid & self.b_in.valid
+        with m.If(on):
+            m.d.sync += self.acc.eq(total)
+        with m.If(on & self.a_in.last):
+            m.d.sync += self.res.eq(total)
+        with m.Elif(self.shift):
+            m.d.sync += self.res.eq(self.res_in)
+        return m
+
+
+def psum_bits(bits: int, acc_bits: int, row: int) -> int:
+    """Width of row ``row``'s partial-sum register in a WS/IS column: it holds the exact sum of
+    ``row + 1`` products of ``bits``-bit signed operands (each at most ``2**(2*bits-2)`` in
+    magnitude), which needs ``2*bits + floor(log2(row + 1))`` bits, capped at ``acc_bits``
+    (where the column's arithmetic wraps or saturates). Narrower upper rows hold the same
+    values as ``acc_bits``-wide ones, so the contract is unchanged."""
+    return min(acc_bits, 2 * bits + (row + 1).bit_length() - 1)
+
+
+class StationaryPE(_MacPE):
+    """Weight/input-stationary PE: holds one stationary operand, passes partial sums down.
+
+    Ports
+    -----
+    ``x_in`` / ``x_out``: streamed operand with ``valid`` and ``first`` (from the left; to the
+    right, registered). ``w_load`` / ``w_in``: write ``w_in`` into the ``shadow`` register this
+    cycle (the weight port). ``psum_in`` / ``psum_valid_in``: the partial sum of the PE above
+    (absent in the top row, ``row == 0``, which adds to zero). ``psum`` / ``psum_valid``: this
+    PE's partial-sum register (to the PE below or the output port), :func:`psum_bits` wide.
+    ``shadow`` and ``active`` expose the double-buffered stationary operand.
+
+    Timing contract (``hw.systolic.regmodel``, WS/IS)
+    -------------------------------------------------
+    When ``first`` arrives the PE copies ``shadow`` into ``active`` and uses the copied value
+    in the same cycle; a ``shadow`` write in that cycle lands at the edge (the copy sees the old
+    value). ``psum <= psum_in + x * active`` when ``x`` and the stationary operand are valid,
+    else ``psum <= psum_in`` (wrapping or saturating at ``acc_bits``). ``psum_valid`` follows
+    ``psum_valid_in`` one cycle later; in the top row it is the ``valid`` bit of the streamed
+    operand register, which holds the same bit, so the top row has no separate register for it.
+    """
+
+    def __init__(self, bits: int, acc_bits: int, saturate: bool = False, row: int = 0):
+        self.row = row
+        self.psum_bits = psum_bits(bits, acc_bits, row)
+        above = psum_bits(bits, acc_bits, row - 1) if row else 1
+        super().__init__(bits, acc_bits, saturate, {
+            "x_in": In(stream_layout(bits, last=False)),
+            "x_out": Out(stream_layout(bits, last=False)),
+            "w_load": In(1),
+            "w_in": In(weight_layout(bits)),
+            "psum_in": In(signed(above)),
+            "psum_valid_in": In(1),
+            "psum": Out(signed(self.psum_bits)),
+            "psum_valid": Out(1),
+            "shadow": Out(weight_layout(bits)),
+            "active": Out(weight_layout(bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.x_out.eq(self.x_in)
+        with m.If(self.w_load):
+            m.d.sync += self.shadow.eq(self.w_in)
+        first = self.x_in.first
+        with m.If(first):
+            m.d.sync += self.active.eq(self.shadow)
+        w_value = Mux(first, self.shadow.value, self.active.value)
+        w_valid = Mux(first, self.shadow.valid, self.active.valid)
+        prod = self._product_signal(m, self.x_in.value, w_value)
+        if self.row == 0:
+            summed, passed = prod, 0
+            m.d.comb += self.psum_valid.eq(self.x_out.valid)
+        else:
+            # Below acc_bits the exact sum fits (psum_bits), so only a full-width row can
+            # overflow, and only there does the overflow mode matter.
+            summed = accumulate(m, self.psum_in, prod, self.psum_bits,
+                                self.saturate and self.psum_bits == self.acc_bits)
+            passed = self.psum_in
+            m.d.sync += self.psum_valid.eq(self.psum_valid_in)
+        with m.If(self.x_in.valid & w_valid):
+            m.d.sync += self.psum.eq(summed)
+        with m.Else():
+            m.d.sync += self.psum.eq(passed)
+        return m

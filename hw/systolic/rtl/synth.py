@@ -147,12 +147,14 @@ def synthesize(cfg: ArrayConfig, target: str = "generic", *, deskew: bool = Fals
         _run_yosys(f"read_rtlil design.il\n{command}\ntee -q -o stat.json stat -json\n", work)
         stat = json.loads((work / "stat.json").read_text())
     design = stat.get("design") or {}
-    cells = {k: int(v) for k, v in sorted((design.get("num_cells_by_type") or {}).items())}
+    # $scopeinfo cells only record the design hierarchy for debug; they are not hardware.
+    cells = {k: int(v) for k, v in sorted((design.get("num_cells_by_type") or {}).items())
+             if k != "$scopeinfo"}
     result = {"design": name, "target": target, "script": command,
               "rows": cfg.rows, "cols": cfg.cols, "pes": cfg.rows * cfg.cols,
               "dataflow": cfg.dataflow.value, "precision": cfg.precision.value,
               "acc_bits": cfg.acc_bits, "overflow": cfg.overflow.value, "deskew": deskew,
-              "cells": cells, "total_cells": int(design.get("num_cells", sum(cells.values())))}
+              "cells": cells, "total_cells": sum(cells.values())}
     result.update(_classify(cells))
     result["expected_flip_flops"] = expected_flip_flops(cfg, deskew=deskew)
     return result

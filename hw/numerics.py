@@ -82,7 +82,7 @@ def saturate(x, bits):
     return np.int64(x)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def wrap(x, bits):
     """Keep the low ``bits`` bits of ``x`` and sign-extend: two's-complement overflow."""
     shift = np.int64(64 - bits)  # 0 for 64-bit registers: the shifts are then no-ops
@@ -135,7 +135,7 @@ def accumulate(acc, value, acc_bits, saturating):
     return total - (1 << acc_bits) if total >> (acc_bits - 1) else total
 
 
-@overload(accumulate, jit_options={"cache": True})
+@overload(accumulate, jit_options={"cache": True}, inline="always")
 def _accumulate_jit(acc, value, acc_bits, saturating):
     if isinstance(acc, types.Float):
         def impl(acc, value, acc_bits, saturating):
@@ -164,7 +164,7 @@ def observe(x, acc_bits):
     return total - (1 << acc_bits) if total >> (acc_bits - 1) else total
 
 
-@overload(observe, jit_options={"cache": True})
+@overload(observe, jit_options={"cache": True}, inline="always")
 def _observe_jit(x, acc_bits):
     if isinstance(x, types.Float):
         return lambda x, acc_bits: x

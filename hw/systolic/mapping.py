@@ -67,7 +67,7 @@ def map_gemm(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> GemmMa
     )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fold_geometry(f, row_folds, col_folds, spatial_rows, spatial_cols, rows, cols):
     """Fold ``f`` -> (instance, row0, rows_used, col0, cols_used), in the documented order."""
     per_instance = row_folds * col_folds

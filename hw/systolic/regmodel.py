@@ -97,7 +97,7 @@ def _product(x, w):
     return x * w
 
 
-@overload(_product, jit_options={"cache": True})
+@overload(_product, jit_options={"cache": True}, inline="always")
 def _product_jit(x, w):
     if isinstance(x, types.Integer):
         # int8/int16 products fit in int32; truncating the (widened) product lets LLVM use a
@@ -111,7 +111,7 @@ def _product_jit(x, w):
 # loads of cycle t. A cycle is then a few long loops LLVM vectorizes, plus edge fix-ups.
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _shift(bank, flags, cur, nxt, distance):
     """Every register loads its neighbour ``distance`` places earlier (1: from the left PE,
     cols: from the PE above). Edge registers are overwritten by the caller afterwards."""
@@ -120,7 +120,7 @@ def _shift(bank, flags, cur, nxt, distance):
         flags[nxt, p] = flags[cur, p - distance]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, saturating):
     """All OS PEs multiply this cycle's operands; returns (busy PEs, hazards)."""
     busy = 0
@@ -151,7 +151,7 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
     return busy, hazards
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
                      acc_bits, saturating):
     """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
@@ -186,7 +186,7 @@ def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_
 # feeder/weight-port stimulus of cycle t, in the layout of :func:`snapshot_layout`.
 
 @njit(cache=True)
-def _os_snapshot(row, t, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_valid,
+def _os_snapshot(row, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_valid,
                  a_reg, a_flags, b_reg, b_valid, nxt, acc, res, drain_left):
     n = rows * cols
     for p in range(n):
@@ -200,8 +200,6 @@ def _os_snapshot(row, t, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_
     for j in range(cols):
         row[base + j] = drain_left[j]
     base += 3 * cols  # the output port (value, valid) is written by the drain step
-    sa = t % rows
-    sb = t % cols
     for i in range(rows):
         row[base + i] = np.int64(ring_a[sa, i])
         row[base + rows + i] = ring_flags[sa, i]
@@ -212,7 +210,7 @@ def _os_snapshot(row, t, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_
 
 
 @njit(cache=True)
-def _stationary_snapshot(row, t, rows, cols, acc_bits, ring_x, ring_flags, x_reg, x_flags, nxt,
+def _stationary_snapshot(row, sx, rows, cols, acc_bits, ring_x, ring_flags, x_reg, x_flags, nxt,
                          cur, shadow, shadow_valid, active, active_valid, psum, psum_valid,
                          w_row):
     n = rows * cols
@@ -230,7 +228,6 @@ def _stationary_snapshot(row, t, rows, cols, acc_bits, ring_x, ring_flags, x_reg
         row[base + j] = np.int64(observe(psum[cur, n + j], acc_bits))
         row[base + cols + j] = psum_valid[cur, n + j]
     base += 2 * cols
-    sx = t % rows
     for i in range(rows):
         row[base + i] = np.int64(ring_x[sx, i])
         row[base + rows + i] = ring_flags[sx, i]
@@ -268,8 +265,12 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
     ring_b_valid = np.zeros((cols, cols), np.uint8)
     drain_left = np.zeros(cols, np.int64)
     drain_started = np.zeros(cols, np.int64)
+    drain_geom = np.zeros((cols, 5), np.int64)  # per draining column: inst, row0, rows, cols, col0
 
     fold = 0
+    f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
+    sa = rows - 1  # ring slots of cycle t: t % rows, t % cols (kept without divisions)
+    sb = cols - 1
     step = 0
     streaming = False
     last_start = -rows
@@ -290,10 +291,12 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
             streaming = True
             step = 0
             last_start = t
-        sa = t % rows
-        sb = t % cols
+            f_inst, f_r0, f_ru, f_c0, f_cu = fold_geometry(fold, row_folds, col_folds, m_dim,
+                                                           n_dim, rows, cols)
+        sa = 0 if sa == rows - 1 else sa + 1
+        sb = 0 if sb == cols - 1 else sb + 1
         if streaming:
-            inst, r0, ru, c0, cu = fold_geometry(fold, row_folds, col_folds, m_dim, n_dim, rows, cols)
+            inst, r0, ru, c0, cu = f_inst, f_r0, f_ru, f_c0, f_cu
             ctrl = (FIRST if step == 0 else 0) | (LAST if step == k_dim - 1 else 0)
             for i in range(rows):
                 ok = i < ru
@@ -323,10 +326,11 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 if drain_left[j] == 0:
                     continue
                 s = rows - drain_left[j] + 1
-                inst, r0, ru, c0, cu = fold_geometry(
-                    drain_started[j] - 1, row_folds, col_folds, m_dim, n_dim, rows, cols)
+                inst = drain_geom[j, 0]
+                r0 = drain_geom[j, 1]
+                c0 = drain_geom[j, 4]
                 r = rows - s
-                ok = r < ru and j < cu
+                ok = r < drain_geom[j, 2] and j < drain_geom[j, 3]
                 value = observe(res[(rows - 1) * cols + j], acc_bits)
                 if t < snap.shape[0]:
                     snap[t, 6 * rows * cols + cols + j] = np.int64(value)
@@ -350,12 +354,12 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
         # 3. Operands move (a right, b down); edge PEs take the delay-line outputs.
         _shift(a_reg, a_flags, cur, nxt, 1)
         for i in range(rows):
-            slot = (t - i) % rows
+            slot = sa - i if sa >= i else sa - i + rows  # (t - i) % rows
             a_reg[nxt, i * cols] = ring_a[slot, i]
             a_flags[nxt, i * cols] = ring_flags[slot, i]
         _shift(b_reg, b_valid, cur, nxt, cols)
         for j in range(cols):
-            slot = (t - j) % cols
+            slot = sb - j if sb >= j else sb - j + cols  # (t - j) % cols
             b_reg[nxt, j] = ring_b[slot, j]
             b_valid[nxt, j] = ring_b_valid[slot, j]
 
@@ -374,8 +378,15 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 drain_left[j] = rows
                 drain_started[j] += 1
                 drains_total += 1
+                inst, r0, ru, c0, cu = fold_geometry(drain_started[j] - 1, row_folds,
+                                                     col_folds, m_dim, n_dim, rows, cols)
+                drain_geom[j, 0] = inst
+                drain_geom[j, 1] = r0
+                drain_geom[j, 2] = ru
+                drain_geom[j, 3] = cu
+                drain_geom[j, 4] = c0
         if t < snap.shape[0]:
-            _os_snapshot(snap[t], t, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
+            _os_snapshot(snap[t], sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
                          ring_b_valid, a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
                          drain_left)
         t += 1
@@ -417,6 +428,9 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
     out_geom = np.zeros((cols, 4), np.int64)  # per column: instance, row0, col0, cols_used
 
     feed_fold = 0
+    f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
+    l_inst = l_r0 = l_ru = l_c0 = l_cu = 0  # geometry of the fold the weight port loads
+    sx = rows - 1  # ring slot of cycle t: t % rows (kept without divisions)
     step = 0
     streaming = False
     load_fold = 0
@@ -439,9 +453,11 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
         if not streaming and feed_fold < n_folds and row0_loaded > feed_fold:
             streaming = True
             step = 0
-        sx = t % rows
+            f_inst, f_r0, f_ru, f_c0, f_cu = fold_geometry(feed_fold, row_folds, col_folds,
+                                                           k_dim, s_cols, rows, cols)
+        sx = 0 if sx == rows - 1 else sx + 1
         if streaming:
-            inst, r0, ru, c0, cu = fold_geometry(feed_fold, row_folds, col_folds, k_dim, s_cols, rows, cols)
+            inst, r0, ru, c0, cu = f_inst, f_r0, f_ru, f_c0, f_cu
             ctrl = FIRST if step == 0 else 0
             for i in range(rows):
                 ok = i < ru
@@ -495,7 +511,7 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
         # 3. Streamed operand moves right; PEs copy on `first`, multiply, pass psum down.
         _shift(x_reg, x_flags, cur, nxt, 1)
         for i in range(rows):
-            slot = (t - i) % rows
+            slot = sx - i if sx >= i else sx - i + rows  # (t - i) % rows
             x_reg[nxt, i * cols] = ring_x[slot, i]
             x_flags[nxt, i * cols] = ring_flags[slot, i]
         busy += _stationary_macs(x_reg, x_flags, nxt, cur, shadow, shadow_valid, active,
@@ -513,9 +529,11 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
         if load_row < 0 and load_fold < n_folds:
             if load_fold == 0 or firsts_at_top_right >= load_fold:
                 load_row = 0
+                l_inst, l_r0, l_ru, l_c0, l_cu = fold_geometry(load_fold, row_folds, col_folds,
+                                                               k_dim, s_cols, rows, cols)
         w_row = load_row  # the weight-port row written this cycle (-1: none), for snapshots
         if load_row >= 0:
-            inst, r0, ru, c0, cu = fold_geometry(load_fold, row_folds, col_folds, k_dim, s_cols, rows, cols)
+            inst, r0, ru, c0, cu = l_inst, l_r0, l_ru, l_c0, l_cu
             row_ok = load_row < ru
             base = load_row * cols
             for j in range(cols):
@@ -531,7 +549,7 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
                 load_row = -1
                 load_fold += 1
         if t < snap.shape[0]:
-            _stationary_snapshot(snap[t], t, rows, cols, acc_bits, ring_x, ring_flags, x_reg,
+            _stationary_snapshot(snap[t], sx, rows, cols, acc_bits, ring_x, ring_flags, x_reg,
                                  x_flags, nxt, cur, shadow, shadow_valid, active, active_valid,
                                  psum, psum_valid, w_row)
         t += 1

@@ -82,6 +82,10 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
     if overrides:
         data = apply_overrides(data, overrides)
         where = f"{where} with --set {' --set '.join(overrides)}"
+    if "nvdla" in data:
+        raise ConfigError(f"{where}: an NVDLA config ([nvdla]): npulab run does not simulate "
+                          f"NVDLA builds yet (the NVDLA cycle model is in progress); load it "
+                          f"with hw.nvdla.config.load_nvdla_config")
     for section, value in data.items():
         if section not in SECTIONS:
             raise ConfigError(

@@ -46,7 +46,9 @@ def presets_dir():
 
 
 def preset_names() -> list[str]:
-    return sorted(f.name[:-5] for f in presets_dir().iterdir() if f.name.endswith(".toml"))
+    """Chip presets for ``npulab run`` (NVDLA builds, ``nv_*.toml``, are listed apart)."""
+    return sorted(f.name[:-5] for f in presets_dir().iterdir()
+                  if f.name.endswith(".toml") and not f.name.startswith("nv_"))
 
 
 def resolve_config(name_or_path: str | None) -> Path | None:
@@ -241,6 +243,9 @@ def cmd_config(args, parser) -> int:
         return 0
     if args.config_command == "list":
         print("\n".join(preset_names()))
+        from hw.nvdla.config import nvdla_preset_names
+        print("# NVDLA builds (hw.nvdla.config.load_nvdla_config): "
+              + ", ".join(nvdla_preset_names()))
         return 0
     parser.parse_args(["config", "--help"])
     return 2

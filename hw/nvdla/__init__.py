@@ -1,1 +1,2 @@
-"""NVDLA-like datapath. Not yet built: see issue 5."""
+"""NVDLA-like datapath (issue 5, in progress): build configurations (:mod:`.config`) and
+NVIDIA's performance spreadsheet reproduced (:mod:`.spreadsheet`). See docs/nvdla.md."""

@@ -73,7 +73,10 @@ def test_config_show_prints_effective_toml(capsys):
     code, out, _ = run(capsys, "config", "show", "--set", "array.cols=7")
     assert code == 0 and tomllib.loads(out)["array"]["cols"] == 7
     code, out, _ = run(capsys, "config", "list")
-    assert out.split() == ["default", "eyeriss_like", "gemmini_like", "tpu_v1_like"]
+    lines = out.splitlines()
+    assert lines[:4] == ["default", "eyeriss_like", "gemmini_like", "tpu_v1_like"]
+    assert lines[4] == ("# NVDLA builds (hw.nvdla.config.load_nvdla_config): nv_full, nv_large, "
+                        "nv_medium_1024, nv_medium_512, nv_small, nv_small_256")
 
 
 def test_topology_run(capsys, tmp_path):

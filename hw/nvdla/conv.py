@@ -1,0 +1,123 @@
+"""NVDLA direct convolution on real values: MAC cells into CACC, in the hardware's order.
+
+:func:`conv_cacc` computes what CACC holds for every output of a direct convolution (NHWC input,
+KRSC weights; stride, zero or constant padding, dilation, groups) with int8 or int16 operands,
+and :func:`conv_to_sdp` what CACC delivers to the SDP (``sat32`` of the rounded, truncated
+accumulator, :func:`hw.nvdla.numerics.cacc_output`).
+
+Order of accumulation (it matters once the accumulator saturates): CSC runs a *channel
+operation* per group of ``atomic_c`` input channels, and within it a *block* of R x S stripes,
+one per kernel tap; each MAC cell sums ``atomic_c`` products exactly (:func:`mac_cell`) and CACC
+adds that partial sum with saturation at ``acc_bits`` (34 bits in the RTL, 48 in the C model for
+int8; 48 for int16). So an output's sum is: for each channel group, for each r, for each s, add
+the partial sum over that group's channels. Without saturation the result is the exact integer
+convolution, which the tests check against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hw.numerics import saturate
+from hw.nvdla.numerics import cacc_output_array
+
+__all__ = ["conv_cacc", "conv_to_sdp", "conv_output_shape"]
+
+
+@njit(cache=True)
+def _conv_kernel(x, w, sy, sx, pad_top, pad_left, dy, dx, groups, atomic_c, acc_bits, pad_value,
+                 out):
+    n_img, h, wid, _ = x.shape
+    k_all, r_all, s_all, c_group = w.shape
+    p_all, q_all = out.shape[1], out.shape[2]
+    k_group = k_all // groups
+    for n in range(n_img):
+        for p in range(p_all):
+            for q in range(q_all):
+                for k in range(k_all):
+                    c_base = (k // k_group) * c_group
+                    acc = np.int64(0)
+                    for c0 in range(0, c_group, atomic_c):
+                        c1 = min(c0 + atomic_c, c_group)
+                        for r in range(r_all):
+                            iy = p * sy - pad_top + r * dy
+                            for s in range(s_all):
+                                ix = q * sx - pad_left + s * dx
+                                partial = np.int64(0)
+                                if 0 <= iy < h and 0 <= ix < wid:
+                                    for c in range(c0, c1):
+                                        partial += np.int64(x[n, iy, ix, c_base + c]) * np.int64(w[k, r, s, c])
+                                else:
+                                    for c in range(c0, c1):
+                                        partial += np.int64(pad_value) * np.int64(w[k, r, s, c])
+                                acc = saturate(acc + partial, acc_bits)
+                    out[n, p, q, k] = acc
+
+
+def conv_output_shape(h: int, w: int, r: int, s: int, stride=(1, 1), padding=(0, 0, 0, 0),
+                      dilation=(1, 1)) -> tuple[int, int]:
+    """(P, Q) of a convolution; ``padding`` is (top, left, bottom, right)."""
+    top, left, bottom, right = padding
+    p = (h + top + bottom - ((r - 1) * dilation[0] + 1)) // stride[0] + 1
+    q = (w + left + right - ((s - 1) * dilation[1] + 1)) // stride[1] + 1
+    return p, q
+
+
+def _check(x, w, stride, padding, dilation, groups, atomic_c, acc_bits, precision):
+    bits = {"int8": 8, "int16": 16}.get(precision)
+    if bits is None:
+        raise ValueError(f"precision = {precision!r}: conv_cacc takes 'int8' or 'int16' "
+                         f"(fp16 has its own path)")
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    for name, arr, ndim, layout in (("x", x, 4, "N, H, W, C"), ("w", w, 4, "K, R, S, C/groups")):
+        if arr.ndim != ndim or 0 in arr.shape:
+            raise ValueError(f"{name}: shape {arr.shape}: must be non-empty ({layout})")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"{name}: dtype {arr.dtype}: {precision} takes integers")
+        if arr.min() < lo or arr.max() > hi:
+            bad = arr.min() if arr.min() < lo else arr.max()
+            raise ValueError(f"{name}: value {int(bad)} is outside the {precision} range {lo}..{hi}")
+    if not isinstance(groups, int) or groups < 1 or x.shape[3] % groups or w.shape[0] % groups:
+        raise ValueError(f"groups = {groups!r}: must divide the input channels ({x.shape[3]}) "
+                         f"and the kernels ({w.shape[0]})")
+    if x.shape[3] // groups != w.shape[3]:
+        raise ValueError(f"w: {w.shape[3]} channels per kernel; input has {x.shape[3]} channels "
+                         f"in {groups} group(s), so it needs {x.shape[3] // groups}")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"stride {stride}, dilation {dilation} must be >= 1 and padding "
+                         f"{padding} >= 0")
+    if atomic_c not in (8, 16, 32, 64, 128):
+        raise ValueError(f"atomic_c = {atomic_c!r}: must be one of 8, 16, 32, 64, 128")
+    if not 2 <= acc_bits <= 63:
+        raise ValueError(f"acc_bits = {acc_bits!r}: must be in 2..63 (34 RTL / 48 C model)")
+
+
+def conv_cacc(x, w, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1,
+              atomic_c: int = 64, acc_bits: int = 34, precision: str = "int8",
+              pad_value: int = 0) -> np.ndarray:
+    """CACC contents (int64, ``(N, P, Q, K)``) of a direct convolution of ``x`` (N, H, W, C)
+    with ``w`` (K, R, S, C/groups); ``padding`` is (top, left, bottom, right) and padded pixels
+    read ``pad_value`` (CDMA's pad value register). Raises ValueError for bad shapes or values."""
+    x = np.asarray(x)
+    w = np.asarray(w)
+    stride, dilation, padding = tuple(stride), tuple(dilation), tuple(padding)
+    _check(x, w, stride, padding, dilation, groups, atomic_c, acc_bits, precision)
+    p, q = conv_output_shape(x.shape[1], x.shape[2], w.shape[1], w.shape[2], stride, padding,
+                             dilation)
+    if p < 1 or q < 1:
+        raise ValueError(f"kernel {w.shape[1]}x{w.shape[2]} (dilation {dilation}) does not fit "
+                         f"the padded {x.shape[1]}x{x.shape[2]} input")
+    out = np.zeros((x.shape[0], p, q, w.shape[0]), np.int64)
+    _conv_kernel(np.ascontiguousarray(x, np.int32), np.ascontiguousarray(w, np.int32),
+                 stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups,
+                 atomic_c, acc_bits, int(pad_value), out)
+    return out
+
+
+def conv_to_sdp(acc: np.ndarray, clip_truncate: int = 0, acc_bits: int = 34) -> np.ndarray:
+    """What CACC delivers to the SDP: ``sat32(shift_right(acc, clip_truncate))`` per element."""
+    if not 0 <= clip_truncate <= 63:
+        raise ValueError(f"clip_truncate = {clip_truncate!r}: must be in 0..63")
+    flat = cacc_output_array(np.ascontiguousarray(acc, np.int64).ravel(), clip_truncate, acc_bits)
+    return flat.reshape(np.shape(acc))

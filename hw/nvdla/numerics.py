@@ -122,15 +122,18 @@ def sdp_x(d, bypass, alu_bypass, alu_algo, alu_op, alu_shift, mul_bypass, mul_op
           prelu, relu_bypass):
     """One SDP X unit (X1 bias or X2 batch-norm) on one 32-bit value ``d``.
 
-    ``alu_algo`` is :data:`ALU_MAX`, :data:`ALU_MIN` or :data:`ALU_SUM` (EQL is Y-only);
-    ``alu_op``/``mul_op`` are the int16 operands (per channel or from the register)."""
+    ``alu_algo`` is :data:`ALU_MAX`, :data:`ALU_MIN` or :data:`ALU_SUM`; the X ALU has no EQL,
+    and any other code adds, as the C model's ``X_alu`` does. ``alu_op``/``mul_op`` are the int16
+    operands (per channel or from the register)."""
     d = np.int64(d)
     if bypass:
         return d
     if alu_bypass:
         a = d
     else:
-        a = _alu(d, shift_left_sat(alu_op, alu_shift, 32), alu_algo)  # 33 bits, not saturated
+        operand = shift_left_sat(alu_op, alu_shift, 32)
+        algo = alu_algo if alu_algo == ALU_MAX or alu_algo == ALU_MIN else ALU_SUM
+        a = _alu(d, operand, algo)  # 33 bits, not saturated
     if not mul_bypass and prelu and a >= 0:
         out = wrap(a, 32)  # multiply and truncate skipped; a 33-bit ALU sum loses its top bit
     else:

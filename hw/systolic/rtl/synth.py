@@ -31,7 +31,8 @@ from amaranth.lib.wiring import In, Out
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.rtl.array import SystolicArray
 
-__all__ = ["YosysError", "rtlil_text", "verilog_text", "synthesize", "expected_flip_flops",
+__all__ = ["YosysError", "rtlil_text", "verilog_text", "synthesize", "synth_report",
+           "expected_flip_flops",
            "fmax_ice40", "FmaxHarness", "TARGETS"]
 
 #: Synthesis targets: name -> Yosys synthesis command (``{top}`` is the module name).
@@ -129,6 +130,30 @@ def _classify(cells: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def synth_report(name: str, rtlil_design: str, target: str = "generic",
+                 targets: dict[str, str] = TARGETS) -> dict:
+    """Run Yosys' ``targets[target]`` script on an RTLIL design whose top module is ``name``
+    and return ``{"design", "target", "script", "cells": {type: count}, "total_cells",
+    "flip_flops", ...}`` (``lut4``, ``carry``, ``dsp`` for iCE40; ``logic_cells`` otherwise).
+    Shared by every npulab RTL block."""
+    if target not in targets:
+        raise ValueError(f"synthesis target = {target!r}: must be one of {', '.join(targets)}")
+    command = targets[target].format(top=name)
+    with tempfile.TemporaryDirectory(prefix="npulab-synth-") as tmp:
+        work = Path(tmp)
+        (work / "design.il").write_text(rtlil_design)
+        _run_yosys(f"read_rtlil design.il\n{command}\ntee -q -o stat.json stat -json\n", work)
+        stat = json.loads((work / "stat.json").read_text())
+    design = stat.get("design") or {}
+    # $scopeinfo cells only record the design hierarchy for debug; they are not hardware.
+    cells = {k: int(v) for k, v in sorted((design.get("num_cells_by_type") or {}).items())
+             if k != "$scopeinfo"}
+    result = {"design": name, "target": target, "script": command, "cells": cells,
+              "total_cells": sum(cells.values())}
+    result.update(_classify(cells))
+    return result
+
+
 def synthesize(cfg: ArrayConfig, target: str = "generic", *, deskew: bool = False,
                pe_class=None) -> dict:
     """Synthesize the array with Yosys and return its cell counts.
@@ -137,25 +162,11 @@ def synthesize(cfg: ArrayConfig, target: str = "generic", *, deskew: bool = Fals
     ``lut4``, ``carry``, ``dsp`` for ``ice40`` and ``logic_cells`` for ``generic``, plus the
     model's expected flip-flop count (``expected_flip_flops``) for comparison.
     """
-    if target not in TARGETS:
-        raise ValueError(f"synthesis target = {target!r}: must be one of {', '.join(TARGETS)}")
     name, text = rtlil_text(cfg, deskew=deskew, pe_class=pe_class)
-    command = TARGETS[target].format(top=name)
-    with tempfile.TemporaryDirectory(prefix="npulab-synth-") as tmp:
-        work = Path(tmp)
-        (work / "design.il").write_text(text)
-        _run_yosys(f"read_rtlil design.il\n{command}\ntee -q -o stat.json stat -json\n", work)
-        stat = json.loads((work / "stat.json").read_text())
-    design = stat.get("design") or {}
-    # $scopeinfo cells only record the design hierarchy for debug; they are not hardware.
-    cells = {k: int(v) for k, v in sorted((design.get("num_cells_by_type") or {}).items())
-             if k != "$scopeinfo"}
-    result = {"design": name, "target": target, "script": command,
-              "rows": cfg.rows, "cols": cfg.cols, "pes": cfg.rows * cfg.cols,
-              "dataflow": cfg.dataflow.value, "precision": cfg.precision.value,
-              "acc_bits": cfg.acc_bits, "overflow": cfg.overflow.value, "deskew": deskew,
-              "cells": cells, "total_cells": sum(cells.values())}
-    result.update(_classify(cells))
+    result = synth_report(name, text, target)
+    result.update(rows=cfg.rows, cols=cfg.cols, pes=cfg.rows * cfg.cols,
+                  dataflow=cfg.dataflow.value, precision=cfg.precision.value,
+                  acc_bits=cfg.acc_bits, overflow=cfg.overflow.value, deskew=deskew)
     result["expected_flip_flops"] = expected_flip_flops(cfg, deskew=deskew)
     return result
 

@@ -60,6 +60,8 @@ def test_x_alu_is_33_bits_into_the_multiplier():
     # A saturating ALU would have given round(I32_MAX * 2 / 4) = 1073741824 instead.
     assert x_unit(d, alu=(ALU_SUM, 32767), alu_shift=16, mul=4, mul_shift=0) == I32_MAX  # sat32
     assert x_unit(7, alu=(ALU_MAX, 9)) == 9 and x_unit(7, alu=(ALU_MIN, 9)) == 7
+    # The X ALU has no EQL: code 3 adds (C model X_alu: anything but MAX/MIN is a sum).
+    assert x_unit(7, alu=(ALU_EQL, 9)) == 16 == x_unit(7, alu=(ALU_SUM, 9))
 
 
 def test_x_truncate_applies_with_the_multiplier_bypassed():

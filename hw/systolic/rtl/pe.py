@@ -18,7 +18,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = [
-    "stream_layout", "weight_layout", "top_layout", "output_layout", "accumulate", "psum_bits",
+    "stream_layout", "weight_layout", "top_layout", "output_layout", "accumulate", "saturate",
+    "psum_bits",
     "OutputStationaryPE", "StationaryPE",
 ]
 
@@ -46,23 +47,29 @@ def output_layout(acc_bits: int) -> data.StructLayout:
     return data.StructLayout({"value": signed(acc_bits), "valid": 1})
 
 
-def accumulate(m: Module, acc, value, acc_bits: int, saturate: bool):
+def saturate(m: Module, x, bits: int, name: str = "sat"):
+    """Logic for :func:`hw.numerics.saturate`: ``x`` clamped to a signed ``bits``-wide range.
+    Returns a ``signed(bits)`` signal. Shared by every npulab RTL block."""
+    hi, lo = (1 << (bits - 1)) - 1, -(1 << (bits - 1))
+    out = Signal(signed(bits), name=name)
+    with m.If(x > hi):
+        m.d.comb += out.eq(hi)
+    with m.Elif(x < lo):
+        m.d.comb += out.eq(lo)
+    with m.Else():
+        m.d.comb += out.eq(x)
+    return out
+
+
+def accumulate(m: Module, acc, value, acc_bits: int, saturating: bool):
     """``acc + value`` in an ``acc_bits``-wide register: two's-complement wrap, or saturation
     at every addition (``hw.numerics.accumulate``). Returns a ``signed(acc_bits)`` value.
     The sum is formed ``acc_bits + 1`` wide, which holds any two ``acc_bits``-bit values."""
     total = Signal(signed(acc_bits + 1))
     m.d.comb += total.eq(acc + value)
-    if not saturate:
+    if not saturating:
         return total[:acc_bits].as_signed()
-    hi, lo = (1 << (acc_bits - 1)) - 1, -(1 << (acc_bits - 1))
-    out = Signal(signed(acc_bits))
-    with m.If(total > hi):
-        m.d.comb += out.eq(hi)
-    with m.Elif(total < lo):
-        m.d.comb += out.eq(lo)
-    with m.Else():
-        m.d.comb += out.eq(total)
-    return out
+    return saturate(m, total, acc_bits, "acc_sat")
 
 
 class _MacPE(wiring.Component):

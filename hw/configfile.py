@@ -34,7 +34,6 @@ file (or ``--set``), the key, the value and what is allowed.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -45,7 +44,7 @@ from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
 from hw.systolic.config import ArrayConfig, ConfigError
-from hw.validate import config_from_table, read_config_text
+from hw.validate import config_from_table, read_toml, toml_value
 
 __all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
            "parse_override", "SECTIONS"]
@@ -125,11 +124,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     if section not in SECTIONS:
         raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
                           f"{', '.join(SECTIONS)}")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return section, key, value
+    return section, key, toml_value(raw.strip())
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
@@ -154,11 +149,7 @@ def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = 
         where = "default config"
     else:
         where = str(path)
-        text = read_config_text(path, missing="no such config file")
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+        data = read_toml(path)
     return chip_config_from_dict(data, where, overrides)
 
 

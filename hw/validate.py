@@ -8,6 +8,7 @@ argument, not a config value, and raises ``ValueError``).
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 
 from hw.systolic.config import ConfigError
 
-__all__ = ["config_from_table", "read_config_text"]
+__all__ = ["config_from_table", "read_config_text", "read_toml", "toml_value"]
 
 
 def config_from_table(cls, data: Any, where: str, prefix: str):
@@ -57,6 +58,23 @@ def read_config_text(path: str | Path, missing: str = "no such file") -> str:
         raise ConfigError(f"{where}: {missing}") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+
+
+def read_toml(path: str | Path, missing: str = "no such config file") -> dict[str, Any]:
+    """A TOML config file parsed; a missing file or invalid TOML is a ConfigError naming it."""
+    try:
+        return tomllib.loads(read_config_text(path, missing=missing))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def toml_value(raw: str) -> Any:
+    """A ``--set KEY=VALUE`` value: TOML syntax, or the text itself when it is not valid TOML
+    (a bare word such as ``os`` is a string)."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
 
 
 def _number_in(value, key: str, where: str, lo: float, hi: float, *,

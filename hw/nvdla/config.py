@@ -12,13 +12,12 @@ request the configuration cannot run (fp16 on nv_small, the LUT on nv_medium_512
 from __future__ import annotations
 
 import importlib.util
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from hw.systolic.config import ConfigError
-from hw.validate import config_from_table, read_config_text
+from hw.validate import config_from_table, read_toml, toml_value
 
 __all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "load_nvdla_config", "nvdla_preset_names",
            "is_nvdla_config"]
@@ -203,10 +202,7 @@ def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -
                               f"{', '.join(names)}")
         path = _presets_dir() / f"{name_or_path}.toml"
     where = str(path)
-    try:
-        data = tomllib.loads(read_config_text(path, missing="no such config file"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    data = read_toml(path)
     extra = [k for k in data if k != "nvdla"]
     if not is_nvdla_config(data) or extra:
         raise ConfigError(f"{where}: an NVDLA config has exactly one table, [nvdla]"
@@ -217,10 +213,7 @@ def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -
         key, sep, value = text.partition("=")
         if not sep or not key.startswith("nvdla."):
             raise ConfigError(f"{where}: --set {text!r}: must be nvdla.KEY=VALUE")
-        try:
-            table[key[len("nvdla."):]] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            table[key[len("nvdla."):]] = value  # a bare word: a string
+        table[key[len("nvdla."):]] = toml_value(value)
     if overrides:
         where = f"{where} with --set {' --set '.join(overrides)}"
     return config_from_table(NvdlaConfig, table, where, "nvdla.")

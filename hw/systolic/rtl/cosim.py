@@ -110,42 +110,55 @@ def random_gemm(rng: np.random.Generator, cfg: ArrayConfig):
     return a, b
 
 
+# The registers compared after every clock edge, per PE, in comparison order:
+# (snapshot field, PE port, the port's lib.data fields packed from bit 0 up, or () for a plain
+# signal). Both simulators (Amaranth here, Verilator in .verilator) build their probes from it.
+OS_REGISTERS = (
+    ("a", "a_out", ("value",)), ("a_flags", "a_out", ("valid", "first", "last")),
+    ("b", "b_out", ("value",)), ("b_valid", "b_out", ("valid",)),
+    ("acc", "acc", ()), ("res", "res", ()),
+)
+STATIONARY_REGISTERS = (
+    ("x", "x_out", ("value",)), ("x_flags", "x_out", ("valid", "first")),
+    ("shadow", "shadow", ("value",)), ("shadow_valid", "shadow", ("valid",)),
+    ("active", "active", ("value",)), ("active_valid", "active", ("valid",)),
+    ("psum", "psum", ()), ("psum_valid", "psum_valid", ()),
+)
+
+
+def register_table(cfg: ArrayConfig):
+    """:data:`OS_REGISTERS` or :data:`STATIONARY_REGISTERS` for ``cfg``'s dataflow."""
+    return OS_REGISTERS if cfg.dataflow is Dataflow.OS else STATIONARY_REGISTERS
+
+
+def register_name(i: int, j: int, port: str, fields: tuple[str, ...]) -> str:
+    """The co-simulation's name of one compared register, e.g. ``pe[1][2].a_out.valid/first``."""
+    return f"pe[{i}][{j}].{port}" + (f".{'/'.join(fields)}" if fields else "")
+
+
 def _probes(cfg: ArrayConfig, top: SystolicArray):
     """(snapshot column, name, [(signal, bit shift)]) for every register the model records."""
     lay = snapshot_layout(cfg)
-    mesh = top.mesh
     probes = []
-
-    def add(field_name, index, name, parts):
-        probes.append((lay[field_name][0] + index, name, parts))
-
     for i in range(cfg.rows):
         for j in range(cfg.cols):
-            p = i * cfg.cols + j
-            pe = mesh.pes[i][j]
-            tag = f"pe[{i}][{j}]"
-            if cfg.dataflow is Dataflow.OS:
-                add("a", p, f"{tag}.a_out.value", [(pe.a_out.value, 0)])
-                add("a_flags", p, f"{tag}.a_out.valid/first/last",
-                    [(pe.a_out.valid, 0), (pe.a_out.first, 1), (pe.a_out.last, 2)])
-                add("b", p, f"{tag}.b_out.value", [(pe.b_out.value, 0)])
-                add("b_valid", p, f"{tag}.b_out.valid", [(pe.b_out.valid, 0)])
-                add("acc", p, f"{tag}.acc", [(pe.acc, 0)])
-                add("res", p, f"{tag}.res", [(pe.res, 0)])
-            else:
-                add("x", p, f"{tag}.x_out.value", [(pe.x_out.value, 0)])
-                add("x_flags", p, f"{tag}.x_out.valid/first",
-                    [(pe.x_out.valid, 0), (pe.x_out.first, 1)])
-                add("shadow", p, f"{tag}.shadow.value", [(pe.shadow.value, 0)])
-                add("shadow_valid", p, f"{tag}.shadow.valid", [(pe.shadow.valid, 0)])
-                add("active", p, f"{tag}.active.value", [(pe.active.value, 0)])
-                add("active_valid", p, f"{tag}.active.valid", [(pe.active.valid, 0)])
-                add("psum", p, f"{tag}.psum", [(pe.psum, 0)])
-                add("psum_valid", p, f"{tag}.psum_valid", [(pe.psum_valid, 0)])
+            pe = top.mesh.pes[i][j]
+            for field_name, port, fields in register_table(cfg):
+                value = getattr(pe, port)
+                parts = ([(getattr(value, f), k) for k, f in enumerate(fields)] if fields
+                         else [(value, 0)])
+                probes.append((lay[field_name][0] + i * cfg.cols + j,
+                               register_name(i, j, port, fields), parts))
     if cfg.dataflow is Dataflow.OS:
         for j in range(cfg.cols):
-            add("drain_left", j, f"mesh.drain_left[{j}]", [(mesh.drain_left[j], 0)])
+            probes.append((lay["drain_left"][0] + j, f"mesh.drain_left[{j}]",
+                           [(top.mesh.drain_left[j], 0)]))
     return probes
+
+
+def vcd_name(cfg: ArrayConfig, index: int) -> str:
+    """File name of the waveform of failing case ``index``."""
+    return f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}_case{index}.vcd"
 
 
 def _drive(ctx, cfg: ArrayConfig, top: SystolicArray, lay, row) -> None:
@@ -285,9 +298,7 @@ def verify(cfg: ArrayConfig, *, cases: int = 10, seed: int = 0, deskew: bool = F
     report = VerifyReport(cfg, deskew, mutation)
     for index in range(cases):
         a, b = random_gemm(rng, cfg)
-        vcd = None
-        if vcd_dir is not None:
-            vcd = Path(vcd_dir) / f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}_case{index}.vcd"
+        vcd = None if vcd_dir is None else Path(vcd_dir) / vcd_name(cfg, index)
         cycles, mismatch = cosim_gemm(cfg, a, b, deskew=deskew, pe_class=pe_class, vcd_path=vcd)
         report.cases.append(CaseResult(index, (a.shape[0], a.shape[1], a.shape[2], b.shape[2]),
                                        cycles, mismatch))

@@ -82,12 +82,15 @@ from pathlib import Path
 from string import Template
 
 import numpy as np
+from amaranth import Shape
 
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl.array import check_rtl_config
-from hw.systolic.rtl.cosim import CaseResult, Mismatch, VerifyReport, random_gemm
-from hw.systolic.rtl.pe import psum_bits
+from hw.systolic.rtl.cosim import (
+    CaseResult, Mismatch, VerifyReport, random_gemm, register_name, register_table, vcd_name,
+)
+from hw.systolic.rtl.pe import psum_bits, stream_layout, top_layout, weight_layout
 
 __all__ = [
     "VerilatorError", "VerilatorBuild", "VerilatorReport", "SimRun", "verilator_available",
@@ -238,40 +241,42 @@ class _Probe:
     signed: bool
 
 
+def _port_layouts(cfg: ArrayConfig) -> dict:
+    """The lib.data layout of each PE port that carries several fields."""
+    p = cfg.precision.bits
+    return {"a_out": stream_layout(p, last=True), "b_out": top_layout(p),
+            "x_out": stream_layout(p, last=False), "shadow": weight_layout(p),
+            "active": weight_layout(p)}
+
+
 def _register_probes(cfg: ArrayConfig) -> list[_Probe]:
-    """Every register the Amaranth co-simulation compares, in its order and with its names
-    (:func:`hw.systolic.rtl.cosim._probes`), as bit fields of the flattened Verilog."""
+    """Every register the Amaranth co-simulation compares (:func:`cosim.register_table`), in its
+    order and with its names, as bit fields of the flattened Verilog."""
     lay = snapshot_layout(cfg)
-    p, a = cfg.precision.bits, cfg.acc_bits
+    layouts = _port_layouts(cfg)
     probes: list[_Probe] = []
-
-    def add(field, index, name, signal, lo, width, signed):
-        probes.append(_Probe(lay[field][0] + index, name, signal, lo, width, signed))
-
     for i in range(cfg.rows):
         for j in range(cfg.cols):
-            k = i * cfg.cols + j
-            tag, pe = f"pe[{i}][{j}]", f"mesh.pe_{i}_{j}"
-            if cfg.dataflow is Dataflow.OS:
-                add("a", k, f"{tag}.a_out.value", f"{pe}.a_out", 0, p, True)
-                add("a_flags", k, f"{tag}.a_out.valid/first/last", f"{pe}.a_out", p, 3, False)
-                add("b", k, f"{tag}.b_out.value", f"{pe}.b_out", 0, p, True)
-                add("b_valid", k, f"{tag}.b_out.valid", f"{pe}.b_out", p, 1, False)
-                add("acc", k, f"{tag}.acc", f"{pe}.acc", 0, a, True)
-                add("res", k, f"{tag}.res", f"{pe}.res", 0, a, True)
-            else:
-                add("x", k, f"{tag}.x_out.value", f"{pe}.x_out", 0, p, True)
-                add("x_flags", k, f"{tag}.x_out.valid/first", f"{pe}.x_out", p, 2, False)
-                add("shadow", k, f"{tag}.shadow.value", f"{pe}.shadow", 0, p, True)
-                add("shadow_valid", k, f"{tag}.shadow.valid", f"{pe}.shadow", p, 1, False)
-                add("active", k, f"{tag}.active.value", f"{pe}.active", 0, p, True)
-                add("active_valid", k, f"{tag}.active.valid", f"{pe}.active", p, 1, False)
-                add("psum", k, f"{tag}.psum", f"{pe}.psum", 0, psum_bits(p, a, i), True)
-                add("psum_valid", k, f"{tag}.psum_valid", f"{pe}.psum_valid", 0, 1, False)
+            for field_name, port, fields in register_table(cfg):
+                if fields:  # consecutive fields of a packed port; only a value is signed
+                    layout = layouts[port]
+                    lo = layout[fields[0]].offset
+                    width = sum(Shape.cast(layout[f].shape).width for f in fields)
+                    signed = fields == ("value",)
+                elif port == "psum_valid":
+                    lo, width, signed = 0, 1, False
+                else:  # acc, res (acc_bits) or psum (its row's width)
+                    width = psum_bits(cfg.precision.bits, cfg.acc_bits, i) if port == "psum" \
+                        else cfg.acc_bits
+                    lo, signed = 0, True
+                probes.append(_Probe(lay[field_name][0] + i * cfg.cols + j,
+                                     register_name(i, j, port, fields),
+                                     f"mesh.pe_{i}_{j}.{port}", lo, width, signed))
     if cfg.dataflow is Dataflow.OS:
         width = cfg.rows.bit_length()  # Signal(range(rows + 1))
         for j in range(cfg.cols):
-            add("drain_left", j, f"mesh.drain_left[{j}]", f"mesh.drain_left_{j}", 0, width, False)
+            probes.append(_Probe(lay["drain_left"][0] + j, f"mesh.drain_left[{j}]",
+                                 f"mesh.drain_left_{j}", 0, width, False))
     return probes
 
 
@@ -888,10 +893,6 @@ class VerilatorReport(VerifyReport):
                 f"{self.sim_seconds:.3f} s]")
 
 
-def _vcd_name(cfg: ArrayConfig, index: int) -> str:
-    return f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}_case{index}.vcd"
-
-
 def verify_verilator(cfg: ArrayConfig, *, cases: int = 10, seed: int = 0, deskew: bool = False,
                      mutation: str | None = None, vcd_dir: str | os.PathLike | None = None,
                      progress=None) -> VerilatorReport:
@@ -932,7 +933,7 @@ def verify_verilator(cfg: ArrayConfig, *, cases: int = 10, seed: int = 0, deskew
                                               probes=True, trace=True)
                 report.build_seconds += time.perf_counter() - t0
                 report.cached = report.cached and trace_build.cached
-            vcd = Path(vcd_dir) / _vcd_name(cfg, index)
+            vcd = Path(vcd_dir) / vcd_name(cfg, index)
             traced = run_snapshots(trace_build, snaps, vcd_path=vcd)
             if traced.mismatch != mismatch:
                 raise VerilatorError(f"the traced re-run of case {index} disagrees with the "

@@ -3,14 +3,14 @@
 They exist so users (and our tests, and lab 6) can see a real bug found: pass
 ``mutation=NAME`` to :func:`hw.systolic.rtl.cosim.verify` or ``--mutate NAME`` to
 ``npulab rtl verify``. Each is a one-line change a designer could plausibly make.
+
+Importing this module does not import Amaranth: the command line lists :data:`MUTATIONS` in
+its help on every start, so the hardware classes load only in :func:`pe_class_for`.
 """
 
 from __future__ import annotations
 
-from amaranth import Mux
-
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow
-from hw.systolic.rtl.pe import OutputStationaryPE, StationaryPE
 
 __all__ = ["MUTATIONS", "pe_class_for"]
 
@@ -27,6 +27,8 @@ def _narrow_product(self, a, b):
 
 def _drop_negative(self, a, b):
     # Ignores the operands' sign bit: -128 * x computed as 0 * x.
+    from amaranth import Mux
+
     return Mux(a[-1], 0, a) * b
 
 
@@ -42,6 +44,8 @@ MUTATIONS = {name: desc for name, (_, desc) in _PRODUCTS.items()}
 
 def pe_class_for(cfg: ArrayConfig, mutation: str | None):
     """The PE class for ``cfg``'s dataflow, broken as ``mutation`` says (None: the real PE)."""
+    from hw.systolic.rtl.pe import OutputStationaryPE, StationaryPE
+
     base = OutputStationaryPE if cfg.dataflow is Dataflow.OS else StationaryPE
     if mutation is None:
         return base

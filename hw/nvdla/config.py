@@ -62,6 +62,12 @@ class NvdlaConfig:
     cbuf_banks, cbuf_bank_width_bytes, cbuf_bank_depth: the convolution buffer.
     dram_bus_bits, dram_latency_cycles, dram_max_burst: the primary memory interface
         (``PRIMARY_MEMIF_WIDTH``, ``_LATENCY``, ``_MAX_BURST_LENGTH`` in memory atoms).
+    dram_gbps: bandwidth of the memory behind the interface in GB/s (the presets use the
+        primer's figure for their MAC count, e.g. 20 for 2048 MACs); 0 = only the bus limits.
+    dram: optional npulab DRAM preset (``hw.memory.dram``, e.g. ``"lpddr4-3200"``); when set, the
+        CDMA gets ``dram_gbps`` (or the DRAM's peak when 0) times the sustained efficiency that
+        the DRAM model measures for a stream of this build's requests
+        (``memory_atom_bytes * dram_max_burst`` bytes each), see :mod:`hw.nvdla.memory`.
     sdp_bs_throughput, sdp_bn_throughput, sdp_ew_throughput: SDP X1 (bias), X2 (batch-norm) and
         Y (element-wise) elements per cycle; 0 where the unit is absent.
     pdp_throughput, cdp_throughput: pooling and LRN elements per cycle.
@@ -84,6 +90,8 @@ class NvdlaConfig:
     cdp_throughput: int
     sdp_ew_throughput: int = 0
     dram_max_burst: int = 1
+    dram_gbps: float = 0.0
+    dram: str = ""
     clock_mhz: float = 1000.0
     precisions: tuple[str, ...] = ("int8",)
     features: tuple[str, ...] = ()
@@ -105,6 +113,20 @@ class NvdlaConfig:
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ConfigError(f"{where}: {prefix}{key} = {value!r}: must be an integer in "
                                   f"{lo}..{hi}")
+        gbps = self.dram_gbps
+        if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not 0 <= gbps <= 10_000:
+            raise ConfigError(f"{where}: {prefix}dram_gbps = {gbps!r}: must be a number in "
+                              f"[0, 10000] (GB/s; 0 = limited by the bus only)")
+        set_("dram_gbps", float(gbps))
+        if not isinstance(self.dram, str):
+            raise ConfigError(f"{where}: {prefix}dram = {self.dram!r}: must be a DRAM preset name "
+                              f"or \"\" (bandwidth model)")
+        if self.dram:
+            from hw.memory.dram import DRAM_PRESETS
+            allowed_dram = [n for n in DRAM_PRESETS if n != "ideal"]
+            if self.dram not in allowed_dram:
+                raise ConfigError(f"{where}: {prefix}dram = {self.dram!r}: must be one of "
+                                  f"{', '.join(allowed_dram)} or \"\" (bandwidth model)")
         clock = self.clock_mhz
         if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not 0 < clock <= 10_000:
             raise ConfigError(f"{where}: {prefix}clock_mhz = {clock!r}: must be a number in (0, 10000]")

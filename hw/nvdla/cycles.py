@@ -55,10 +55,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from hw.nvdla.config import PRECISIONS, NvdlaConfig
+from hw.nvdla.memory import memory_path
 
 __all__ = ["ConvLayer", "ConvCycles", "NetworkCycles", "conv_cycles", "network_cycles",
            "CMAC_PIPELINE_CYCLES", "stripe_limits", "weight_load_cycles", "BYTES",
-           "layers_from_spreadsheet_rows"]
+           "layers_from_spreadsheet_rows", "EngineCycles", "engine_cycles"]
 
 #: CMAC pipeline depth in cycles (doc/hw/v1/ias/unit_description.rst, CMAC section).
 CMAC_PIPELINE_CYCLES = 7
@@ -495,19 +496,41 @@ def _rows_fit(layer: ConvLayer, g: _Geom, data_capacity: int) -> int:
     return min(layer.P, (rows_in - layer.eff_R) // layer.stride_y + 1)
 
 
-def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer,
-                dram_bytes_per_cycle: float | None = None) -> ConvCycles:
-    """Estimate the cycles of ``layer`` on ``cfg``; ``dram_bytes_per_cycle`` caps the shared
-    DRAM bandwidth (reads + writes) below the bus width (e.g. 20 for 20 GB/s at 1 GHz).
+def _dram_rate(cfg: NvdlaConfig, dram_bytes_per_cycle: float | None) -> float | None:
+    """The shared DRAM limit in bytes per core cycle: the caller's, else the config's memory
+    path (:func:`hw.nvdla.memory.memory_path`); None when only the bus limits."""
+    if dram_bytes_per_cycle is not None:
+        if isinstance(dram_bytes_per_cycle, bool) or not dram_bytes_per_cycle > 0:
+            raise ValueError(f"dram_bytes_per_cycle = {dram_bytes_per_cycle!r}: must be > 0")
+        return float(dram_bytes_per_cycle)
+    path = memory_path(cfg)
+    return path.bytes_per_cycle if path.bytes_per_cycle < path.bus_bytes_per_cycle else None
+
+
+def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer, dram_bytes_per_cycle: float | None = None,
+                bank_split: tuple[int, int] | None = None) -> ConvCycles:
+    """Estimate the cycles of ``layer`` on ``cfg``.
+
+    ``dram_bytes_per_cycle`` caps the shared DRAM bandwidth (reads + writes) below the bus width
+    (e.g. 20 for 20 GB/s at 1 GHz); by default the config's memory path gives it
+    (``dram_gbps``, ``dram``: :func:`hw.nvdla.memory.memory_path`). ``bank_split = (data, weight)``
+    forces the CBUF bank split a register program chose (CDMA ``D_BANK``) instead of the best
+    legal one.
 
     Raises ConfigError (a ValueError) when ``cfg`` lacks the layer's precision, ValueError when
-    the layer cannot be planned (one kernel-height of input rows does not fit in CBUF)."""
+    the layer cannot be planned (one kernel-height of input rows does not fit in CBUF, or the
+    forced bank split does not hold what the layer needs)."""
     cfg.require_precision(layer.precision, where=f"layer {layer.name!r}" if layer.name else None)
-    if dram_bytes_per_cycle is not None and not dram_bytes_per_cycle > 0:
-        raise ValueError(f"dram_bytes_per_cycle = {dram_bytes_per_cycle!r}: must be > 0")
+    dram = _dram_rate(cfg, dram_bytes_per_cycle)
+    if bank_split is not None:
+        if (not isinstance(bank_split, tuple) or len(bank_split) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1
+                           for b in bank_split)
+                or sum(bank_split) > cfg.cbuf_banks):
+            raise ValueError(f"bank_split = {bank_split!r}: must be (data banks, weight banks), each >= 1, "
+                             f"together at most {cfg.cbuf_banks} ({cfg.name}'s CBUF banks)")
     g = _geometry(cfg, layer)
     bus = float(cfg.dram_bytes_per_cycle)
-    dram = None if dram_bytes_per_cycle is None else float(dram_bytes_per_cycle)
     banks, bank_bytes = cfg.cbuf_banks, cfg.cbuf_bank_width_bytes * cfg.cbuf_bank_depth
     P = layer.P
     in_cbuf = layer.H * g.row_cbuf
@@ -536,6 +559,23 @@ def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer,
                 plans.append(("split_h", db, wb, rows, not resident, serial))
             elif not resident:  # whole input, weights streamed once
                 plans.append(("full_input_partial_weight", db, wb, P, False, serial))
+    if bank_split is not None:
+        plans = [p for p in plans if (p[1], p[2]) == bank_split]
+        if not plans:
+            db, wb = bank_split
+            max_rows = _rows_fit(layer, g, db * bank_bytes)
+            if max_rows and wb * bank_bytes >= g.kgw_bytes:
+                resident = wb >= wt_need
+                serial = not resident and wb * bank_bytes < 2 * g.kgw_bytes
+                rows = min(max_rows, P)
+                mode = ("full_input_full_weight" if resident else "full_input_partial_weight") \
+                    if rows == P else "split_h"
+                plans = [(mode, db, wb, rows, not resident and rows < P, serial)]
+            else:
+                raise ValueError(f"layer {layer.name or layer}: bank_split = {bank_split}: "
+                                 f"{db} data banks hold {max_rows} output rows' input and "
+                                 f"{wb} weight banks {wb * bank_bytes} B (one kernel group needs "
+                                 f"{g.kgw_bytes} B); the layer cannot run with this split")
     if not plans:
         raise ValueError(f"layer {layer.name or layer}: not even {layer.eff_R} input rows "
                          f"({layer.eff_R * g.row_cbuf} B) plus one kernel group of weights "
@@ -618,3 +658,61 @@ def layers_from_spreadsheet_rows(rows: Sequence[dict], precision: str = "int8",
                              eltwise="elwise" in low or "eltwise" in low, relu="relu" in low,
                              image_input=image_first and i == 0 and C <= 4, name=name, **kw))
     return out
+
+
+# --------------------------------------------------------------------- standalone SDP/PDP/CDP
+#: Throughput field of the config for each standalone engine (elements per cycle).
+_ENGINE_RATE = {"sdp": "sdp_bs_throughput", "sdp_ew": "sdp_ew_throughput",
+                "pdp": "pdp_throughput", "cdp": "cdp_throughput", "bdma": None}
+
+
+@dataclass(frozen=True)
+class EngineCycles:
+    """Cycle estimate of a standalone (memory-to-memory) SDP, PDP or CDP hardware layer.
+
+    ``engine_cycles`` = input elements / the engine's elements per cycle; ``memory_cycles`` =
+    (read + write bytes) / the DRAM rate; ``total`` = DRAM latency + max of the two (the
+    engines are pipelined, their few cycles of drain are below this model's resolution);
+    ``bound`` is "engine" or "dram".
+    """
+
+    name: str
+    kind: str
+    elements_in: int
+    elements_out: int
+    read_bytes: int
+    write_bytes: int
+    engine_cycles: float
+    memory_cycles: float
+    latency_cycles: int
+    total: int
+    bound: str
+
+
+def engine_cycles(cfg: NvdlaConfig, kind: str, elements_in: int, elements_out: int,
+                  read_bytes: int, write_bytes: int, name: str = "",
+                  dram_bytes_per_cycle: float | None = None) -> EngineCycles:
+    """Estimate a standalone SDP (``"sdp"``: X units at the BS rate; ``"sdp_ew"``: the Y unit's
+    element-wise rate), PDP or CDP layer, or a BDMA copy (``"bdma"``: memory only): its RDMA streams ``read_bytes`` in, the engine
+    processes ``elements_in`` at its throughput (``cfg.*_throughput``, e.g. PDP 8/cycle on
+    nv_full), its WDMA writes ``write_bytes``; reads and writes share the DRAM rate
+    (:func:`hw.nvdla.memory.memory_path` unless ``dram_bytes_per_cycle`` is given)."""
+    if kind not in _ENGINE_RATE:
+        raise ValueError(f"engine kind = {kind!r}: must be one of {', '.join(_ENGINE_RATE)}")
+    for key, v in (("elements_in", elements_in), ("elements_out", elements_out),
+                   ("read_bytes", read_bytes), ("write_bytes", write_bytes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{key} = {v!r}: must be an integer >= 0")
+    rate = getattr(cfg, _ENGINE_RATE[kind]) if _ENGINE_RATE[kind] else math.inf
+    if rate == 0:
+        cfg.require_feature("sdp_ew", where=f"{name or kind} (element-wise SDP layer)")
+    dram = _dram_rate(cfg, dram_bytes_per_cycle)
+    bus = float(cfg.dram_bytes_per_cycle)
+    mem_rate = bus if dram is None else min(bus, dram)
+    eng = elements_in / rate
+    mem = (read_bytes + write_bytes) / mem_rate
+    total = cfg.dram_latency_cycles + max(eng, mem)
+    return EngineCycles(name=name, kind=kind, elements_in=elements_in, elements_out=elements_out,
+                        read_bytes=read_bytes, write_bytes=write_bytes, engine_cycles=eng,
+                        memory_cycles=mem, latency_cycles=cfg.dram_latency_cycles,
+                        total=int(math.ceil(total)), bound="engine" if eng >= mem else "dram")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hw.nvdla.config import load_nvdla_config
-from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, ConvLayer, conv_cycles,
+from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, ConvLayer, conv_cycles, engine_cycles,
                              layers_from_spreadsheet_rows, network_cycles, stripe_limits,
                              weight_load_cycles)
 from hw.systolic.config import ConfigError
@@ -20,7 +20,9 @@ SPREADSHEET = Path("/work/shared/reference/nvdla_spreadsheet/resnet50.csv")
 
 @pytest.fixture(scope="module")
 def cfgs():
-    return {name: load_nvdla_config(name) for name in PRESETS}
+    """The presets with the bus as the only memory limit (``dram_gbps = 0``), so that a test's
+    ``dram_bytes_per_cycle`` is the only DRAM limit."""
+    return {name: load_nvdla_config(name, ["nvdla.dram_gbps=0"]) for name in PRESETS}
 
 
 def ceil(a, b):
@@ -283,3 +285,64 @@ def test_resnet50_fps_print(cfgs):
         print(f"\nResNet-50 int8 on {preset} @1 GHz, DRAM {bw} B/cycle: {n.total} cycles, "
               f"{n.fps:.1f} fps (primer {primer}); ideal MAC cycles {ideal}; "
               f"bounds {n.bounds()}")
+
+
+# ----------------------------------------------------------------- memory path, bank split
+def test_memory_path_bandwidth_model_and_dram_preset():
+    from hw.nvdla.memory import memory_path, stream_efficiency
+    full = load_nvdla_config("nv_full")
+    p = memory_path(full)
+    assert full.dram_gbps == 20 and p.bytes_per_cycle == 20.0 and p.efficiency == 1.0
+    assert memory_path(load_nvdla_config("nv_full", ["nvdla.dram_gbps=0"])).bytes_per_cycle == 64
+    assert memory_path(load_nvdla_config("nv_full", ["nvdla.dram_gbps=500"])).bytes_per_cycle == 64
+    # 500 MHz core: 20 GB/s is 40 bytes per core cycle
+    assert memory_path(load_nvdla_config("nv_full", ["nvdla.clock_mhz=500"])).bytes_per_cycle == 40
+    small = load_nvdla_config("nv_small", ['nvdla.dram="ddr4-3200"', "nvdla.dram_gbps=0"])
+    eff, peak = stream_efficiency("ddr4-3200", 32)
+    assert peak == pytest.approx(25.6, rel=0.01)
+    # a 32-byte request costs a whole 64-byte DDR4 column access: at most half the peak
+    assert 0 < eff <= 0.5
+    ps = memory_path(small)
+    assert ps.efficiency == eff
+    assert ps.bytes_per_cycle == pytest.approx(min(8.0, peak * eff * 1000 / small.clock_mhz))
+    assert "ddr4-3200" in ps.source
+    lp = stream_efficiency("lpddr4-3200", 32)[0]
+    assert lp > 2 * eff  # LPDDR4's 32-byte access matches the request
+
+
+def test_conv_uses_the_config_memory_path():
+    layer = ConvLayer.conv(256, 14, 14, 1024, 1, name="memory_bound")
+    fast = conv_cycles(load_nvdla_config("nv_full", ["nvdla.dram_gbps=0"]), layer)
+    slow = conv_cycles(load_nvdla_config("nv_full", ["nvdla.dram_gbps=5"]), layer)
+    explicit = conv_cycles(load_nvdla_config("nv_full", ["nvdla.dram_gbps=0"]), layer, 5.0)
+    assert slow.total == explicit.total > fast.total
+    # weights alone (256 KiB) at 5 bytes/cycle take more than 52,000 cycles
+    assert slow.total >= 256 * 1024 * 1024 // 1024 / 5
+
+
+def test_bank_split_forces_the_plan(cfgs):
+    layer = ConvLayer.conv(64, 19, 19, 192, 3, pad=1, precision="int16", name="g")
+    free = conv_cycles(cfgs["nv_full"], layer, 32.0)
+    forced = conv_cycles(cfgs["nv_full"], layer, 32.0, bank_split=(13, 3))
+    assert (free.data_banks, free.weight_banks) != (13, 3)
+    assert (forced.data_banks, forced.weight_banks) == (13, 3)
+    assert forced.cbuf_mode == "full_input_partial_weight"  # 216 KiB of weights > 3 x 32 KiB
+    assert forced.total >= free.total
+    with pytest.raises(ValueError, match="bank_split = \\(15, 2\\)"):
+        conv_cycles(cfgs["nv_full"], layer, bank_split=(15, 2))
+    with pytest.raises(ValueError, match="cannot run with this split"):
+        conv_cycles(cfgs["nv_full"], ConvLayer.conv(512, 56, 56, 64, 3, pad=1), bank_split=(1, 1))
+
+
+def test_engine_cycles_standalone_layers(cfgs):
+    full = cfgs["nv_full"]
+    # 56x56x256 int8 max pool 3x3/2 -> 28x28x256: 802,816 inputs at 8 per cycle
+    r = engine_cycles(full, "pdp", 802816, 200704, 802816, 200704, dram_bytes_per_cycle=64.0)
+    assert r.engine_cycles == 802816 / 8 and r.bound == "engine"
+    assert r.total == full.dram_latency_cycles + 802816 // 8
+    r2 = engine_cycles(full, "pdp", 802816, 200704, 802816, 200704, dram_bytes_per_cycle=1.0)
+    assert r2.bound == "dram" and r2.total == full.dram_latency_cycles + 802816 + 200704
+    with pytest.raises(ConfigError, match="sdp_ew"):
+        engine_cycles(cfgs["nv_small"], "sdp_ew", 10, 10, 20, 10)
+    with pytest.raises(ValueError, match="engine kind = 'lrn'"):
+        engine_cycles(full, "lrn", 1, 1, 1, 1)

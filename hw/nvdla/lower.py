@@ -1,0 +1,607 @@
+"""Lower an IR graph (``compiler.ir.Graph``) to NVDLA hardware layers, fused as NVIDIA's compiler
+fuses them.
+
+NVIDIA's compiler (``nvdla/sw``, ``umd/core/src/compiler/engine-ast/``) turns a network into
+*hardware layers*: one programming of a pipeline of units that reads memory, computes and writes
+memory. A convolution layer runs CDMA -> CSC -> CMAC -> CACC -> SDP and may hand its SDP output
+on the fly to PDP; an SDP, PDP or CDP can also run alone, memory to memory. This module applies
+the same fusion rules to npulab's IR and returns an :class:`NvdlaProgram` whose convolution
+layers are :class:`~hw.nvdla.cycles.ConvLayer` values for the cycle model.
+
+Rules, in graph order (every op lands in exactly one hardware layer, or in ``skipped``):
+
+* **Conv2d** -> a ``conv`` layer. ``groups`` is kept (NVDLA runs each group as its own hardware
+  layer; ``ConvLayer`` models that). The IR does not record bias, batch-norm and activation: with
+  ``assume_bn_relu=True`` (the zoo convention, ``compiler/frontends/_cnn_blocks.py``) every conv
+  carries bias and batch-norm in SDP X1 (int8 compiler convention, ``shared/reference/nvdla.md``:
+  bias in X1's ALU, the per-channel BN scale in X1's multiplier) and a ReLU, except a conv whose
+  output goes into a residual add: there the ReLU follows the add (ResNet's order), set on the
+  layer the add fuses into when that layer is a conv. MobileNetV2's adds have no ReLU; the flag
+  there is harmless for timing (ReLU is the last step of the same SDP pass). Fully connected
+  layers carry a bias (Gemms with one input; attention's products of two activations none). The
+  first conv reading the graph input with at most 4 channels is a pixel (image) input layer
+  (``image_input``).
+* **Eltwise** add/mul/max/min of two tensors -> fused into the conv layer producing the
+  *later-produced* input when that op is the layer's output and has no other consumer: SDP X2 runs
+  in per-element mode, its operand (the other input) read from memory by the SDP RDMA
+  (``engine-ast/SDPEltWiseOp.cpp`` configures an X sub-unit in ``SDP_MODE_PER_ELEMENT``). Only the
+  later-produced input can host it: the other operand must already be in memory. Otherwise a
+  standalone ``sdp`` layer reading both operands.
+* **Activations**: ``relu``/``prelu``/``leaky_relu`` use the X unit; ``sigmoid``, ``tanh``,
+  ``gelu``, ``silu``, ``swish``, ``elu`` need the SDP LUT (feature ``sdp_lut``). They fuse into
+  their producer conv layer under the same single-consumer rule, else run as an ``sdp`` layer.
+  ``lrn`` is a ``cdp`` layer.
+* **Pool** -> fused into its producer conv layer (SDP -> PDP on the fly) when, as in
+  ``engine-ast/PDPNode.cpp`` ``fuseOnTheFlyNodes``: the pool has one input, which is the output op
+  of a conv layer with no other consumer; the conv is not grouped; the pooled output width fits
+  PDP's on-the-fly line buffer (:func:`pdp_max_flying_width`); kernel 1..8, stride 1..16 and
+  padding 0..7 (``NVDLA_PDP.rdl`` ``D_POOLING_PADDING_CFG``, 3-bit fields); and the output size
+  equals ``ConvLayer``'s Caffe ceil-mode size. Otherwise a standalone ``pdp`` layer. A 1x1
+  stride-1 unpadded pool is the identity and is elided (attached to the layer producing its
+  input). A window larger than 8 (global average pooling over 14x14, ...) is split into a
+  sequence of PDP passes inside one ``pdp`` layer (:func:`split_pool_window`): the windows must
+  not overlap (stride == kernel, or one output); each axis's window size is padded up to the
+  next number whose prime factors are <= 7, factored greedily into kernels <= 8, one pass per
+  factor (pass i pools non-overlapping ``f_i`` windows of pass i-1's output). Max pooling
+  ignores the padding; for average pooling the padding reads 0 and the last pass's reciprocal
+  registers (``RECIP_KERNEL_WIDTH/HEIGHT``) are programmed with ``1/true count`` instead of
+  ``1/kernel``, which is exact (ONNC's NVDLA backend, ``DivideGlobalAPIntoAPs.cpp``, uses the
+  same factorisation with an extra multiply). Overlapping windows larger than 8 are an error.
+* **Gemm** -> a ``conv`` layer. When it reads one op with a known ``C x H x W`` per-image output
+  and ``m`` equals that op's image count and ``k = C*H*W``, it is a fully connected layer over
+  images: ``ConvLayer.fc(C, n, H, W, batch=m)`` with ``fc_batch`` images sharing one weight
+  fetch (the ``batch`` feature, nv_full: up to ``max_batch`` = 32). Otherwise its ``m`` rows are
+  points of one surface: a 1x1 convolution over ``H x W = m x 1`` (``batch`` = the Gemm's batch);
+  for attention's activation x activation products this takes the second operand to be laid out
+  as weights (the layout conversion is not modelled).
+* **Move** ``concat``/``split``/``slice``/``reshape``/``flatten``/``view``: free (producers
+  write adjacent memory, consumers read a view), attached to the layer producing their last
+  input. ``copy``/``pad`` are a ``bdma`` copy layer (feature ``bdma``). Other moves are
+  unsupported.
+* **Unsupported** (``softmax``, ``layernorm``, LUT activations without ``sdp_lut``, ...) raise
+  :class:`NvdlaLoweringError` naming the op, its kind and why, unless ``skip_unsupported=True``
+  (then they are listed in :attr:`NvdlaProgram.skipped`, with their MACs). NVIDIA's compiler
+  itself runs softmax on the CPU (``engine-ast/SoftMaxOp.cpp``, ``CPUSoftMaxOpNode``).
+
+``hw`` never imports ``compiler`` (ARCHITECTURE.md): ops are recognised by their class name
+(``Conv2d``, ``Gemm``, ``Pool``, ``Eltwise``, ``Move``) and read through their attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hw.nvdla.config import NvdlaConfig
+from hw.nvdla.cycles import BYTES, ConvLayer
+
+__all__ = ["NvdlaLoweringError", "PdpPass", "HwLayer", "SkippedOp", "NvdlaProgram",
+           "lower_graph", "pdp_max_flying_width", "split_pool_window", "PDP_MAX_KERNEL",
+           "PDP_MAX_STRIDE", "PDP_MAX_PAD"]
+
+#: PDP limits (``doc/hw/v1/hwarch.rst`` PDP; ``NVDLA_PDP.rdl`` D_POOLING_PADDING_CFG 3-bit pads).
+PDP_MAX_KERNEL, PDP_MAX_STRIDE, PDP_MAX_PAD = 8, 16, 7
+
+#: PDP on-the-fly line buffer: 7 KiB (``engine-ast/PDPNode.cpp`` calculateMaxWidth).
+_PDP_BUF_BITS = 7 * 1024 * 8
+#: Line-buffer lines the RTL reserves for ``ceil(kernel_h / stride_h)`` overlapping lines (0..8).
+_PDP_RTL_LINES = (1, 1, 2, 4, 4, 8, 8, 8, 8)
+
+_TWO_OPERAND = ("add", "mul", "max", "min")
+_X_ACTIVATIONS = ("relu", "prelu", "leaky_relu")
+_LUT_ACTIVATIONS = ("sigmoid", "tanh", "gelu", "silu", "swish", "elu")
+_PER_CHANNEL = ("scale", "bias", "batchnorm")
+_FREE_MOVES = ("concat", "split", "slice", "reshape", "flatten", "view")
+_BDMA_MOVES = ("copy", "pad")
+_WHY_NOT = {
+    "softmax": "a row-wise exponent/normalise has no NVDLA unit (NVIDIA's compiler runs it on the "
+               "CPU: engine-ast/SoftMaxOp.cpp)",
+    "layernorm": "a per-row mean/variance normalisation has no NVDLA unit (SDP scales per channel "
+                 "with constants, it cannot reduce over a row)",
+    "adaptive_avg_pool": "replicating a feature map smaller than the output has no NVDLA unit",
+}
+
+
+class NvdlaLoweringError(ValueError):
+    """An op of the graph cannot run on this NVDLA build (or the lowering was asked wrongly)."""
+
+
+@dataclass(frozen=True)
+class PdpPass:
+    """One PDP run: ``in_h x in_w`` -> ``out_h x out_w`` with one window/stride/padding."""
+
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int
+    stride_w: int
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+
+
+@dataclass(frozen=True)
+class HwLayer:
+    """One NVDLA hardware layer.
+
+    kind: ``conv`` (conv core + SDP [+ PDP on the fly]), ``sdp``, ``pdp``, ``cdp`` or ``bdma``
+        (memory to memory). ops: the IR ops it covers, in graph order. conv: the
+        :class:`ConvLayer` for ``conv`` layers, else None. Shapes: input ``in_c x in_h x in_w``
+        and output ``out_c x out_h x out_w`` per image, ``batch`` images. operands: tensors read
+        from memory by the SDP (1 + the element-wise operand for a conv layer with a fused add;
+        1 or 2 for an ``sdp`` layer). bytes_per_element: of ``precision``. passes: PDP runs (a
+        fused pool's single pass, or a standalone pool's passes; more than one when a large
+        window is split). lut: the SDP LUT is used. fc_batch: images sharing one weight fetch
+        (FC layers on builds with the ``batch`` feature; 1 otherwise).
+    """
+
+    name: str
+    kind: str
+    ops: tuple[str, ...]
+    precision: str
+    conv: ConvLayer | None
+    batch: int
+    in_c: int
+    in_h: int
+    in_w: int
+    out_c: int
+    out_h: int
+    out_w: int
+    operands: int = 1
+    bytes_per_element: int = 1
+    passes: tuple[PdpPass, ...] = ()
+    lut: bool = False
+    fc_batch: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.conv.macs if self.conv is not None else 0
+
+
+@dataclass(frozen=True)
+class SkippedOp:
+    """An op NVDLA cannot run, left out of the program (``skip_unsupported=True``)."""
+
+    name: str
+    kind: str
+    reason: str
+    macs: int = 0
+
+
+@dataclass(frozen=True)
+class NvdlaProgram:
+    """The hardware layers of a graph on one NVDLA build; ``macs`` is their MAC total."""
+
+    graph: str
+    config: str
+    precision: str
+    layers: tuple[HwLayer, ...]
+    skipped: tuple[SkippedOp, ...]
+    macs: int
+
+    @property
+    def skipped_macs(self) -> int:
+        return sum(s.macs for s in self.skipped)
+
+    def conv_layers(self) -> tuple[ConvLayer, ...]:
+        """The convolution layers, in order (what :func:`hw.nvdla.cycles.network_cycles` takes)."""
+        return tuple(layer.conv for layer in self.layers if layer.conv is not None)
+
+    def counts(self) -> dict[str, int]:
+        """Hardware layers per kind."""
+        out: dict[str, int] = {}
+        for layer in self.layers:
+            out[layer.kind] = out.get(layer.kind, 0) + 1
+        return out
+
+    def table(self) -> str:
+        """One line per hardware layer: index, kind, shapes, fused work, IR ops."""
+        lines = []
+        for i, hl in enumerate(self.layers):
+            extra = []
+            if hl.conv is not None:
+                c = hl.conv
+                extra.append(f"{c.R}x{c.S}/{c.stride_y}"
+                             + (f" g{c.groups}" if c.groups > 1 else ""))
+                extra += [f for f in ("bias", "bn", "eltwise", "relu", "image_input")
+                          if getattr(c, f)]
+                if c.pool_kernel is not None:
+                    extra.append(f"pool{c.pool_kernel[0]}x{c.pool_kernel[1]}/{c.pool_stride[0]}")
+            if hl.kind == "pdp":
+                extra.append("+".join(f"{p.kernel_h}x{p.kernel_w}/{p.stride_h}" for p in hl.passes))
+            if hl.kind == "sdp":
+                extra.append(f"{hl.operands} operand" + ("s" if hl.operands > 1 else ""))
+            if hl.lut:
+                extra.append("lut")
+            if hl.fc_batch > 1:
+                extra.append(f"fc_batch {hl.fc_batch}")
+            shape_in = f"{hl.in_c}x{hl.in_h}x{hl.in_w}"
+            shape_out = f"{hl.out_c}x{hl.out_h}x{hl.out_w}"
+            lines.append(f"{i:3d} {hl.kind:4s} {shape_in:>12s} -> {shape_out:<12s} "
+                         f"{' '.join(extra):42s} {', '.join(hl.ops)}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ PDP helpers
+def pdp_max_flying_width(cfg: NvdlaConfig, precision: str, kernel_h: int, stride_h: int) -> int:
+    """Widest pooled output PDP can produce on the fly from SDP (``engine-ast/PDPNode.cpp``
+    ``calculateMaxWidth``): the 7 KiB line buffer holds the ``ceil(kernel_h/stride_h)`` lines
+    shared by vertically adjacent windows (the RTL reserves 1, 2, 4 or 8 lines) for one kernel
+    group (atomic-K kernels, half at 16 bit) of 14-bit (int8) or 28-bit partial results."""
+    overlap = min(-(-kernel_h // stride_h), len(_PDP_RTL_LINES) - 1)
+    kernels = cfg.atomic_k if precision == "int8" else cfg.atomic_k // 2
+    bits = 14 if precision == "int8" else 28
+    return _PDP_BUF_BITS // (_PDP_RTL_LINES[overlap] * kernels * bits)
+
+
+def _smooth7_factors(n: int) -> list[int] | None:
+    """Greedy factorisation of ``n`` into factors 8..2 (largest first), or None if a prime > 7
+    remains."""
+    out = []
+    for f in range(PDP_MAX_KERNEL, 1, -1):
+        while n % f == 0:
+            out.append(f)
+            n //= f
+    return out if n == 1 else None
+
+
+def _axis_passes(size: int, kernel: int, stride: int, out: int) -> list[tuple[int, int]] | None:
+    """(kernel, pad_after) per pass along one axis, or None when the window cannot be split."""
+    if kernel <= PDP_MAX_KERNEL and stride <= PDP_MAX_STRIDE:
+        return [(kernel, -1)]  # no split needed on this axis (-1: keep the op's own stride/pad)
+    if out == 1 and kernel == size:  # global: pad the window up to a 7-smooth size
+        padded = size
+        while _smooth7_factors(padded) is None:
+            padded += 1
+        factors = _smooth7_factors(padded)
+        pad = padded - size
+        if pad > PDP_MAX_PAD or pad >= factors[0]:
+            return None
+        return [(f, pad if i == 0 else 0) for i, f in enumerate(factors)]
+    if stride == kernel and (size - kernel) % stride == 0:  # tiled windows: exact factors only
+        factors = _smooth7_factors(kernel)
+        if factors is None:
+            return None
+        return [(f, 0) for f in factors]
+    return None
+
+
+def split_pool_window(in_h: int, in_w: int, kernel_h: int, kernel_w: int, stride_h: int,
+                      stride_w: int, pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+                      ) -> tuple[PdpPass, ...] | None:
+    """PDP passes computing one pooling (pads = top, bottom, left, right), or None if a window
+    larger than PDP's cannot be split (overlapping windows, a prime factor > 7 in a tiled window,
+    or padding needs beyond PDP's). A window within PDP's limits is one pass, unchanged."""
+    pt, pb, pl, pr = pads
+    out_h = (in_h + pt + pb - kernel_h) // stride_h + 1
+    out_w = (in_w + pl + pr - kernel_w) // stride_w + 1
+    big_h = kernel_h > PDP_MAX_KERNEL or stride_h > PDP_MAX_STRIDE
+    big_w = kernel_w > PDP_MAX_KERNEL or stride_w > PDP_MAX_STRIDE
+    if not (big_h or big_w):
+        return (PdpPass(in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w,
+                        pt, pb, pl, pr),)
+    if (big_h and (pt or pb)) or (big_w and (pl or pr)):
+        return None
+    ah = _axis_passes(in_h, kernel_h, stride_h, out_h)
+    aw = _axis_passes(in_w, kernel_w, stride_w, out_w)
+    if ah is None or aw is None:
+        return None
+    n = max(len(ah), len(aw))
+    passes = []
+    h, w = in_h, in_w
+    for i in range(n):
+        def axis(steps, j, k_op, s_op, p_lo, p_hi):
+            if j >= len(steps):
+                return 1, 1, 0, 0
+            k, pad = steps[j]
+            if pad < 0:
+                return k_op, s_op, p_lo, p_hi
+            return k, k, 0, pad
+        kh, sh, p_t, p_b = axis(ah, i, kernel_h, stride_h, pt, pb)
+        kw, sw, p_l, p_r = axis(aw, i, kernel_w, stride_w, pl, pr)
+        oh = (h + p_t + p_b - kh) // sh + 1
+        ow = (w + p_l + p_r - kw) // sw + 1
+        passes.append(PdpPass(h, w, oh, ow, kh, kw, sh, sw, p_t, p_b, p_l, p_r))
+        h, w = oh, ow
+    if (h, w) != (out_h, out_w):  # the split must reproduce the op's output size
+        return None
+    return tuple(passes)
+
+
+# ------------------------------------------------------------------------------ lowering
+@dataclass
+class _Building:
+    """A hardware layer under construction (frozen into :class:`HwLayer` at the end)."""
+
+    kind: str
+    ops: list[str]
+    conv: ConvLayer | None
+    shape_in: tuple[int, int, int, int]        # (batch, C, H, W)
+    shape_out: tuple[int, int, int, int]
+    operands: int = 1
+    passes: tuple[PdpPass, ...] = ()
+    lut: bool = False
+    fc_batch: int = 1
+    output_op: str = ""                        # the op whose result the layer writes
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"lower_graph: {name} = {value!r}: must be True or False")
+
+
+def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
+                fc_batch: int | None = None, assume_bn_relu: bool = True,
+                skip_unsupported: bool = False) -> NvdlaProgram:
+    """Map ``graph``'s ops to NVDLA hardware layers on ``cfg`` (rules: module docstring).
+
+    Parameters
+    ----------
+    graph: a ``compiler.ir.Graph``.
+    cfg: the NVDLA build; ``precision`` must be one it supports.
+    fc_batch: images per weight fetch of fully connected layers; ``None``: ``cfg.max_batch``
+        (1 without the ``batch`` feature), at most the images the layer has. Values > 1 need the
+        ``batch`` feature and must be <= ``cfg.max_batch``.
+    assume_bn_relu: convs carry bias + batch-norm + ReLU, FC layers a bias (the zoo convention).
+    skip_unsupported: list ops NVDLA cannot run in ``skipped`` instead of raising.
+
+    Raises
+    ------
+    NvdlaLoweringError: an op NVDLA cannot run (without ``skip_unsupported``) or a bad argument.
+    ConfigError: ``precision`` or ``fc_batch`` that the build does not support.
+    """
+    if not isinstance(cfg, NvdlaConfig):
+        raise NvdlaLoweringError(f"lower_graph: cfg = {cfg!r}: must be an NvdlaConfig "
+                                 f"(hw.nvdla.config.load_nvdla_config)")
+    ops = getattr(graph, "ops", None)
+    gname = getattr(graph, "name", None)
+    if not isinstance(ops, tuple) or not isinstance(gname, str):
+        raise NvdlaLoweringError(f"lower_graph: graph = {graph!r}: must be a compiler.ir.Graph")
+    cfg.require_precision(precision, where="lower_graph")
+    _check_bool("assume_bn_relu", assume_bn_relu)
+    _check_bool("skip_unsupported", skip_unsupported)
+    if fc_batch is not None:
+        if isinstance(fc_batch, bool) or not isinstance(fc_batch, int) or fc_batch < 1:
+            raise NvdlaLoweringError(f"lower_graph: fc_batch = {fc_batch!r}: must be None or an "
+                                     f"integer >= 1")
+        if fc_batch > 1:
+            cfg.require_feature("batch", where=f"lower_graph: fc_batch = {fc_batch}")
+            if fc_batch > cfg.max_batch:
+                raise NvdlaLoweringError(f"lower_graph: fc_batch = {fc_batch}: {cfg.name} batches "
+                                         f"at most max_batch = {cfg.max_batch} images")
+    default_fc_batch = fc_batch if fc_batch is not None else cfg.max_batch
+
+    ops_index = {op.name: i for i, op in enumerate(ops)}
+    op_by_name = {op.name: op for op in ops}
+    consumers: dict[str, list[str]] = {op.name: [] for op in ops}
+    for op in ops:
+        for src in op.inputs:
+            consumers[src].append(op.name)
+    feeds_add = {src for op in ops if type(op).__name__ == "Eltwise" and op.op == "add"
+                 for src in op.inputs}
+
+    layers: list[_Building] = []
+    where: dict[str, int] = {}                      # op -> index of the layer holding it
+    shape: dict[str, tuple[int, int, int, int]] = {}  # op -> output (batch, C, H, W), if known
+    skipped: list[SkippedOp] = []
+    pending_free: list[str] = []                    # free ops that read only the graph input
+    nbytes = BYTES[precision]
+    first_image_conv_done = False
+
+    def unsupported(op, kind: str, why: str) -> None:
+        if not skip_unsupported:
+            raise NvdlaLoweringError(
+                f"{gname}: {type(op).__name__} {op.name!r} ({kind}) cannot run on {cfg.name}: "
+                f"{why}; pass skip_unsupported=True to list it in NvdlaProgram.skipped instead")
+        skipped.append(SkippedOp(op.name, kind, why, op.macs))
+
+    def new_layer(op, b: _Building) -> None:
+        nonlocal pending_free
+        taken = [p for p in pending_free if p in op.inputs]  # free views of the graph input
+        pending_free = [p for p in pending_free if p not in taken]
+        b.ops = taken + b.ops
+        b.output_op = op.name
+        layers.append(b)
+        for name in b.ops:
+            where[name] = len(layers) - 1
+
+    def attach(op, index: int, output: bool = True) -> None:
+        nonlocal pending_free
+        taken = [p for p in pending_free if p in op.inputs]
+        pending_free = [p for p in pending_free if p not in taken]
+        for name in taken + [op.name]:
+            layers[index].ops.append(name)
+            where[name] = index
+        if output:
+            layers[index].output_op = op.name
+
+    def fusable_producer(op) -> int | None:
+        """Layer index of ``op``'s single producer when it is a conv layer's output op that
+        ``op`` alone consumes."""
+        if len(op.inputs) != 1:
+            return None
+        src = op.inputs[0]
+        idx = where.get(src)
+        if idx is None or layers[idx].kind != "conv" or layers[idx].output_op != src:
+            return None
+        return idx if consumers[src] == [op.name] else None
+
+    def in_shape(inputs: tuple[str, ...], elements: int) -> tuple[int, int, int, int]:
+        """Shape of an op reading ``inputs`` and writing ``elements``: a producer's shape with
+        that many elements (the last such input), their channel concatenation, or a flat
+        ``elements x 1 x 1`` when unknown."""
+        srcs = [shape.get(s) for s in inputs]
+        for s in reversed(srcs):
+            if s is not None and math.prod(s) == elements:
+                return s
+        if srcs and all(s is not None for s in srcs) and \
+                len({(s[0], s[2], s[3]) for s in srcs}) == 1:
+            cat = (srcs[0][0], sum(s[1] for s in srcs), srcs[0][2], srcs[0][3])
+            if math.prod(cat) == elements:
+                return cat
+        return (1, elements, 1, 1)
+
+    for op in ops:
+        tname = type(op).__name__
+        if tname == "Conv2d":
+            if op.dilation_h != op.dilation_w:
+                unsupported(op, "conv", f"dilation {op.dilation_h}x{op.dilation_w}: the cycle "
+                            f"model's ConvLayer takes one dilation for both axes")
+                continue
+            image = (not op.inputs and op.in_channels <= 4 and op.groups == 1
+                     and op.dilation_h == 1 and not first_image_conv_done)
+            first_image_conv_done |= image
+            conv = ConvLayer(
+                C=op.in_channels, H=op.in_h, W=op.in_w, K=op.out_channels, R=op.kernel_h,
+                S=op.kernel_w, stride_y=op.stride_h, stride_x=op.stride_w, pad_top=op.pad_top,
+                pad_left=op.pad_left, pad_bottom=op.pad_bottom, pad_right=op.pad_right,
+                dilation=op.dilation_h, groups=op.groups, batch=op.batch, precision=precision,
+                bias=assume_bn_relu, bn=assume_bn_relu,
+                relu=assume_bn_relu and op.name not in feeds_add, image_input=image,
+                name=op.name)
+            shape[op.name] = (op.batch, op.out_channels, op.out_h, op.out_w)
+            new_layer(op, _Building("conv", [op.name], conv,
+                                    (op.batch, op.in_channels, op.in_h, op.in_w), shape[op.name]))
+
+        elif tname == "Gemm":
+            src = shape.get(op.inputs[0]) if len(op.inputs) == 1 else None
+            if op.batch == 1 and src is not None and src[0] == op.m and \
+                    src[1] * src[2] * src[3] == op.k:
+                fcb = max(1, min(default_fc_batch, op.m))
+                conv = ConvLayer.fc(src[1], op.n, src[2], src[3], batch=op.m, precision=precision,
+                                    bias=assume_bn_relu, name=op.name)
+                shape[op.name] = (op.m, op.n, 1, 1)
+                b = _Building("conv", [op.name], conv, src, shape[op.name], fc_batch=fcb)
+            else:
+                conv = ConvLayer(C=op.k, H=op.m, W=1, K=op.n, batch=op.batch, precision=precision,
+                                 bias=assume_bn_relu and len(op.inputs) <= 1, name=op.name)
+                shape[op.name] = (op.batch, op.n, op.m, 1)
+                b = _Building("conv", [op.name], conv, (op.batch, op.k, op.m, 1), shape[op.name])
+            new_layer(op, b)
+
+        elif tname == "Pool":
+            pads = (op.pad_top, op.pad_bottom, op.pad_left, op.pad_right)
+            out = (op.batch, op.channels, op.out_h, op.out_w)
+            shape[op.name] = out
+            identity = (op.kernel_h, op.kernel_w, op.stride_h, op.stride_w) == (1, 1, 1, 1)
+            if identity and not any(pads):
+                # identity: elided, lives where its input lives
+                idx = where.get(op.inputs[-1]) if op.inputs else None
+                if idx is None:
+                    pending_free.append(op.name)
+                else:
+                    attach(op, idx, output=False)
+                continue
+            passes = split_pool_window(op.in_h, op.in_w, op.kernel_h, op.kernel_w, op.stride_h,
+                                       op.stride_w, pads)
+            if passes is None or any(max(p.pad_top, p.pad_bottom, p.pad_left, p.pad_right)
+                                     > PDP_MAX_PAD for p in passes):
+                unsupported(op, f"{op.kind} pool", f"{op.kernel_h}x{op.kernel_w} window, stride "
+                            f"{op.stride_h}x{op.stride_w}, padding {pads}: beyond PDP (kernel "
+                            f"1..{PDP_MAX_KERNEL}, stride 1..{PDP_MAX_STRIDE}, padding "
+                            f"0..{PDP_MAX_PAD}) and not splittable into PDP passes (windows "
+                            f"overlap or have a prime factor > 7)")
+                continue
+            idx = fusable_producer(op)
+            if idx is not None and len(passes) == 1:
+                b = layers[idx]
+                conv = b.conv
+                fused = dataclasses.replace(conv, pool_kernel=(op.kernel_h, op.kernel_w),
+                                            pool_stride=(op.stride_h, op.stride_w)) \
+                    if conv.pool_kernel is None and conv.groups == 1 and b.fc_batch == 1 \
+                    and op.kernel_h <= conv.P and op.kernel_w <= conv.Q else None
+                if (fused is not None and fused.pooled_shape == (op.out_h, op.out_w)
+                        and op.out_w <= pdp_max_flying_width(cfg, precision, op.kernel_h,
+                                                             op.stride_h)):
+                    b.conv, b.passes, b.shape_out = fused, passes, out
+                    attach(op, idx)
+                    continue
+            new_layer(op, _Building("pdp", [op.name], None,
+                                    (op.batch, op.channels, op.in_h, op.in_w), out,
+                                    passes=passes))
+
+        elif tname == "Eltwise":
+            kind = op.op
+            s_in = in_shape(op.inputs, op.elements)
+            shape[op.name] = s_in
+            if kind in _TWO_OPERAND and op.operands == 2:
+                fused_into = None
+                if len(op.inputs) in (1, 2):
+                    later = max(op.inputs, key=lambda s: ops_index[s])
+                    idx = where.get(later)
+                    if (idx is not None and layers[idx].kind == "conv"
+                            and layers[idx].output_op == later and consumers[later] == [op.name]
+                            and layers[idx].conv.pool_kernel is None
+                            and not layers[idx].conv.eltwise and not layers[idx].lut):
+                        fused_into = idx
+                if fused_into is not None:
+                    b = layers[fused_into]
+                    # ResNet's ReLU follows the residual add (convention for conv hosts only)
+                    after = assume_bn_relu and type(op_by_name[b.ops[0]]).__name__ == "Conv2d"
+                    b.conv = dataclasses.replace(b.conv, eltwise=True, relu=b.conv.relu or after)
+                    b.operands = 2
+                    attach(op, fused_into)
+                else:
+                    new_layer(op, _Building("sdp", [op.name], None, s_in, s_in, operands=2))
+            elif kind in _X_ACTIVATIONS or kind in _LUT_ACTIVATIONS or kind in _PER_CHANNEL:
+                lut = kind in _LUT_ACTIVATIONS
+                if lut and "sdp_lut" not in cfg.features:
+                    unsupported(op, kind, f"needs the SDP lookup table (feature 'sdp_lut'), "
+                                f"which {cfg.name} lacks")
+                    continue
+                idx = fusable_producer(op)
+                if idx is not None and layers[idx].conv.pool_kernel is None:
+                    b = layers[idx]
+                    if kind == "relu":
+                        b.conv = dataclasses.replace(b.conv, relu=True)
+                    b.lut |= lut
+                    attach(op, idx)
+                else:
+                    new_layer(op, _Building("sdp", [op.name], None, s_in, s_in, lut=lut))
+            elif kind == "lrn":
+                new_layer(op, _Building("cdp", [op.name], None, s_in, s_in))
+            else:
+                unsupported(op, kind, _WHY_NOT.get(
+                    kind, f"no NVDLA unit computes {kind!r} (SDP: per-element add/mul/max/min, "
+                          f"ReLU/PReLU, per-channel scale/bias, LUT activations; CDP: LRN)"))
+
+        elif tname == "Move":
+            s_in = in_shape(op.inputs, op.elements)
+            shape[op.name] = s_in
+            if op.kind in _FREE_MOVES:
+                idxs = [where[s] for s in op.inputs if s in where]
+                if idxs:
+                    attach(op, max(idxs), output=False)
+                else:
+                    pending_free.append(op.name)
+            elif op.kind in _BDMA_MOVES and "bdma" in cfg.features:
+                new_layer(op, _Building("bdma", [op.name], None, s_in, s_in))
+            else:
+                why = (f"a {op.kind!r} copy needs the BDMA (feature 'bdma'), which {cfg.name} "
+                       f"lacks" if op.kind in _BDMA_MOVES else
+                       f"no NVDLA unit reorders elements ({op.kind!r}); free moves: "
+                       f"{', '.join(_FREE_MOVES)}; BDMA copies: {', '.join(_BDMA_MOVES)}")
+                unsupported(op, op.kind, why)
+        else:
+            raise NvdlaLoweringError(f"{gname}: op {getattr(op, 'name', op)!r} of type {tname}: "
+                                     f"not an IR op (Conv2d, Gemm, Pool, Eltwise, Move)")
+
+    for name in pending_free:  # views of the graph input nobody computes from
+        skipped.append(SkippedOp(name, "view", "a view of the graph input: no hardware work"))
+
+    out_layers = []
+    for b in layers:
+        (n, ci, hi, wi), (_, co, ho, wo) = b.shape_in, b.shape_out
+        out_layers.append(HwLayer(
+            name=b.ops[0], kind=b.kind, ops=tuple(b.ops), precision=precision, conv=b.conv,
+            batch=n, in_c=ci, in_h=hi, in_w=wi, out_c=co, out_h=ho, out_w=wo,
+            operands=b.operands, bytes_per_element=nbytes, passes=b.passes, lut=b.lut,
+            fc_batch=b.fc_batch))
+    return NvdlaProgram(gname, cfg.name, precision, tuple(out_layers), tuple(skipped),
+                        sum(hl.macs for hl in out_layers))

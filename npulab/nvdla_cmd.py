@@ -1,0 +1,274 @@
+"""``npulab nvdla spreadsheet``: NVIDIA's NVDLA performance spreadsheet, per layer and in total.
+
+``npulab nvdla spreadsheet --model resnet50|googlenet|alexnet [--sram-mb [N]]
+[--npulab-placement] [--freq-mhz F] [--dram-gbs B] [--macs M] [--format table|json|csv]``
+evaluates one network of ``perf/NVDLA_OpenSource_Performance.xlsx`` (nvdla/hw) with
+:mod:`hw.nvdla.spreadsheet` on the layer tables shipped in ``hw/nvdla/sheet_data/``
+(:mod:`hw.nvdla.sheet_models`) and prints every layer (MACs, traffic, cycles per roofline
+ceiling, max cycles, long pole) and the totals (cycles, ms, fps, MAC efficiency).
+
+``--sram-mb 0`` (default) is the sheet's DRAM-only model, ``--sram-mb`` alone or ``--sram-mb 4``
+its "with 4 MB CV-SRAM" model with NVIDIA's hand-entered placements; other sizes use npulab's
+placement rule (:func:`hw.nvdla.sheet_models.npulab_placement`), and the output says so.
+User errors are :class:`npulab.cli.UserError`: one line naming the option, value and what is
+allowed, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+import textwrap
+
+from npulab.cli import UserError
+
+__all__ = ["add_parser", "main", "spreadsheet_result", "render_spreadsheet", "FORMATS"]
+
+FORMATS = ("table", "json", "csv")
+_MODELS = ("resnet50", "googlenet", "alexnet")  # == hw.nvdla.sheet_models.SHEET_MODELS (tested)
+_FLAGS = {"sram_mb": "--sram-mb", "freq_mhz": "--freq-mhz", "dram_gbs": "--dram-gbs",
+          "macs": "--macs"}
+RULE_TEXT = ("npulab's rule, not NVIDIA's (the sheet has hand-entered placements for 4 MB only): "
+             "per layer, input and output in CV-SRAM when both fit, else the smaller one if it "
+             "fits, else DRAM; the image comes from DRAM; all weights in CV-SRAM when they fit "
+             "next to the largest layer's activations, else streamed from DRAM every image "
+             "(FC weights amortised over the FC batch)")
+
+
+def add_parser(subparsers) -> None:
+    """Register ``nvdla`` (with ``spreadsheet``) on an argparse subparsers object."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    nv = subparsers.add_parser(
+        "nvdla", formatter_class=fmt, help="NVDLA models: NVIDIA's performance spreadsheet",
+        description="NVDLA-like datapath (docs/nvdla.md).",
+        epilog="examples:\n  npulab nvdla spreadsheet --model resnet50\n"
+               "  npulab nvdla spreadsheet --model googlenet --sram-mb --format json")
+    sub = nv.add_subparsers(dest="nvdla_command", metavar="SUBCOMMAND")
+    sp = sub.add_parser(
+        "spreadsheet", formatter_class=fmt,
+        help="NVIDIA's NVDLA performance spreadsheet, per layer",
+        description="Evaluate NVIDIA's NVDLA performance spreadsheet (perf/"
+                    "NVDLA_OpenSource_Performance.xlsx): a per-layer roofline over DRAM, CV-SRAM "
+                    "and MAC cycles with the sheet's inputs (int8, 2048 MACs, 512 KB CBUF, 1 GHz, "
+                    "DRAM 10 GB/s, CV-SRAM 25 GB/s, FC batch 16). Sizes are the sheet's KB "
+                    "(1024 B); transfer cycles = KB / (GB/s) * MHz, as the sheet computes them.",
+        epilog="examples:\n"
+               "  npulab nvdla spreadsheet --model resnet50               # 7.113691 ms\n"
+               "  npulab nvdla spreadsheet --model resnet50 --sram-mb     # 4 MB: 5.161544 ms\n"
+               "  npulab nvdla spreadsheet --model alexnet --format json\n"
+               "  npulab nvdla spreadsheet --model googlenet --sram-mb 16  # npulab's placement rule\n"
+               "  npulab nvdla spreadsheet --model resnet50 --macs 1024 --dram-gbs 15 -f csv")
+    sp.add_argument("--model", "-m", default="resnet50", metavar="NAME",
+                    help=f"network: {', '.join(_MODELS)} (default resnet50)")
+    sp.add_argument("--sram-mb", nargs="?", const="4", default="0", metavar="N",
+                    help="CV-SRAM size in MB: 0 = the DRAM-only model (default); 4 (also "
+                         "--sram-mb alone) = the sheet's 4 MB model with NVIDIA's placements; "
+                         "other sizes use npulab's placement rule")
+    sp.add_argument("--npulab-placement", action="store_true",
+                    help="use npulab's placement rule at 4 MB too (to compare with NVIDIA's)")
+    sp.add_argument("--freq-mhz", metavar="F", help="clock in MHz (sheet: 1000)")
+    sp.add_argument("--dram-gbs", metavar="B", help="DRAM bandwidth in GB/s (sheet: 10)")
+    sp.add_argument("--macs", metavar="M", help="int8 MACs per cycle, a multiple of 64 (sheet: 2048)")
+    sp.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
+    nv.set_defaults(nvdla_parser=nv)
+
+
+def _number(flag: str, text: str | None):
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{flag} {text}: not a number") from None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def _num(v):
+    """Integral floats as ints (cycles, KB), everything else unchanged."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def spreadsheet_result(model: str = "resnet50", sram_mb: float = 0, *, freq_mhz=None,
+                       dram_gbs=None, macs=None, npulab_rule: bool = False) -> dict:
+    """The plain-data result the CLI prints: ``{"model", "title", "source", "sheet_model",
+    "sram_mb", "placement", "placement_rule", "config", "units", "layers": [...],
+    "totals": {"cycles", "time_ms", "fps", "hw_mac_efficiency", "network_mac_efficiency",
+    "macs", "dram_traffic_kb", ...}, "sheet_time_ms"}``.  Raises :class:`UserError`."""
+    from hw.nvdla.sheet_models import evaluate, load_sheet_model
+
+    if model not in _MODELS:
+        raise UserError(f"--model {model}: unknown; the spreadsheet has {', '.join(_MODELS)}")
+    sm = load_sheet_model(model)
+    try:
+        res = evaluate(sm, sram_mb, freq_mhz=freq_mhz, dram_gbs=dram_gbs, macs=macs,
+                       npulab_rule=npulab_rule)
+    except ValueError as exc:
+        msg = str(exc)
+        for key, flag in _FLAGS.items():
+            if msg.startswith(f"{key} = "):
+                msg = flag + msg[len(key):]
+                break
+        raise UserError(msg) from None
+    cfg, sram = res["cfg"], res["kind"] == "sram"
+    layers = []
+    for ly, row in zip(res["layers"], res["rows"]):
+        d = {"name": ly.name, "attribute": ly.attribute, "role": ly.role,
+             "summed": row["max_cycles"] is not None,
+             "macs": row["calculation"],
+             "input_kb": _num(row["input_data_size"]), "output_kb": _num(row["output_data_size"]),
+             "weight_kb": _num(row["weight_data_size"]),
+             "dram_traffic_kb": _num(row["dram_traffic"]), "dram_cycles": _num(row["dram_cycles"])}
+        if sram:
+            d.update(cvsram_read_traffic_kb=_num(row["cvsram_read_traffic"]),
+                     cvsram_read_cycles=_num(row["cvsram_read_cycles"]),
+                     cvsram_write_traffic_kb=_num(row["cvsram_write_traffic"]),
+                     cvsram_write_cycles=_num(row["cvsram_write_cycles"]))
+        d.update(mac_cycles=_num(row["mac_cycles"]), max_cycles=_num(row["max_cycles"]),
+                 long_pole=row["long_pole"])
+        layers.append(d)
+    t = res["totals"]
+    summed = [d for d in layers if d["summed"]]
+    totals = {"cycles": _num(t["total_cycles"]), "time_ms": t["total_time_ms"], "fps": t["fps"],
+              "hw_mac_efficiency": t["hw_mac_effi"],
+              "network_mac_efficiency": t["network_mac_effi"],
+              "macs": sum(d["macs"] for d in layers if d["macs"] is not None),
+              "dram_traffic_kb": _num(sum(d["dram_traffic_kb"] for d in summed))}
+    if sram:
+        totals["cvsram_read_traffic_kb"] = _num(sum(d["cvsram_read_traffic_kb"] for d in summed))
+        totals["cvsram_write_traffic_kb"] = _num(sum(d["cvsram_write_traffic_kb"] for d in summed))
+    unmodified = freq_mhz is None and dram_gbs is None and macs is None \
+        and res["placement"] != "npulab"
+    return {
+        "model": model, "title": sm.title, "source": sm.source,
+        "sheet_model": "cv-sram" if sram else "dram-only",
+        "sram_mb": _num(float(sram_mb)), "placement": res["placement"],
+        "placement_rule": RULE_TEXT if res["placement"] == "npulab" else None,
+        "config": {"macs": cfg.n_mac, "freq_mhz": _num(cfg.freq_mhz), "cbuf_kb": _num(cfg.cbuf_kb),
+                   "dram_gbs": _num(cfg.dram_gbs), "cvsram_read_gbs": _num(cfg.sram_read_gbs),
+                   "cvsram_write_gbs": _num(cfg.sram_write_gbs), "fc_batch": cfg.fc_batch,
+                   "input_bytes": _num(cfg.input_bytes), "weight_bytes": _num(cfg.weight_bytes),
+                   "fc_weights_batched_in_dram_only": sm.dram_only_fc_batched},
+        "units": {"kb": "1024 bytes (the sheet's KB)",
+                  "cycles": "ceil(KB / (GB/s) * MHz) for transfers (the sheet's formula)"},
+        "layers": layers, "totals": totals,
+        "sheet_time_ms": sm.sheet_time_ms.get(res["kind"]) if unmodified else None,
+    }
+
+
+def _fmt(v, kind: str) -> str:
+    if v is None:
+        return "-"
+    if kind == "kb":
+        return f"{v:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.2f}"
+    return f"{int(v):,}"
+
+
+def _table(doc: dict) -> str:
+    sram = doc["sheet_model"] == "cv-sram"
+    cfg = doc["config"]
+    cols = [("MACs", "macs", "n"), ("DRAM KB", "dram_traffic_kb", "kb")]
+    if sram:
+        cols += [("SRAM rd KB", "cvsram_read_traffic_kb", "kb"),
+                 ("SRAM wr KB", "cvsram_write_traffic_kb", "kb")]
+    cols += [("DRAM cyc", "dram_cycles", "n")]
+    if sram:
+        cols += [("SRAM-R cyc", "cvsram_read_cycles", "n"), ("SRAM-W cyc", "cvsram_write_cycles", "n")]
+    cols += [("MAC cyc", "mac_cycles", "n"), ("max cyc", "max_cycles", "n"), ("long pole", "long_pole", "s")]
+    if sram:
+        where = (f"with {_fmt(doc['sram_mb'], 'kb')} MB CV-SRAM ({cfg['cvsram_read_gbs']}/"
+                 f"{cfg['cvsram_write_gbs']} GB/s read/write)")
+    else:
+        where = "DRAM-only model"
+    lines = [f"NVIDIA NVDLA performance spreadsheet: {doc['title']}, {where}",
+             f"inputs: int8, {cfg['macs']} MACs, {cfg['freq_mhz']} MHz, CBUF {cfg['cbuf_kb']} KB, "
+             f"DRAM {cfg['dram_gbs']} GB/s, FC batch {cfg['fc_batch']}",
+             f"source: {doc['source']}"]
+    if doc["placement"] == "nvidia":
+        lines.append("placement: NVIDIA's hand-entered per-layer CV-SRAM placements (the sheet's)")
+    elif doc["placement"] == "npulab":
+        lines += textwrap.wrap(f"placement: {doc['placement_rule']}", width=100,
+                               subsequent_indent="  ")
+    if cfg["fc_weights_batched_in_dram_only"] and not sram:
+        lines.append(f"FC weights amortised over the FC batch ({cfg['fc_batch']}), as this sheet "
+                     f"does")
+    lines.append("KB = 1024 B; transfer cycles = ceil(KB / (GB/s) * MHz), as the sheet computes them")
+    lines.append("")
+    rows = []
+    for d in doc["layers"]:
+        name = d["name"] + ("" if d["summed"] else " *")
+        rows.append([name] + [d[key] if kind == "s" and d[key] else _fmt(d[key], kind)
+                              for _, key, kind in cols])
+    head = ["layer"] + [h for h, _, _ in cols]
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    lines.append("  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i])
+                           for i, h in enumerate(head)))
+    for r in rows:
+        lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i])
+                               for i, c in enumerate(r)))
+    if any(not d["summed"] for d in doc["layers"]):
+        lines.append("* listed by the sheet, run inside the following '(combined)' row: not summed")
+    t = doc["totals"]
+    lines += ["",
+              f"total cycles     {_fmt(t['cycles'], 'n')}",
+              f"time             {t['time_ms']:.6f} ms at {cfg['freq_mhz']} MHz "
+              f"({t['fps']:.1f} fps)",
+              f"MAC efficiency   {100 * t['hw_mac_efficiency']:.1f} % (MAC array busy), "
+              f"{100 * t['network_mac_efficiency']:.1f} % (useful MACs)",
+              f"total MACs       {t['macs']:,}"]
+    if doc["sheet_time_ms"] is not None:
+        ref = doc["sheet_time_ms"]
+        digits = len(repr(ref).partition(".")[2])  # 0.895 is published with 3 decimals
+        same = math.isclose(round(t["time_ms"], digits), ref, rel_tol=1e-12)
+        lines.append(f"NVIDIA's sheet   {ref!r} ms"
+                     + (" (equal at the sheet's precision)" if same else " (different)"))
+    return "\n".join(lines) + "\n"
+
+
+def _csv(doc: dict) -> str:
+    keys = list(doc["layers"][0])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(keys)
+    for d in doc["layers"]:
+        w.writerow(["" if d[k] is None else d[k] for k in keys])
+    t = doc["totals"]
+    total = {"name": "total", "summed": True, "macs": t["macs"], "max_cycles": t["cycles"],
+             "dram_traffic_kb": t["dram_traffic_kb"],
+             "cvsram_read_traffic_kb": t.get("cvsram_read_traffic_kb"),
+             "cvsram_write_traffic_kb": t.get("cvsram_write_traffic_kb")}
+    w.writerow(["" if total.get(k) is None else total[k] for k in keys])
+    return buf.getvalue()
+
+
+def render_spreadsheet(doc: dict, fmt: str) -> str:
+    """``doc`` (from :func:`spreadsheet_result`) as ``table``, ``json`` or ``csv`` text."""
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    if fmt == "csv":
+        return _csv(doc)
+    return _table(doc)
+
+
+def main(args) -> int:
+    if getattr(args, "nvdla_command", None) != "spreadsheet":
+        args.nvdla_parser.print_help()
+        return 2
+    sram_mb = _number("--sram-mb", args.sram_mb)
+    if args.npulab_placement and sram_mb == 0:
+        raise UserError("--npulab-placement needs a CV-SRAM: give --sram-mb N with N > 0 "
+                        "(--sram-mb 0, the default, is the DRAM-only model)")
+    doc = spreadsheet_result(args.model, sram_mb,
+                             freq_mhz=_number("--freq-mhz", args.freq_mhz),
+                             dram_gbs=_number("--dram-gbs", args.dram_gbs),
+                             macs=_number("--macs", args.macs),
+                             npulab_rule=args.npulab_placement)
+    sys.stdout.write(render_spreadsheet(doc, args.format))
+    return 0

@@ -58,10 +58,27 @@ def resolve_config(name_or_path: str | None) -> Path | None:
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists() or "/" in name_or_path:
         return path
-    if name_or_path in preset_names():
+    if name_or_path in preset_names() or name_or_path in _nvdla_presets():
         return Path(str(presets_dir() / f"{name_or_path}.toml"))
     raise UserError(f"--config {name_or_path}: no such file or preset; presets: "
-                    f"{', '.join(preset_names())}")
+                    f"{', '.join(preset_names())}; NVDLA builds: {', '.join(_nvdla_presets())}")
+
+
+def _nvdla_presets() -> list[str]:
+    from hw.nvdla.config import nvdla_preset_names
+    return nvdla_preset_names()
+
+
+def _load_nvdla(path: Path | None, overrides: list[str]):
+    """The NVDLA build in ``path`` (a file with an ``[nvdla]`` table), or None for a systolic
+    chip config (or the default chip)."""
+    if path is None or path.suffix != ".toml" or not path.is_file():
+        return None
+    from hw.nvdla.config import is_nvdla_config, load_nvdla_config
+    from hw.validate import read_toml
+    if not is_nvdla_config(read_toml(path)):
+        return None
+    return load_nvdla_config(path, overrides)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -99,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  npulab run --model bert_base_layer --seq-len 256 --format json\n"
                "  npulab run --config eyeriss_like --set array.dataflow=os -o results/\n"
                "  npulab run --topology sim_configs/scalesim_resnet18.csv --timing scalesim\n"
+               "  npulab run --config nv_full --model resnet50   # an NVDLA build\n"
                f"\nmodels: {', '.join(zoo.names())}",
     )
     _add_config_args(run)
@@ -125,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="native timing: always write layer outputs to DRAM")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
+    run.add_argument("--precision", choices=("int8", "int16", "fp16"),
+                     help="NVDLA builds: data type of the network (default int8; int16/fp16 "
+                          "need nv_full); systolic chips take --set array.precision=...")
     run.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
     run.add_argument("--output", "-o", metavar="DIR",
                      help="also write run.json, layers.csv and report.txt into DIR")
@@ -156,9 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    from npulab import dram_cmd, rtl_cmd
+    from npulab import dram_cmd, nvdla_cmd, rtl_cmd
     dram_cmd.add_parser(sub)
     rtl_cmd.add_parser(sub)
+    nvdla_cmd.add_parser(sub)
     return parser
 
 
@@ -175,10 +197,27 @@ def _progress(done: int, total: int, name: str) -> None:
     print(f"\r[{done}/{total}] {name[:50]:<50}", end="" if done < total else "\n", file=sys.stderr)
 
 
+_SYSTOLIC_ONLY = (("timing", "native"), ("conv_lowering", "direct"), ("loop_order", None),
+                  ("no_keep_on_chip", False), ("sram_layout", "matched"))
+
+
 def cmd_run(args) -> int:
-    chip = load_chip_config(resolve_config(args.config), args.set)
-    if args.skip_unsupported and not args.onnx:
-        raise UserError("--skip-unsupported applies to --onnx models")
+    path = resolve_config(args.config)
+    nvdla = _load_nvdla(path, args.set)
+    if nvdla is not None:
+        for key, default in _SYSTOLIC_ONLY:
+            if getattr(args, key) != default:
+                raise UserError(f"--{key.replace('_', '-')} applies to systolic chips; "
+                                f"{nvdla.name} is an NVDLA build (its cycle model is fixed)")
+        chip = None
+    else:
+        if args.precision is not None:
+            raise UserError("--precision applies to NVDLA builds; for a systolic chip use "
+                            "--set array.precision=int8|int16|fp16")
+        chip = load_chip_config(path, args.set)
+    if args.skip_unsupported and not args.onnx and nvdla is None:
+        raise UserError("--skip-unsupported applies to --onnx models (and to any model on an "
+                        "NVDLA build)")
     if args.onnx:
         if any(v is not None for v in (args.image_size, args.seq_len)):
             raise UserError("--image-size/--seq-len apply to zoo models, not --onnx")
@@ -193,10 +232,23 @@ def cmd_run(args) -> int:
         except ValueError as exc:
             raise UserError(str(exc)) from None
     show = sys.stderr.isatty() and len(graph.ops) > 50
-    options = CompileOptions(conv_lowering=args.conv_lowering, loop_order=args.loop_order,
-                             keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout)
-    result = simulate(graph, chip, args.timing, progress=_progress if show else None,
-                      options=options)
+    if nvdla is not None:
+        from hw.nvdla.lower import NvdlaLoweringError
+        from npulab.nvdla_run import simulate_nvdla
+        try:
+            result = simulate_nvdla(graph, nvdla, args.precision or "int8",
+                                    skip_unsupported=args.skip_unsupported,
+                                    progress=_progress if show else None)
+        except NvdlaLoweringError as exc:
+            message = str(exc).split("; pass skip_unsupported=True")[0]
+            raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
+                            f"them)") from None
+    else:
+        options = CompileOptions(conv_lowering=args.conv_lowering, loop_order=args.loop_order,
+                                 keep_on_chip=not args.no_keep_on_chip,
+                                 sram_layout=args.sram_layout)
+        result = simulate(graph, chip, args.timing, progress=_progress if show else None,
+                          options=options)
     text = render(result, args.format)
     sys.stdout.write(text)
     if args.output:
@@ -267,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "rtl":
             from npulab import rtl_cmd
             return rtl_cmd.main(args)
+        if args.command == "nvdla":
+            from npulab import nvdla_cmd
+            return nvdla_cmd.main(args)
         parser.print_help()
         return 2
     except (UserError, *USER_ERRORS) as exc:

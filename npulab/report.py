@@ -55,8 +55,73 @@ def _cell(value, fmt: str) -> str:
     return format(value, fmt)
 
 
+_NVDLA_COLUMNS = [
+    ("layer", "name", "s"),
+    ("units", "op", "s"),
+    ("cycles", "cycles", ","),
+    ("busy", "compute_cycles", ","),
+    ("MACs", "macs", ","),
+    ("util %", "utilization_pct", ".1f"),
+    ("DRAM rd B", "dram_read_bytes", ","),
+    ("DRAM wr B", "dram_write_bytes", ","),
+    ("GB/s", "dram_bandwidth_gbps", ".2f"),
+    ("MAC/B", "arithmetic_intensity", ".1f"),
+    ("bound", "bound", "s"),
+    ("CBUF plan", "tiling", "s"),
+]
+
+
+def _grid(columns, layers) -> list[str]:
+    rows = [[h for h, _, _ in columns]]
+    for layer in layers:
+        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in columns])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    lines = []
+    for n, r in enumerate(rows):
+        cells = [c.ljust(w) if i < 2 or i == len(r) - 1 and columns[i][2] == "s" else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def _nvdla_table(result: RunResult) -> str:
+    cfg = result.config["nvdla"]
+    t = result.totals
+    header = (f"npulab: {result.model} on {result.chip} (NVDLA, {cfg['atomic_c']}x"
+              f"{cfg['atomic_k']} atomic C x K, {t['precision']}, "
+              f"{cfg['cbuf_banks'] * cfg['cbuf_bank_width_bytes'] * cfg['cbuf_bank_depth'] // 1024}"
+              f" KiB CBUF, {cfg['clock_mhz']:g} MHz), timing: nvdla")
+    lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers)
+    hw = ", ".join(f"{n} {k}" for k, n in t["hardware_layers"].items())
+    lines += [
+        "",
+        f"total cycles          {t['cycles']:,}",
+        f"latency               {t['latency_s'] * 1e3:.4f} ms at {cfg['clock_mhz']:g} MHz "
+        f"({t['fps']:.1f} inferences/s)",
+        f"total MACs            {t['macs']:,}",
+        f"MAC utilization       {t['utilization_pct']:.1f} %",
+        f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} "
+        f"TOPS peak",
+        f"DRAM traffic          {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B written",
+        f"DRAM bandwidth        {t['dram_bandwidth_gbps']:.2f} GB/s achieved of "
+        f"{t['dram_available_gbps']:.2f} GB/s available ({t['memory']})",
+        "arithmetic intensity  " + (f"{t['arithmetic_intensity']:.1f} MACs per DRAM byte"
+                                    if t["arithmetic_intensity"] else "-"),
+        f"memory-bound layers   {t['memory_bound_layers']} of {t['layers_simulated']}",
+        f"hardware layers       {hw}",
+    ]
+    if t["ops_skipped"]:
+        lines.append(f"ops skipped           {len(t['ops_skipped'])} "
+                     f"({t['skipped_macs']:,} MACs): " + "; ".join(t["ops_skipped"]))
+    return "\n".join(lines) + "\n"
+
+
 def to_table(result: RunResult) -> str:
     """A fixed-width per-layer table followed by the totals."""
+    if result.timing == "nvdla":
+        return _nvdla_table(result)
     arr = result.config["array"]
     header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "

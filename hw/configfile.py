@@ -82,9 +82,9 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
         data = apply_overrides(data, overrides)
         where = f"{where} with --set {' --set '.join(overrides)}"
     if "nvdla" in data:
-        raise ConfigError(f"{where}: an NVDLA config ([nvdla]): npulab run does not simulate "
-                          f"NVDLA builds yet (the NVDLA cycle model is in progress); load it "
-                          f"with hw.nvdla.config.load_nvdla_config")
+        raise ConfigError(f"{where}: an NVDLA config ([nvdla]), not a systolic chip: load it "
+                          f"with hw.nvdla.config.load_nvdla_config (npulab run --config takes "
+                          f"either kind)")
     for section, value in data.items():
         if section not in SECTIONS:
             raise ConfigError(

@@ -1,2 +1,11 @@
-"""NVDLA-like datapath (issue 5, in progress): build configurations (:mod:`.config`) and
-NVIDIA's performance spreadsheet reproduced (:mod:`.spreadsheet`). See docs/nvdla.md."""
+"""NVDLA-like datapath (docs/nvdla.md).
+
+Configurations and memory: :mod:`.config` (presets ``sim_configs/nv_*.toml``), :mod:`.memory`.
+Numerics, bit-exact with NVIDIA's C model: :mod:`.numerics` (scalar rules), :mod:`.conv`
+(functional convolution into CACC), :mod:`.sdp` (the SDP pipeline), :mod:`.pdp` (pooling),
+:mod:`.lut` and :mod:`.cdp` (lookup table, LRN), :mod:`.fp16` (the fp16 path, within NVIDIA's
+tolerance), :mod:`.quant` (the int8 per-channel quantization pass to register values).
+Timing: :mod:`.lower` (IR graphs to hardware layers), :mod:`.cycles` (structural cycle model),
+:mod:`.spreadsheet` and :mod:`.sheet_models` (NVIDIA's performance spreadsheet).
+RTL: :mod:`.rtl` (Amaranth units co-simulated against :mod:`.numerics`).
+"""

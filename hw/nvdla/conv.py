@@ -22,7 +22,7 @@ from numba import njit
 from hw.numerics import saturate
 from hw.nvdla.numerics import cacc_output_array
 
-__all__ = ["conv_cacc", "conv_to_sdp", "conv_output_shape"]
+__all__ = ["conv_cacc", "conv_to_sdp", "conv_output_shape", "check_geometry", "reference_conv"]
 
 
 @njit(cache=True)
@@ -64,33 +64,52 @@ def conv_output_shape(h: int, w: int, r: int, s: int, stride=(1, 1), padding=(0,
     return p, q
 
 
+def check_geometry(x, w, stride, padding, dilation, groups, atomic_c) -> tuple[int, int]:
+    """The shape checks every convolution path shares (int and fp16): 4-d non-empty arrays,
+    groups, channels per kernel, stride/dilation/padding, atomic-C; returns (P, Q). Raises
+    ValueError naming the argument, its value and what is allowed."""
+    for name, arr, layout in (("x", x, "N, H, W, C"), ("w", w, "K, R, S, C/groups")):
+        if arr.ndim != 4 or 0 in arr.shape:
+            raise ValueError(f"{name}: shape {arr.shape}: must be non-empty ({layout})")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 \
+            or x.shape[3] % groups or w.shape[0] % groups:
+        raise ValueError(f"groups = {groups!r}: must divide the input channels ({x.shape[3]}) "
+                         f"and the kernels ({w.shape[0]})")
+    if x.shape[3] // groups != w.shape[3]:
+        raise ValueError(f"w: {w.shape[3]} channels per kernel; input has {x.shape[3]} channels "
+                         f"in {groups} group(s), so it needs {x.shape[3] // groups}")
+    if len(stride) != 2 or len(dilation) != 2 or len(padding) != 4:
+        raise ValueError(f"stride {stride} and dilation {dilation} take 2 values, padding "
+                         f"{padding} takes 4 (top, left, bottom, right)")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"stride {stride}, dilation {dilation} must be >= 1 and padding "
+                         f"{padding} >= 0")
+    if atomic_c not in (8, 16, 32, 64, 128):
+        raise ValueError(f"atomic_c = {atomic_c!r}: must be one of 8, 16, 32, 64, 128")
+    p, q = conv_output_shape(x.shape[1], x.shape[2], w.shape[1], w.shape[2], stride, padding,
+                             dilation)
+    if p < 1 or q < 1:
+        raise ValueError(f"kernel {w.shape[1]}x{w.shape[2]} (dilation {dilation}) does not fit "
+                         f"the padded {x.shape[1]}x{x.shape[2]} input")
+    return p, q
+
+
 def _check(x, w, stride, padding, dilation, groups, atomic_c, acc_bits, precision):
     bits = {"int8": 8, "int16": 16}.get(precision)
     if bits is None:
         raise ValueError(f"precision = {precision!r}: conv_cacc takes 'int8' or 'int16' "
                          f"(fp16 has its own path)")
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    for name, arr, ndim, layout in (("x", x, 4, "N, H, W, C"), ("w", w, 4, "K, R, S, C/groups")):
-        if arr.ndim != ndim or 0 in arr.shape:
-            raise ValueError(f"{name}: shape {arr.shape}: must be non-empty ({layout})")
+    p, q = check_geometry(x, w, stride, padding, dilation, groups, atomic_c)
+    for name, arr in (("x", x), ("w", w)):
         if not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"{name}: dtype {arr.dtype}: {precision} takes integers")
         if arr.min() < lo or arr.max() > hi:
             bad = arr.min() if arr.min() < lo else arr.max()
             raise ValueError(f"{name}: value {int(bad)} is outside the {precision} range {lo}..{hi}")
-    if not isinstance(groups, int) or groups < 1 or x.shape[3] % groups or w.shape[0] % groups:
-        raise ValueError(f"groups = {groups!r}: must divide the input channels ({x.shape[3]}) "
-                         f"and the kernels ({w.shape[0]})")
-    if x.shape[3] // groups != w.shape[3]:
-        raise ValueError(f"w: {w.shape[3]} channels per kernel; input has {x.shape[3]} channels "
-                         f"in {groups} group(s), so it needs {x.shape[3] // groups}")
-    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
-        raise ValueError(f"stride {stride}, dilation {dilation} must be >= 1 and padding "
-                         f"{padding} >= 0")
-    if atomic_c not in (8, 16, 32, 64, 128):
-        raise ValueError(f"atomic_c = {atomic_c!r}: must be one of 8, 16, 32, 64, 128")
     if not 2 <= acc_bits <= 63:
         raise ValueError(f"acc_bits = {acc_bits!r}: must be in 2..63 (34 RTL / 48 C model)")
+    return p, q
 
 
 def conv_cacc(x, w, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1,
@@ -102,12 +121,7 @@ def conv_cacc(x, w, *, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), gro
     x = np.asarray(x)
     w = np.asarray(w)
     stride, dilation, padding = tuple(stride), tuple(dilation), tuple(padding)
-    _check(x, w, stride, padding, dilation, groups, atomic_c, acc_bits, precision)
-    p, q = conv_output_shape(x.shape[1], x.shape[2], w.shape[1], w.shape[2], stride, padding,
-                             dilation)
-    if p < 1 or q < 1:
-        raise ValueError(f"kernel {w.shape[1]}x{w.shape[2]} (dilation {dilation}) does not fit "
-                         f"the padded {x.shape[1]}x{x.shape[2]} input")
+    p, q = _check(x, w, stride, padding, dilation, groups, atomic_c, acc_bits, precision)
     out = np.zeros((x.shape[0], p, q, w.shape[0]), np.int64)
     _conv_kernel(np.ascontiguousarray(x, np.int32), np.ascontiguousarray(w, np.int32),
                  stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups,
@@ -121,3 +135,29 @@ def conv_to_sdp(acc: np.ndarray, clip_truncate: int = 0, acc_bits: int = 34) -> 
         raise ValueError(f"clip_truncate = {clip_truncate!r}: must be in 0..63")
     flat = cacc_output_array(np.ascontiguousarray(acc, np.int64).ravel(), clip_truncate, acc_bits)
     return flat.reshape(np.shape(acc))
+
+
+def reference_conv(x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1,
+                   pad_value=0, dtype=np.int64) -> np.ndarray:
+    """The gold model the NVDLA paths are tested against: an exact convolution in ``dtype``
+    (int64 for the integer paths, float64 for fp16) by explicit kernel taps and numpy
+    ``einsum``, independent of the hardware's accumulation order. Shapes as :func:`conv_cacc`;
+    ``padding`` is (top, left, bottom, right); padded pixels read ``pad_value``."""
+    n, h, wid, c = x.shape
+    k, r, s, cg = w.shape
+    top, left, bottom, right = padding
+    xp = np.full((n, h + top + bottom, wid + left + right, c), pad_value, dtype)
+    xp[:, top:top + h, left:left + wid, :] = x
+    p, q = conv_output_shape(h, wid, r, s, stride, padding, dilation)
+    out = np.zeros((n, p, q, k), dtype)
+    kg = k // groups
+    for g in range(groups):
+        xs = xp[..., g * cg:(g + 1) * cg]
+        ws = w[g * kg:(g + 1) * kg].astype(dtype)
+        for rr in range(r):
+            for ss in range(s):
+                y0, x0 = rr * dilation[0], ss * dilation[1]
+                patch = xs[:, y0:y0 + (p - 1) * stride[0] + 1:stride[0],
+                           x0:x0 + (q - 1) * stride[1] + 1:stride[1], :]
+                out[..., g * kg:(g + 1) * kg] += np.einsum("npqc,kc->npqk", patch, ws[:, rr, ss, :])
+    return out

@@ -6,29 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.nvdla.conv import conv_cacc, conv_output_shape, conv_to_sdp
+from hw.nvdla.conv import conv_cacc, conv_output_shape, conv_to_sdp, reference_conv
 
 
 def numpy_conv(x, w, stride, padding, dilation, groups, pad_value=0):
     """Exact int64 convolution by explicit windows (independent of the kernel's loop order)."""
-    n, h, wid, c = x.shape
-    k, r, s, cg = w.shape
-    top, left, bottom, right = padding
-    xp = np.full((n, h + top + bottom, wid + left + right, c), pad_value, np.int64)
-    xp[:, top:top + h, left:left + wid, :] = x
-    p, q = conv_output_shape(h, wid, r, s, stride, padding, dilation)
-    out = np.zeros((n, p, q, k), np.int64)
-    kg = k // groups
-    for g in range(groups):
-        xs = xp[..., g * cg:(g + 1) * cg]
-        ws = w[g * kg:(g + 1) * kg].astype(np.int64)
-        for rr in range(r):
-            for ss in range(s):
-                y0, x0 = rr * dilation[0], ss * dilation[1]
-                patch = xs[:, y0:y0 + (p - 1) * stride[0] + 1:stride[0],
-                           x0:x0 + (q - 1) * stride[1] + 1:stride[1], :]
-                out[..., g * kg:(g + 1) * kg] += np.einsum("npqc,kc->npqk", patch, ws[:, rr, ss, :])
-    return out
+    return reference_conv(x, w, stride, padding, dilation, groups, pad_value, np.int64)
 
 
 CASES = [

@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit
 
 from hw.nvdla.numerics import (
-    ALU_EQL, ALU_MAX, ALU_MIN, ALU_SUM, cvt_operand, cvt_out, sdp_x, sdp_y,
+    ALU_EQL, ALU_MAX, ALU_MIN, ALU_SUM, cvt_operand, cvt_out, cvt_out_array, sdp_x, sdp_y,
 )
 from hw.systolic.config import ConfigError
 
@@ -158,7 +158,9 @@ class SdpYParams:
         mul_cvt_truncate, mul_prelu [EW_MUL_*].
     truncate: right shift after the multiplier, 0..1023 (a 10-bit field; 64 or more gives 0)
         [EW_TRUNCATE].
-    lut_bypass [EW_LUT_BYPASS]: must stay True; the LUT is not supported here yet.
+    lut_bypass [EW_LUT_BYPASS]; lut: the tables and ``S_LUT_*`` registers
+        (:class:`hw.nvdla.lut.LutParams`), required when the LUT is on. The LUT maps Y's
+        ALU result before the output converter (C model ``sdp_y.cpp``; :func:`hw.nvdla.lut.sdp_y_lut`).
     data_mode, data_size: of the element-wise operand tensor [ERDMA_DATA_MODE, _DATA_SIZE].
     """
 
@@ -183,6 +185,7 @@ class SdpYParams:
     lut_bypass: bool = True
     data_mode: str = "PER_ELEMENT"
     data_size: str = "TWO_BYTE"
+    lut: object = field(default=None, repr=False)
 
     def __post_init__(self):
         o = "SdpYParams"
@@ -202,8 +205,10 @@ class SdpYParams:
                 _set(self, name, _int(o, name, getattr(self, name), lo, hi, what))
         _set(self, "truncate", _int(o, "truncate", self.truncate, 0, 1023, "10-bit EW_TRUNCATE"))
         if not self.bypass and not self.lut_bypass:
-            raise ConfigError("SdpYParams.lut_bypass = False: the SDP Y lookup table is not "
-                              "supported here yet (hw/nvdla/lut.py); set lut_bypass=True")
+            from hw.nvdla.lut import LutParams
+            if not isinstance(self.lut, LutParams):
+                raise ConfigError(f"SdpYParams.lut = {self.lut!r}: lut_bypass = False needs the "
+                                  f"table and its registers as a hw.nvdla.lut.LutParams")
 
     def _mem_ops(self) -> tuple[str, ...]:
         """Which of "alu", "mul" read the element-wise operand tensor."""
@@ -308,7 +313,7 @@ def _pick(ops, mode, i, k_len):
 
 @njit(cache=True)
 def _sdp_kernel(d, k_len, xcfg, x1_alu, x1_mul, x2_alu, x2_mul, ycfg, y_alu, y_mul,
-                cvt_offset, cvt_scale, cvt_shift, out_bits):
+                cvt_offset, cvt_scale, cvt_shift, out_bits, cvt_on):
     """The SDP on a flat NHWC int64 array. ``xcfg`` rows (X1, X2): bypass, alu_bypass,
     alu_algo, alu_shift, mul_bypass, mul_shift, prelu, relu_bypass, alu_mode, mul_mode.
     ``ycfg``: bypass, alu_bypass, alu_algo, alu_mode, alu_cvt (0 none / 1 bypass / 2 convert),
@@ -332,7 +337,7 @@ def _sdp_kernel(d, k_len, xcfg, x1_alu, x1_mul, x2_alu, x2_mul, ycfg, y_alu, y_m
                 m_op = cvt_operand(m_op, ycfg[11], ycfg[12], ycfg[13])
             v = sdp_y(v, ycfg[8] != 0, m_op, ycfg[15], ycfg[14] != 0, ycfg[1] != 0, ycfg[2],
                       a_op)
-        out[i] = cvt_out(v, cvt_offset, cvt_scale, cvt_shift, out_bits)
+        out[i] = cvt_out(v, cvt_offset, cvt_scale, cvt_shift, out_bits) if cvt_on else v
     return out
 
 
@@ -406,8 +411,14 @@ def sdp_apply(x_int32_nhwc, params: SdpParams, ew_operand=None) -> np.ndarray:
                      m_mode, m_cvt, y.mul_cvt_offset, y.mul_cvt_scale, y.mul_cvt_truncate,
                      y.mul_prelu, y.truncate], np.int64)
     out_bits = _PRECISIONS[params.out_precision]
+    lut_on = not y.bypass and not y.lut_bypass
     flat = _sdp_kernel(np.ascontiguousarray(x, np.int64).ravel(), shape[3],
                        np.stack([x1, x2]), x1_alu, x1_mul, x2_alu, x2_mul, ycfg, a_ops, m_ops,
                        params.cvt.cvt_offset, params.cvt.cvt_scale, params.cvt.cvt_shift,
-                       out_bits)
+                       out_bits, not lut_on)
+    if lut_on:
+        from hw.nvdla.lut import sdp_y_lut
+        looked, _ = sdp_y_lut(flat, y.lut, params.proc_precision.lower())
+        flat = cvt_out_array(np.ascontiguousarray(looked, np.int64), params.cvt.cvt_offset,
+                             params.cvt.cvt_scale, params.cvt.cvt_shift, out_bits)
     return flat.reshape(shape).astype(np.int8 if out_bits == 8 else np.int16)

@@ -212,7 +212,7 @@ def test_output_converter():
 # ------------------------------------------------------------------------------ errors
 @pytest.mark.parametrize("make, match", [
     (lambda: SdpYParams(bypass=False, lut_bypass=False),
-     "lut_bypass = False.*not supported here yet"),
+     "lut_bypass = False needs the table"),
     (lambda: SdpParams(out_precision="FP16"), "out_precision = 'FP16'"),
     (lambda: SdpParams(proc_precision="INT4"), "proc_precision = 'INT4'.*INT8, INT16"),
     (lambda: SdpXParams(alu_algo="EQL"), "alu_algo = 'EQL'.*MAX, MIN, SUM"),
@@ -257,3 +257,24 @@ def test_bad_inputs_are_value_errors():
         sdp_apply(ok, both, ew_operand=ok)
     with pytest.raises(ConfigError, match=r"value 40000 is outside -32768\.\.32767"):
         sdp_apply(ok, ew, ew_operand=np.full((1, 1, 2), 40000))
+
+
+def test_y_lut_runs_between_the_alu_and_the_output_converter():
+    """Sigmoid through the Y LUT (the table of docs/nvdla.md: Q4 in, Q12 out), then the output
+    converter with shift 5: sigmoid(x/16) * 4096 / 32, rounded half away, saturated to int8.
+    LUT outputs (hw/nvdla/lut.py, hand-checked there): -2000 -> 0, -16 -> 1102, 0 -> 2048,
+    16 -> 2994, 2000 -> 4096; /32 -> 0, 34.44 -> 34, 64, 93.56 -> 94, 128 -> 127 (sat8)."""
+    from hw.nvdla.lut import lut_tables_for, sdp_y_lut
+    sig = lut_tables_for(lambda v: 1 / (1 + np.exp(-v / 16)), out_scale=4096, le_start=-1024,
+                         le_index_select=5, lo_start=-1024, lo_index_select=3,
+                         hybrid_priority="lo", unit="sdp")
+    x = np.array([-2000, -16, 0, 16, 2000], np.int64).reshape(1, 1, 5, 1)
+    params = SdpParams(ew=SdpYParams(bypass=False, lut_bypass=False, lut=sig),
+                       cvt=SdpCvtParams(cvt_shift=5))
+    assert sdp_apply(x, params).ravel().tolist() == [0, 34, 64, 94, 127]
+    # the same as the LUT stage alone followed by the converter, on random values
+    rng = np.random.default_rng(3)
+    r = rng.integers(-3000, 3000, (2, 3, 4, 5))
+    looked, _ = sdp_y_lut(r, sig)
+    expected = [int(cvt_out(v, 0, 1, 5, 8)) for v in np.asarray(looked).ravel()]
+    assert sdp_apply(r, params).ravel().tolist() == expected

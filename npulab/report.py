@@ -71,14 +71,17 @@ _NVDLA_COLUMNS = [
 ]
 
 
-def _grid(columns, layers) -> list[str]:
+def _grid(columns, layers, text_last: bool = False) -> list[str]:
+    """Header, rule and one fixed-width line per layer: the first two columns left-aligned, the
+    rest right-aligned (the last one left-aligned too with ``text_last``)."""
     rows = [[h for h, _, _ in columns]]
     for layer in layers:
         rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    last = len(columns) - 1
     lines = []
     for n, r in enumerate(rows):
-        cells = [c.ljust(w) if i < 2 or i == len(r) - 1 and columns[i][2] == "s" else c.rjust(w)
+        cells = [c.ljust(w) if i < 2 or (text_last and i == last) else c.rjust(w)
                  for i, (c, w) in enumerate(zip(r, widths))]
         lines.append("  ".join(cells).rstrip())
         if n == 0:
@@ -93,7 +96,8 @@ def _nvdla_table(result: RunResult) -> str:
               f"{cfg['atomic_k']} atomic C x K, {t['precision']}, "
               f"{cfg['cbuf_banks'] * cfg['cbuf_bank_width_bytes'] * cfg['cbuf_bank_depth'] // 1024}"
               f" KiB CBUF, {cfg['clock_mhz']:g} MHz), timing: nvdla")
-    lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers)
+    lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers,
+                                                           text_last=True)
     hw = ", ".join(f"{n} {k}" for k, n in t["hardware_layers"].items())
     lines += [
         "",
@@ -127,16 +131,7 @@ def to_table(result: RunResult) -> str:
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
               f"timing: {result.timing}")
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
-    rows = [[h for h, _, _ in columns]]
-    for layer in result.layers:
-        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in columns])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    lines = [header, f"scope: {result.scope}", ""]
-    for n, r in enumerate(rows):
-        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = [header, f"scope: {result.scope}", ""] + _grid(columns, result.layers)
     t = result.totals
     lines += [
         "",

@@ -1,5 +1,6 @@
 """Shared test fixtures: where the team's shared reference data lives."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,22 @@ def shared_dir() -> Path:
     if found is None:
         pytest.skip("../shared (the team's reference data) is not next to this checkout")
     return found
+
+
+def nv_small_trace_dir() -> Path:
+    """NVIDIA's nv_small trace tests: ``$NPULAB_NVDLA_TRACES/nv_small``, default
+    ``../shared/nvdla/traces/nv_small`` next to the checkout."""
+    root = os.environ.get("NPULAB_NVDLA_TRACES", REPO.parent / "shared" / "nvdla" / "traces")
+    return Path(root) / "nv_small"
+
+
+@pytest.fixture(scope="session")
+def nv_small_traces() -> Path:
+    """The nv_small trace folder; missing: skip locally, fail when ``CI`` is set."""
+    d = nv_small_trace_dir()
+    if not d.is_dir():
+        msg = f"NVIDIA's trace folder {d} is missing (set NPULAB_NVDLA_TRACES)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return d

@@ -57,7 +57,7 @@ from numba import njit
 from hw.numerics import wrap
 from hw.nvdla.numerics import pdp_average, pdp_recip
 
-__all__ = ["pdp", "pdp_output_shape", "PdpSplit", "pdp_split_plan", "pdp_pad_value_bits",
+__all__ = ["pdp_reference", "pdp", "pdp_output_shape", "PdpSplit", "pdp_split_plan", "pdp_pad_value_bits",
            "pdp_pad_values_from_regs", "METHODS"]
 
 #: Pooling methods and their ``D_OPERATION_MODE_CFG.POOLING_METHOD`` codes.
@@ -331,6 +331,48 @@ def pdp_pad_values_from_regs(regs, precision: str) -> tuple[int, ...]:
         v &= (1 << container) - 1
         out.append(v - (1 << container) if v >> (container - 1) else v)
     return tuple(out)
+
+
+def _rnd16(v):
+    """v / 2**16 rounded half away from zero (numpy int64)."""
+    mag = (np.abs(v) + (1 << 15)) >> 16
+    return np.where(v >= 0, mag, -mag)
+
+
+def pdp_reference(x, kernel, stride, padding, method, pad_values, recip_width, recip_height,
+                  bits) -> np.ndarray:
+    """The gold model of :func:`pdp` without split mode, in plain numpy (int64 out, wrapped to
+    ``bits`` as the C model's cast does): each window is clipped to the input; max/min see the
+    real elements only; the average adds ``pad_values[n_w - 1]`` once per real row and
+    ``kernel_w * pad_values[n_h - 1]`` once (n_w/n_h = padded columns/rows of the window), then
+    multiplies by the width and the height reciprocal, each rounded half away from zero.
+    ``padding`` is (top, bottom, left, right); ``pad_values`` the 7 PAD_VALUE_NX values."""
+    kh, kw = kernel
+    sh, sw = stride
+    top, bottom, left, right = padding
+    x = np.asarray(x, np.int64)
+    n_img, h, w, c_all = x.shape
+    oh, ow = pdp_output_shape(h, w, kernel, stride, padding)
+    out = np.zeros((n_img, oh, ow, c_all), np.int64)
+    half = 1 << (bits - 1)
+    for p in range(oh):
+        r0, r1 = max(p * sh - top, 0), min(p * sh - top + kh, h)
+        for q in range(ow):
+            c0, c1 = max(q * sw - left, 0), min(q * sw - left + kw, w)
+            win = x[:, r0:r1, c0:c1, :]
+            if method == "max":
+                out[:, p, q] = win.max(axis=(1, 2))
+            elif method == "min":
+                out[:, p, q] = win.min(axis=(1, 2))
+            else:
+                total = win.sum(axis=(1, 2))
+                if kw - (c1 - c0):
+                    total = total + (r1 - r0) * int(pad_values[kw - (c1 - c0) - 1])
+                if kh - (r1 - r0):
+                    total = total + kw * int(pad_values[kh - (r1 - r0) - 1])
+                v = _rnd16(_rnd16(total * int(recip_width)) * int(recip_height))
+                out[:, p, q] = (v + half) % (2 * half) - half
+    return out
 
 
 # ---------------------------------------------------------------------- public entry point

@@ -8,17 +8,15 @@ and cdp_ocvt.cpp, cmod/hls/include/nvdla_int.h."""
 
 from __future__ import annotations
 
-import re
-import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hw.nvdla.cdp import CdpParams, cdp_lrn
+from hw.nvdla.cdp import CdpParams, cdp_lrn, cdp_reference
+from hw.nvdla.cdp_unit import cdp_params_from_registers
 from hw.nvdla.lut import LutParams, lut_lookup, lut_tables_for
+from hw.nvdla.trace import play
 
-TRACES = Path(__file__).resolve().parents[4] / "shared" / "nvdla" / "traces" / "nv_small"
 
 
 def square_sum_lut():
@@ -92,33 +90,6 @@ def test_output_saturation_counter_follows_the_c_model():
 
 
 # ---------------------------------------------------------------------- numpy reference
-def rnd_shift(v, s):
-    """numpy: v / 2**s rounded half away from zero (int64)."""
-    if s == 0:
-        return v
-    return np.sign(v) * ((np.abs(v) + (1 << (s - 1))) >> s)
-
-
-def ref_cdp(x, cdp: CdpParams, lut: LutParams):
-    int8 = cdp.precision == "int8"
-    b = 9 if int8 else 17
-    off = (cdp.datin_offset + 128) % 256 - 128 if int8 else cdp.datin_offset
-    v = np.clip(rnd_shift((x.astype(np.int64) - off) * cdp.datin_scale, cdp.datin_shifter),
-                -(1 << (b - 1)), (1 << (b - 1)) - 1)
-    half = (cdp.normalz_len - 1) // 2
-    if cdp.sqsum_bypass:
-        s = v
-    else:
-        pad = np.pad(v * v, [(0, 0)] * (v.ndim - 1) + [(half, half)])
-        s = sum(pad[..., j:j + v.shape[-1]] for j in range(2 * half + 1))
-    l, _ = lut_lookup(s, lut, "cdp", cdp.precision)
-    m = l if cdp.mul_bypass else l * v
-    oo = (cdp.datout_offset + (1 << 24)) % (1 << 25) - (1 << 24) if int8 else cdp.datout_offset
-    ob = 8 if int8 else 16
-    o = rnd_shift((m - oo) * cdp.datout_scale, cdp.datout_shifter)
-    return np.clip(o, -(1 << (ob - 1)), (1 << (ob - 1)) - 1)
-
-
 @pytest.mark.parametrize("precision, seed", [("int8", 0), ("int8", 1), ("int16", 2),
                                              ("int16", 3)])
 def test_random_tensors_match_numpy_reference(precision, seed):
@@ -143,7 +114,7 @@ def test_random_tensors_match_numpy_reference(precision, seed):
                             sqsum_bypass=sq, mul_bypass=mul)
             r = cdp_lrn(x, cdp, lut)
             assert r.out.dtype == dtype and r.out.shape == x.shape
-            np.testing.assert_array_equal(r.out, ref_cdp(x, cdp, lut), err_msg=str(cdp))
+            np.testing.assert_array_equal(r.out, cdp_reference(x, cdp, lut), err_msg=str(cdp))
             assert sum(v for k, v in r.counters.items() if k.startswith("lut_")) == x.size
 
 
@@ -179,97 +150,19 @@ def test_lrn_in_fixed_point_tracks_float_lrn():
     assert r.counters["out_saturation"] == 0 and lo.sum() > 100 and (~lo).sum() > 100
 
 
-# ---------------------------------------------------------------------- NVIDIA trace tests
-def parse_trace(name):
-    """(registers per unit, LUT tables as words, memory image dict, (addr, size, crc))."""
-    d = TRACES / name
-    regs = {"CDP": {}, "CDP_RDMA": {}}
-    tables = {0: [0] * 65, 1: [0] * 257}
-    addr = tid = 0
-    mem, crc = {}, None
-    for line in (d / f"{name}.cfg").read_text().splitlines():
-        line = line.split("//")[0].strip()
-        m = re.match(r"reg_write\(NVDLA_(\w+?)\.(\w+)_0,\s*(0x[0-9a-fA-F]+|\d+)\)", line)
-        if m:
-            unit, reg, val = m.group(1), m.group(2), int(m.group(3), 0)
-            if reg == "S_LUT_ACCESS_CFG":  # LUT_ADDR[9:0], LUT_TABLE_ID[16] (0 LE, 1 LO)
-                addr, tid = val & 0x3FF, (val >> 16) & 1
-            elif reg == "S_LUT_ACCESS_DATA":  # writes auto-increment the address
-                tables[tid][addr] = val & 0xFFFF
-                addr += 1
-            elif unit in regs:
-                regs[unit][reg] = val
-            continue
-        m = re.match(r'mem_load\(\w+,\s*(0x[0-9a-fA-F]+),\s*"([^"]+)"\)', line)
-        if m:
-            base = int(m.group(1), 16)
-            text = (d / m.group(2)).read_text()
-            for pk in re.finditer(r"offset:(0x[0-9a-fA-F]+),\s*size:\d+,\s*payload:([^}]*)}",
-                                  text):
-                off = base + int(pk.group(1), 16)
-                for i, byte in enumerate(pk.group(2).split()):
-                    mem[off + i] = int(byte, 16)
-        m = re.match(r"check_crc\([^,]+,\s*[^,]+,\s*(0x[0-9a-fA-F]+),\s*(0x[0-9a-fA-F]+),"
-                     r"\s*(0x[0-9a-fA-F]+)\)", line)
-        if m:
-            crc = tuple(int(g, 16) for g in m.groups())
-    return regs, tables, mem, crc
-
-
-def surface_addresses(base, line_stride, surf_stride, h, w, c, atom=8):
-    """Byte address of every (h, w, c) element, int8, nv_small's 8-byte atoms (format.rst)."""
-    hh, ww, cc = np.meshgrid(np.arange(h), np.arange(w), np.arange(c), indexing="ij")
-    return base + (cc // atom) * surf_stride + hh * line_stride + ww * atom + cc % atom
-
-
-CDP_TRACES = sorted(p.name for p in TRACES.glob("cdp_*")) if TRACES.is_dir() else []
-
-
-def test_all_twenty_cdp_traces_are_found():
-    assert len(CDP_TRACES) == 20
-
-
-@pytest.mark.parametrize("name", CDP_TRACES)
-def test_nvidia_cdp_trace_crc(name):
-    regs, tables, mem, (crc_addr, crc_size, crc) = parse_trace(name)
-    cdp_r, rdma = regs["CDP"], regs["CDP_RDMA"]
-    cdp = CdpParams.from_registers(cdp_r)
-    lut = LutParams.from_registers(
-        {k: v for k, v in cdp_r.items() if k.startswith("S_LUT_") and "ACCESS" not in k},
-        tables[0], tables[1], unit="cdp", precision=cdp.precision)
-    h, w, c = (rdma["D_DATA_CUBE_HEIGHT"] + 1, rdma["D_DATA_CUBE_WIDTH"] + 1,
-               rdma["D_DATA_CUBE_CHANNEL"] + 1)
-    src = surface_addresses(rdma.get("D_SRC_BASE_ADDR_HIGH", 0) << 32
-                            | rdma["D_SRC_BASE_ADDR_LOW"], rdma["D_SRC_LINE_STRIDE"],
-                            rdma["D_SRC_SURFACE_STRIDE"], h, w, c)
-    x = np.vectorize(lambda a: mem.get(int(a), 0))(src).astype(np.uint8).view(np.int8)
-    r = cdp_lrn(x[None], cdp, lut)
-    dst = surface_addresses(cdp_r.get("D_DST_BASE_ADDR_HIGH", 0) << 32
-                            | cdp_r["D_DST_BASE_ADDR_LOW"], cdp_r["D_DST_LINE_STRIDE"],
-                            cdp_r["D_DST_SURFACE_STRIDE"], h, w, c) - crc_addr
-    assert dst.min() >= 0 and dst.max() < crc_size
-    image = np.zeros(crc_size, np.uint8)  # memory not written reads as 0 (mem_init ALL_ZERO)
-    for a, byte in mem.items():
-        if crc_addr <= a < crc_addr + crc_size:
-            image[a - crc_addr] = byte
-    image[dst.ravel()] = r.out[0].view(np.uint8).ravel()
-    assert zlib.crc32(image.tobytes()) == crc, (name, cdp, r.counters)
-
-
-def test_trace_registers_decode_by_hand():
+# ---------------------------------------------------------------------- NVIDIA trace registers
+# (all 20 cdp_* traces replay through the register-level player in test_trace.py)
+def test_trace_registers_decode_by_hand(nv_small_traces):
     """cdp_8x8x64_lrn3_int8_12 programs: LUT_INFO 0x103c9 (offset 0xc9 = -55, LE select 3,
     LO select 1), LE slope scale 0x5fffd (uflow 0xfffd = -3, oflow 5), LE slope shift 0x3
     (uflow 3, oflow 0), LO scale 0xfffb0002 (uflow 2, oflow -5), LO shift 0x1d (uflow 29);
     D_DATIN_OFFSET 0xff9c = -100, D_DATIN_SCALE 0xfffe = -2, D_DATIN_SHIFTER 3,
     D_DATOUT_OFFSET 0xffffffdf = -33, D_DATOUT_SCALE 9, D_DATOUT_SHIFTER 2, LRN_CFG 0 -> 3."""
-    regs, tables, _, _ = parse_trace("cdp_8x8x64_lrn3_int8_12")
-    cdp = CdpParams.from_registers(regs["CDP"])
+    run = play(nv_small_traces / "cdp_8x8x64_lrn3_int8_12").layers[0]
+    cdp, lut = cdp_params_from_registers(run.regs)
     assert cdp == CdpParams(normalz_len=3, precision="int8", datin_offset=-100, datin_scale=-2,
                             datin_shifter=3, datout_offset=-33, datout_scale=9,
                             datout_shifter=2, sqsum_bypass=False, mul_bypass=False)
-    lut = LutParams.from_registers(
-        {k: v for k, v in regs["CDP"].items() if k.startswith("S_LUT_") and "ACCESS" not in k},
-        tables[0], tables[1], unit="cdp", precision="int8")
     assert (lut.le_function, lut.le_index_offset, lut.le_index_select,
             lut.lo_index_select) == (0, -55, 3, 1)
     assert (lut.le_slope_uflow_scale, lut.le_slope_oflow_scale, lut.le_slope_uflow_shift,

@@ -43,7 +43,7 @@ def add_parser(subparsers) -> None:
     """Register ``nvdla`` (with ``spreadsheet``) on an argparse subparsers object."""
     fmt = argparse.RawDescriptionHelpFormatter
     nv = subparsers.add_parser(
-        "nvdla", formatter_class=fmt, help="NVDLA models: NVIDIA's performance spreadsheet",
+        "nvdla", formatter_class=fmt, help="NVDLA models: NVIDIA's performance spreadsheet and trace tests",
         description="NVDLA-like datapath (docs/nvdla.md).",
         epilog="examples:\n  npulab nvdla spreadsheet --model resnet50\n"
                "  npulab nvdla spreadsheet --model googlenet --sram-mb --format json")
@@ -74,6 +74,30 @@ def add_parser(subparsers) -> None:
     sp.add_argument("--dram-gbs", metavar="B", help="DRAM bandwidth in GB/s (sheet: 10)")
     sp.add_argument("--macs", metavar="M", help="int8 MACs per cycle, a multiple of 64 (sheet: 2048)")
     sp.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
+    tr = sub.add_parser(
+        "trace", formatter_class=fmt,
+        help="replay NVIDIA's NVDLA trace tests (register programs with CRC checks)",
+        description="Play NVDLA register-level trace tests (NVIDIA's verif/tests/trace_tests "
+                    "format: <name>/<name>.cfg + .dat surfaces) through npulab's register file "
+                    "and units; print one line per test (PASS name / FAIL name: reason) and a "
+                    "summary line. Exit status 0 only when every test passes.",
+        epilog="examples:\n"
+               "  npulab nvdla trace ../shared/nvdla/traces/nv_small          # all 69 tests\n"
+               "  npulab nvdla trace ../shared/nvdla/traces/nv_small/pdp_7x9x10_3x3_int8 -v\n"
+               "  npulab nvdla trace my_trace/ --dump out/                    # surfaces + diff\n"
+               "  NPULAB_NVDLA_TRACES=/data/traces npulab nvdla trace          # default folder")
+    tr.add_argument("paths", nargs="*", metavar="PATH",
+                    help="a trace folder, a .cfg file, or a folder of trace folders (default: "
+                         "$NPULAB_NVDLA_TRACES/nv_small, else ../shared/nvdla/traces/nv_small)")
+    tr.add_argument("--dump", metavar="DIR",
+                    help="write each layer's output cube and numpy reference (.npy), the "
+                         "differing elements (.txt) and each checked memory range (.bin) to "
+                         "DIR/<test>/")
+    tr.add_argument("--verbose", "-v", action="store_true",
+                    help="also print each hardware layer: unit, shapes, modes, cycle estimate")
+    tr.add_argument("--config", default="nv_small", metavar="PRESET|FILE",
+                    help="NVDLA build for the cycle estimates (default nv_small, the build the "
+                         "traces were written for)")
     nv.set_defaults(nvdla_parser=nv)
 
 
@@ -257,7 +281,53 @@ def render_spreadsheet(doc: dict, fmt: str) -> str:
     return _table(doc)
 
 
+def trace_main(args) -> int:
+    """``npulab nvdla trace``: play every trace, one line each, then the summary."""
+    from pathlib import Path
+
+    from hw.nvdla.config import load_nvdla_config
+    from hw.nvdla.trace import TraceError, default_trace_dir, dump, find_traces, play
+    try:
+        cfg = load_nvdla_config(args.config)
+    except (ValueError, OSError) as e:
+        raise UserError(f"--config {args.config}: {e}") from None
+    paths = args.paths
+    if not paths:
+        default = default_trace_dir() / "nv_small"
+        if not default.is_dir():
+            raise UserError(f"no PATH given and the default trace folder {default} does not "
+                            f"exist: pass a trace folder or set NPULAB_NVDLA_TRACES")
+        paths = [default]
+    try:
+        folders = find_traces(paths)
+    except TraceError as e:
+        raise UserError(str(e)) from None
+    passed = failed = 0
+    for folder in folders:
+        try:
+            result = play(folder, cfg)
+        except TraceError as e:
+            print(f"FAIL {Path(folder).stem}: {e}", flush=True)
+            failed += 1
+            continue
+        print(result.line(), flush=True)
+        if args.verbose:
+            for i, run in enumerate(result.layers):
+                detail = ", ".join(f"{k} {v}" for k, v in run.detail.items()
+                                   if k != "conv_layer")
+                cyc = f"{run.cycles:,} cycles" if run.cycles is not None else "no estimate"
+                print(f"    layer {i} {run.unit}: {detail}; {cyc} ({cfg.name} cycle model)")
+        if args.dump:
+            dump(result, args.dump)
+        passed += result.passed
+        failed += not result.passed
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
 def main(args) -> int:
+    if getattr(args, "nvdla_command", None) == "trace":
+        return trace_main(args)
     if getattr(args, "nvdla_command", None) != "spreadsheet":
         args.nvdla_parser.print_help()
         return 2

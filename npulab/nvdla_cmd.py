@@ -94,7 +94,7 @@ def add_parser(subparsers) -> None:
                          "differing elements (.txt) and each checked memory range (.bin) to "
                          "DIR/<test>/")
     tr.add_argument("--verbose", "-v", action="store_true",
-                    help="also print each hardware layer: unit, shapes, modes, cycle estimate")
+                    help="also print each hardware layer (unit, shapes, modes, cycle estimate) and each check")
     tr.add_argument("--config", default="nv_small", metavar="PRESET|FILE",
                     help="NVDLA build for the cycle estimates (default nv_small, the build the "
                          "traces were written for)")
@@ -317,6 +317,11 @@ def trace_main(args) -> int:
                                    if k != "conv_layer")
                 cyc = f"{run.cycles:,} cycles" if run.cycles is not None else "no estimate"
                 print(f"    layer {i} {run.unit}: {detail}; {cyc} ({cfg.name} cycle model)")
+            for c in result.checks:
+                what = (f"crc {c.got:#010x}" if c.got is not None else "no data check") \
+                    if c.passed else c.message
+                print(f"    {c.op} (line {c.line}, {c.sync}): {'ok' if c.passed else 'FAILED'}"
+                      f" - {what}")
         if args.dump:
             dump(result, args.dump)
         passed += result.passed

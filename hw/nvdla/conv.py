@@ -20,9 +20,10 @@ import numpy as np
 from numba import njit
 
 from hw.numerics import saturate
-from hw.nvdla.numerics import cacc_output_array
+from hw.nvdla.numerics import cacc_output_array, shift_right_sat
 
-__all__ = ["conv_cacc", "conv_to_sdp", "conv_output_shape", "check_geometry", "reference_conv"]
+__all__ = ["conv_cacc", "conv_to_sdp", "conv_output_shape", "check_geometry", "reference_conv",
+           "cdma_convert"]
 
 
 @njit(cache=True)
@@ -161,3 +162,47 @@ def reference_conv(x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), g
                            x0:x0 + (q - 1) * stride[1] + 1:stride[1], :]
                 out[..., g * kg:(g + 1) * kg] += np.einsum("npqc,kc->npqk", patch, ws[:, rr, ss, :])
     return out
+
+
+# ------------------------------------------------------------------ CDMA input converter
+@njit(cache=True)
+def _cdma_cvt_kernel(x, offsets, scale, truncate, out_bits, out):
+    n_off = offsets.shape[0]
+    for i in range(x.shape[0]):
+        diff = np.int64(x[i]) - np.int64(offsets[i % n_off])  # 17 bits
+        out[i] = shift_right_sat(diff * np.int64(scale), truncate, 64, out_bits)
+
+
+def cdma_convert(x, offsets, scale: int, truncate: int, out_bits: int = 8) -> np.ndarray:
+    """CDMA's input data converter (``D_CVT_CFG.CVT_EN``), element by element:
+    ``sat_out(shift_right((x - offset) * scale, truncate))`` with ``offset`` and ``scale``
+    int16, ``truncate`` 0..63, rounding half away from zero and saturation to ``out_bits``
+    (8 for int8 processing). NVIDIA C model ``cmod/cdma/NV_NVDLA_cdma.cpp`` (``hls_convertor``:
+    17-bit input minus offset, times scale, divided by ``2**truncate`` and rounded away from
+    zero, clamped to int8/int16).
+
+    ``x``: integers (any shape) whose last axis holds the channels; ``offsets``: one offset for
+    all (shape (1,) or a scalar) or one per channel of the last axis (the mean registers
+    ``D_MEAN_RY/GU/BV/AX`` in image mode). Returns int64 of ``x``'s shape."""
+    x = np.asarray(x)
+    offs = np.atleast_1d(np.asarray(offsets))
+    if not np.issubdtype(x.dtype, np.integer) or not np.issubdtype(offs.dtype, np.integer):
+        raise ValueError(f"x ({x.dtype}) and offsets ({offs.dtype}): must be integer arrays")
+    if x.size and (x.min() < -32768 or x.max() > 65535):
+        raise ValueError(f"x: values {int(x.min())}..{int(x.max())}: the converter takes 8- or "
+                         f"16-bit pixels (-32768..65535)")
+    if offs.ndim != 1 or offs.size not in (1, x.shape[-1] if x.ndim else 1):
+        raise ValueError(f"offsets: shape {offs.shape}: one offset, or one per channel "
+                         f"({x.shape[-1] if x.ndim else 1})")
+    for name, v, lo, hi in (("offsets", offs, -32768, 32767), ("scale", scale, -32768, 32767),
+                            ("truncate", truncate, 0, 63)):
+        arr = np.asarray(v)
+        if arr.min() < lo or arr.max() > hi:
+            raise ValueError(f"{name} = {v!r}: must be in {lo}..{hi}")
+    if out_bits not in (8, 16):
+        raise ValueError(f"out_bits = {out_bits!r}: the converter writes int8 (8) or int16 (16)")
+    flat = np.ascontiguousarray(x, np.int64).ravel()
+    out = np.empty(flat.size, np.int64)
+    _cdma_cvt_kernel(flat, np.ascontiguousarray(offs, np.int64), int(scale), int(truncate),
+                     int(out_bits), out)
+    return out.reshape(x.shape)

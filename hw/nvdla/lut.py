@@ -34,8 +34,14 @@ Value of the selected table, where SDP and CDP differ (``rnd``: round half away 
   ``sat32(rnd((y0 * (2**35 - f) + y1 * f) / 2**35))``;
 * hit, CDP (16-bit fraction ``f``, truncated from the exact one; 16-bit result):
   ``sat16(y0 + rnd((y1 - y0) * f / 2**16))``;
-* under/overflow, SDP: ``sat32(y + sat32(rnd((x - base) * scale / 2**shift)))``;
-* under/overflow, CDP: ``sat16(y + sat56(rnd((x - base) * scale / 2**shift)))``.
+* under/overflow, SDP: ``sat32(y + sat32(rnd((x - base) * scale / 2**shift)))``, where the SDP's
+  5-bit shift field is **signed**: 16..31 read as -16..-1, a left shift of ``(x - base) * scale``
+  saturated to 32 bits (C model ``sdp.h``: ``yLutSlopeShiftType`` is ``ACINTT(5)`` and
+  ``sdp_y_inp.cpp`` calls ``IntSignedShiftRight``; RTL
+  ``vmod/nvdla/sdp/NV_NVDLA_SDP_HLS_Y_int_inp.v`` shifts through ``NV_NVDLA_HLS_shiftrightss``,
+  signed data and signed shift);
+* under/overflow, CDP: ``sat16(y + sat56(rnd((x - base) * scale / 2**shift)))``, the shift
+  unsigned 0..31.
 
 ``y`` is entry 0 (underflow) or the last entry (overflow); ``base`` is the table's start
 (underflow) or end register (overflow); ``scale``/``shift`` are that table's
@@ -129,7 +135,10 @@ class LutParams:
     ``"linear"``. Priorities: :data:`PRIORITY_LE` (0) / :data:`PRIORITY_LO` (1), or ``"le"`` /
     ``"lo"``. Starts/ends: signed, up to 38 bits (the SDP takes 32, checked when used).
     ``le_index_offset``, ``le_index_select``, ``lo_index_select``: signed 8-bit fields.
-    Slope scales: int16; slope shifts: 0..31. Tables: 65 and 257 int16 entries.
+    Slope scales: int16; slope shifts: -16..31, the amount of the right shift (a negative
+    shift is a left shift by ``-shift``, saturated); :meth:`from_registers` decodes the SDP's
+    5-bit fields as signed (-16..15) and the CDP's as unsigned (0..31).
+    Tables: 65 and 257 int16 entries.
     """
 
     le_table: tuple
@@ -192,8 +201,8 @@ class LutParams:
                     f"{t}_slope_{f}_scale", getattr(self, f"{t}_slope_{f}_scale"),
                     -32768, 32767, " (int16 slope scale)"))
                 put(f"{t}_slope_{f}_shift", _check_int(
-                    f"{t}_slope_{f}_shift", getattr(self, f"{t}_slope_{f}_shift"), 0, 31,
-                    " (5-bit slope shift)"))
+                    f"{t}_slope_{f}_shift", getattr(self, f"{t}_slope_{f}_shift"), -16, 31,
+                    " (5-bit slope shift: 0..31, or -16..-1 for the SDP's left shifts)"))
 
     # ------------------------------------------------------------------ registers
     @classmethod
@@ -211,7 +220,8 @@ class LutParams:
         Decoding follows the C models: the CDP's 38-bit start/end is ``HIGH[5:0]:LOW[31:0]``
         sign-extended; the CDP sign-extends the index selects from bit 5 (int8) or bit 6 (int16)
         as ``cmod/cdp/NV_NVDLA_cdp.cpp`` does (the RDL: "6bits for int8, 7bits for int16"), the
-        SDP reads them as int8 (``sdp_hls_wrapper.h``).
+        SDP reads them as int8 (``sdp_hls_wrapper.h``). The slope shifts are signed 5-bit fields
+        for the SDP (``yLutSlopeShiftType``, ``cmod/hls/sdp/sdp.h``), unsigned for the CDP.
         """
         unit = _check_unit(unit)
         precision = _check_precision(precision)
@@ -255,6 +265,9 @@ class LutParams:
 
         def slopes(t):
             sc, sh = reg(f"S_LUT_{t}_SLOPE_SCALE"), reg(f"S_LUT_{t}_SLOPE_SHIFT")
+            if unit == "sdp":
+                return (_signed(sc & 0xFFFF, 16), _signed(sh & 0x1F, 5), _signed(sc >> 16, 16),
+                        _signed((sh >> 5) & 0x1F, 5))
             return (_signed(sc & 0xFFFF, 16), sh & 0x1F, _signed(sc >> 16, 16), (sh >> 5) & 0x1F)
 
         le_s, lo_s = slopes("LE"), slopes("LO")
@@ -287,9 +300,9 @@ class LutParams:
     def check_for(self, unit: str, precision: str = "int8") -> None:
         """Raise ValueError if these registers do not fit ``unit`` at ``precision``: the SDP's
         start/end registers are 32-bit; the CDP's index selects are 6-bit (int8) or 7-bit
-        (int16) signed; an exponent LE table needs ``le_index_offset`` <= 31 (SDP) or <= 38
-        (CDP; a larger offset makes every input underflow, and the C model's ``1 << offset``
-        is undefined)."""
+        (int16) signed and its slope shifts unsigned (no left shifts); an exponent LE table
+        needs ``le_index_offset`` <= 31 (SDP) or <= 38 (CDP; a larger offset makes every input
+        underflow, and the C model's ``1 << offset`` is undefined)."""
         unit = _check_unit(unit)
         precision = _check_precision(precision)
         if unit == "sdp":
@@ -301,6 +314,11 @@ class LutParams:
             for name in ("le_index_select", "lo_index_select"):
                 _check_int(name, getattr(self, name), -(1 << (b - 1)), (1 << (b - 1)) - 1,
                            f" (the CDP's select is {b}-bit signed for {precision})")
+            for t in ("le", "lo"):
+                for f in ("uflow", "oflow"):
+                    name = f"{t}_slope_{f}_shift"
+                    _check_int(name, getattr(self, name), 0, 31,
+                               " (the CDP's slope shift is unsigned: no left shifts)")
         if self.le_function == LE_EXPONENT:
             _check_int("le_index_offset", self.le_index_offset, -128,
                        31 if unit == "sdp" else 38,
@@ -431,6 +449,16 @@ def _lut_one(x, p, le_tab, lo_tab):
     prod = (np.int64(x) - base) * scale
     if cdp:
         return saturate(y + shift_right_sat(prod, shift, 64, 56), 16), flags
+    if shift < 0:  # the SDP's signed shift: a left shift, saturated to 32 bits
+        s = -shift
+        lim = np.int64(1) << np.int64(31)
+        if prod > (lim - 1) >> s:
+            slope = lim - 1
+        elif prod < -(lim >> s):
+            slope = -lim
+        else:
+            slope = prod << s
+        return saturate(y + slope, 32), flags
     return saturate(y + shift_right_sat(prod, shift, 50, 32), 32), flags
 
 
@@ -513,12 +541,14 @@ def lut_counters(flags, unit: str) -> dict:
 
 
 # ---------------------------------------------------------------------- table builder
-def _slope_regs(deriv: float, name: str) -> tuple[int, int]:
+def _slope_regs(deriv: float, name: str, unit: str = "sdp") -> tuple[int, int]:
     """(scale, shift) with scale * 2**-shift closest to ``deriv``, the largest shift that keeps
-    the scale in int16 (most precise)."""
+    the scale in int16 (most precise). The register field is 5 bits: the SDP reads it signed
+    (-16..15), the CDP unsigned (0..31); the builder uses right shifts only (0..15 for the SDP,
+    0..31 for the CDP)."""
     if not math.isfinite(deriv):
         raise ValueError(f"{name}: the function's slope there is {deriv!r}, not finite")
-    for shift in range(31, -1, -1):
+    for shift in range(15 if unit == "sdp" else 31, -1, -1):
         scale = round(deriv * (1 << shift))
         if -32768 <= scale <= 32767:
             return int(scale), shift
@@ -589,10 +619,10 @@ def lut_tables_for(func: Callable[[np.ndarray], np.ndarray], *, out_scale: float
         a, b = (-2, -1) if at_end else (0, 1)
         return (ys[b] - ys[a]) / (xs[b] - xs[a]) * out_scale
 
-    le_uf = _slope_regs(slope(le_x, le_y, False), "LE underflow")
-    le_of = _slope_regs(slope(le_x, le_y, True), "LE overflow")
-    lo_uf = _slope_regs(slope(lo_x, lo_y, False), "LO underflow")
-    lo_of = _slope_regs(slope(lo_x, lo_y, True), "LO overflow")
+    le_uf = _slope_regs(slope(le_x, le_y, False), "LE underflow", unit)
+    le_of = _slope_regs(slope(le_x, le_y, True), "LE overflow", unit)
+    lo_uf = _slope_regs(slope(lo_x, lo_y, False), "LO underflow", unit)
+    lo_of = _slope_regs(slope(lo_x, lo_y, True), "LO overflow", unit)
     clamp = lambda v: int(min(max(v, rmin), rmax))  # noqa: E731
     return LutParams(
         le_table=le_tab, lo_table=lo_tab, le_function=probe.le_function,

@@ -37,6 +37,11 @@ class MemoryImageError(ValueError):
     """A bad memory access or ``.dat`` file; the message names the address or file and line."""
 
 
+def _line(text: str, m) -> int:
+    """The 1-based line of a match (counted only for error messages: it is O(file size))."""
+    return text.count("\n", 0, m.start()) + 1
+
+
 def parse_dat(path) -> list[tuple[int, bytes]]:
     """The packets of a ``.dat`` file as (offset, bytes). Raises MemoryImageError naming the file and
     the packet when a payload's byte count differs from its ``size`` or a byte is not 0x00..0xFF."""
@@ -49,15 +54,14 @@ def parse_dat(path) -> list[tuple[int, bytes]]:
     for m in _PACKET.finditer(text):
         off, size = int(m[1], 0), int(m[2])
         words = m[3].split()
-        line = text.count("\n", 0, m.start()) + 1
         try:
             data = bytes(int(b, 16) for b in words)
         except ValueError:
-            raise MemoryImageError(f"{path}:{line}: payload {m[3].strip()[:40]!r}: bytes must be "
-                               f"hex values 0x00..0xff") from None
+            raise MemoryImageError(f"{path}:{_line(text, m)}: payload {m[3].strip()[:40]!r}: "
+                                   f"bytes must be hex values 0x00..0xff") from None
         if len(data) != size:
-            raise MemoryImageError(f"{path}:{line}: packet at offset {off:#x} says size:{size} "
-                               f"but carries {len(data)} bytes")
+            raise MemoryImageError(f"{path}:{_line(text, m)}: packet at offset {off:#x} says "
+                                   f"size:{size} but carries {len(data)} bytes")
         packets.append((off, data))
     if not packets and text.strip().strip("{}").strip():
         raise MemoryImageError(f"{path}: no '{{offset:..., size:..., payload:...}}' packets found")

@@ -343,7 +343,9 @@ def test_from_registers_decodes_cdp_and_sdp_words():
                                   "S_LUT_LO_SLOPE_SHIFT": 0x396}, le, lo, unit="sdp")
     assert (p.le_index_select, p.lo_index_select, p.le_start) == (-5, 1, -128)
     assert (p.lo_slope_uflow_scale, p.lo_slope_oflow_scale) == (4787, 32604)
-    assert (p.lo_slope_uflow_shift, p.lo_slope_oflow_shift) == (22, 28)
+    # the SDP slope shifts are signed 5-bit (C model yLutSlopeShiftType = ACINTT(5)):
+    # 0x396 = uflow 0x16 -> -10, oflow 0x1c -> -4 (a negative shift is a saturating left shift)
+    assert (p.lo_slope_uflow_shift, p.lo_slope_oflow_shift) == (-10, -4)
 
 
 @pytest.mark.parametrize("make, message", [

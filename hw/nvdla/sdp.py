@@ -8,7 +8,7 @@ them through, in this order (``doc/hw/v1/ias/unit_description.rst``, C model
    (:func:`hw.nvdla.numerics.sdp_x`, C model ``cmod/hls/sdp/sdp_x.cpp``);
 3. **Y** (``EW``, element-wise): operand converters, MUL, ALU (:func:`~hw.nvdla.numerics.sdp_y`,
    :func:`~hw.nvdla.numerics.cvt_operand`; ``cmod/hls/sdp/sdp_y.cpp``, ``sdp_y_core.cpp``,
-   ``sdp_y_cvt.cpp``). Y's lookup table (LUT) is not modelled here;
+   ``sdp_y_cvt.cpp``), with Y's lookup table through :func:`hw.nvdla.lut.sdp_y_lut`;
 4. the **output converter** (:func:`~hw.nvdla.numerics.cvt_out`) to int8 or int16.
 
 Parameters are the register fields of ``NVDLA_SDP`` (``D_DP_BS_*``, ``D_DP_BN_*``,

@@ -31,7 +31,7 @@ from numba import njit
 
 from hw.numerics import wrap
 from hw.nvdla.lut import LutParams, _check_int, _lut_one, _signed, lut_counters
-from hw.nvdla.numerics import cvt_out, shift_right_sat
+from hw.nvdla.numerics import cvt_out, round_half_away, shift_right_sat
 
 __all__ = ["CdpParams", "CdpResult", "cdp_lrn", "cdp_reference", "NORMALZ_LENS"]
 
@@ -187,13 +187,6 @@ def cdp_lrn(x, cdp: CdpParams, lut: LutParams) -> CdpResult:
                      flags=flags, counters=counters)
 
 
-def _rnd_shift(v, s):
-    """numpy: v / 2**s rounded half away from zero (int64)."""
-    if s == 0:
-        return v
-    return np.sign(v) * ((np.abs(v) + (1 << (s - 1))) >> s)
-
-
 def cdp_reference(x, cdp: CdpParams, lut: LutParams) -> np.ndarray:
     """The gold model of :func:`cdp_lrn` in vectorized numpy (int64 out): the converters as
     saturating rounded shifts, the square sum as a sum of shifted channel slices of the
@@ -202,7 +195,7 @@ def cdp_reference(x, cdp: CdpParams, lut: LutParams) -> np.ndarray:
     int8 = cdp.precision == "int8"
     b = 9 if int8 else 17
     off = (cdp.datin_offset + 128) % 256 - 128 if int8 else cdp.datin_offset
-    v = np.clip(_rnd_shift((np.asarray(x, np.int64) - off) * cdp.datin_scale,
+    v = np.clip(round_half_away((np.asarray(x, np.int64) - off) * cdp.datin_scale,
                            cdp.datin_shifter), -(1 << (b - 1)), (1 << (b - 1)) - 1)
     half = (cdp.normalz_len - 1) // 2
     if cdp.sqsum_bypass:
@@ -214,5 +207,5 @@ def cdp_reference(x, cdp: CdpParams, lut: LutParams) -> np.ndarray:
     m = looked if cdp.mul_bypass else looked * v
     oo = (cdp.datout_offset + (1 << 24)) % (1 << 25) - (1 << 24) if int8 else cdp.datout_offset
     ob = 8 if int8 else 16
-    o = _rnd_shift((m - oo) * cdp.datout_scale, cdp.datout_shifter)
+    o = round_half_away((m - oo) * cdp.datout_scale, cdp.datout_shifter)
     return np.clip(o, -(1 << (ob - 1)), (1 << (ob - 1)) - 1)

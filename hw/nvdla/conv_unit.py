@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hw.nvdla.conv import cdma_convert, conv_cacc, conv_to_sdp, reference_conv
+from hw.nvdla.numerics import round_half_away
 from hw.nvdla.surface import LayerRun, read_cube
 from hw.systolic.config import ConfigError
 
@@ -81,11 +82,6 @@ PIXEL_FORMATS = {
     "T_R8G8B8A8": (4, (3, 2, 1, 0)),
     "T_R8G8B8X8": (4, (3, 2, 1, 0)),
 }
-
-
-def _s16(v: int) -> int:
-    """A 16-bit register field read as int16."""
-    return v - 0x10000 if v & 0x8000 else v
 
 
 def _s8(v: int) -> int:
@@ -254,8 +250,7 @@ def decode_conv(regs) -> ConvProgram:
     pad = (f("CDMA.D_ZERO_PADDING", "PAD_LEFT"), f("CDMA.D_ZERO_PADDING", "PAD_RIGHT"),
            f("CDMA.D_ZERO_PADDING", "PAD_TOP"), f("CDMA.D_ZERO_PADDING", "PAD_BOTTOM"))
 
-    data_base = (f("CDMA.D_DAIN_ADDR_HIGH_0", "DATAIN_ADDR_HIGH_0") << 32) \
-        | f("CDMA.D_DAIN_ADDR_LOW_0", "DATAIN_ADDR_LOW_0")
+    data_base = regs["CDMA.D_DAIN_ADDR_HIGH_0"] << 32 | regs["CDMA.D_DAIN_ADDR_LOW_0"]
     line_stride = f("CDMA.D_LINE_STRIDE", "LINE_STRIDE")
     x_offset = f("CDMA.D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
     if mode == "pixel":
@@ -270,18 +265,17 @@ def decode_conv(regs) -> ConvProgram:
         pixel_format=pixel_format, x_offset=x_offset,
         pixel_signed=e("CDMA.D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE") == "SIGNED_INT",
         cvt_en=e("CDMA.D_CVT_CFG", "CVT_EN") == "ENABLE",
-        cvt_offset=_s16(f("CDMA.D_CVT_OFFSET", "CVT_OFFSET")),
-        cvt_scale=_s16(f("CDMA.D_CVT_SCALE", "CVT_SCALE")),
+        cvt_offset=regs.signed("CDMA.D_CVT_OFFSET", "CVT_OFFSET"),
+        cvt_scale=regs.signed("CDMA.D_CVT_SCALE", "CVT_SCALE"),
         cvt_truncate=f("CDMA.D_CVT_CFG", "CVT_TRUNCATE"),
         mean_en=e("CDMA.D_MEAN_FORMAT", "MEAN_FORMAT") == "ENABLE",
-        means=tuple(_s16(f(f"CDMA.D_MEAN_GLOBAL_{i}", m))
+        means=tuple(regs.signed(f"CDMA.D_MEAN_GLOBAL_{i}", m)
                     for i, m in ((0, "MEAN_RY"), (0, "MEAN_GU"), (1, "MEAN_BV"), (1, "MEAN_AX"))),
         cdma_pad=pad, cdma_pad_value=_s8(f("CDMA.D_ZERO_PADDING_VALUE", "PAD_VALUE")),
         pad_top=f("CSC.D_ZERO_PADDING", "PAD_TOP"), pad_left=f("CSC.D_ZERO_PADDING", "PAD_LEFT"),
         pad_value=_s8(f("CSC.D_ZERO_PADDING_VALUE", "PAD_VALUE")),
         stride=stride, dilation=dilation, csc_in_c=csc_in_c,
-        weight_base=(f("CDMA.D_WEIGHT_ADDR_HIGH", "WEIGHT_ADDR_HIGH") << 32)
-        | f("CDMA.D_WEIGHT_ADDR_LOW", "WEIGHT_ADDR_LOW"),
+        weight_base=regs.address("CDMA", "D_WEIGHT_ADDR"),
         weight_bytes=weight_bytes, kernels=kernels, kernel_h=kernel_h, kernel_w=kernel_w,
         kernel_c=kernel_c, out_h=out_h, out_w=out_w, out_c=out_c,
         clip_truncate=f("CACC.D_CLIP_CFG", "CLIP_TRUNCATE"))
@@ -384,11 +378,7 @@ def _bottom_right(layer: ConvProgram, h: int, w: int, r: int, s: int, sy: int, s
 
 def _reference_shift(acc: np.ndarray, t: int) -> np.ndarray:
     """Numpy only: round half away from zero of acc / 2**t, clamped to int32."""
-    a = acc.astype(np.int64)
-    if t:
-        mag = (np.abs(a) + (np.int64(1) << (t - 1))) >> t
-        a = np.where(a < 0, -mag, mag)
-    return np.clip(a, -2**31, 2**31 - 1)
+    return np.clip(round_half_away(acc, t), -2**31, 2**31 - 1)
 
 
 def _reference_convert(layer: ConvProgram, values: np.ndarray) -> np.ndarray:
@@ -396,9 +386,7 @@ def _reference_convert(layer: ConvProgram, values: np.ndarray) -> np.ndarray:
     if not layer.cvt_en:
         return ((values.astype(np.int64) + 128) % 256) - 128
     prod = (values.astype(np.int64) - _offsets(layer, values.shape[-1])) * layer.cvt_scale
-    t = layer.cvt_truncate
-    mag = (np.abs(prod) + ((np.int64(1) << t) >> 1)) >> t
-    return np.clip(np.where(prod < 0, -mag, mag), -128, 127)
+    return np.clip(round_half_away(prod, layer.cvt_truncate), -128, 127)
 
 
 def _reference_core(layer: ConvProgram, fetched: np.ndarray, w: np.ndarray) -> np.ndarray:

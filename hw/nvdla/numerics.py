@@ -42,7 +42,7 @@ __all__ = [
     "ALU_MAX", "ALU_MIN", "ALU_SUM", "ALU_EQL",
     "shift_right", "shift_left_sat", "mac_cell", "cacc_accumulate", "cacc_output", "sdp_x",
     "sdp_y", "cvt_operand", "cvt_out", "pdp_average", "pdp_recip",
-    "sdp_x_array", "cvt_out_array", "cacc_output_array",
+    "sdp_x_array", "cvt_out_array", "cacc_output_array", "round_half_away",
 ]
 
 #: SDP ALU algorithms (register field values: SDP_ALU_MODE_*).
@@ -224,3 +224,15 @@ def cacc_output_array(acc, clip_truncate, acc_bits):
     for i in range(acc.shape[0]):
         out[i] = cacc_output(acc[i], clip_truncate, acc_bits)
     return out
+
+
+def round_half_away(v, s) -> np.ndarray:
+    """numpy (no Numba), for the gold models: ``v / 2**s`` rounded half away from zero, int64,
+    element-wise over arrays ``v`` and ``s`` (0 <= s < 64) without overflow for any int64
+    ``v``: ``floor(|v| / 2**s)`` plus the bit just below the cut, with ``v``'s sign."""
+    v = np.asarray(v, np.int64)
+    s = np.asarray(s, np.int64)
+    a = np.abs(v)
+    q = np.where(s > 0, (a >> s) + ((a >> np.maximum(s - 1, 0)) & 1), a)
+    return np.sign(v) * q
+

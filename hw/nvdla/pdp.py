@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit
 
 from hw.numerics import wrap
-from hw.nvdla.numerics import pdp_average, pdp_recip
+from hw.nvdla.numerics import pdp_average, pdp_recip, round_half_away
 
 __all__ = ["pdp_reference", "pdp", "pdp_output_shape", "PdpSplit", "pdp_split_plan", "pdp_pad_value_bits",
            "pdp_pad_values_from_regs", "METHODS"]
@@ -333,12 +333,6 @@ def pdp_pad_values_from_regs(regs, precision: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _rnd16(v):
-    """v / 2**16 rounded half away from zero (numpy int64)."""
-    mag = (np.abs(v) + (1 << 15)) >> 16
-    return np.where(v >= 0, mag, -mag)
-
-
 def pdp_reference(x, kernel, stride, padding, method, pad_values, recip_width, recip_height,
                   bits) -> np.ndarray:
     """The gold model of :func:`pdp` without split mode, in plain numpy (int64 out, wrapped to
@@ -370,7 +364,8 @@ def pdp_reference(x, kernel, stride, padding, method, pad_values, recip_width, r
                     total = total + (r1 - r0) * int(pad_values[kw - (c1 - c0) - 1])
                 if kh - (r1 - r0):
                     total = total + kw * int(pad_values[kh - (r1 - r0) - 1])
-                v = _rnd16(_rnd16(total * int(recip_width)) * int(recip_height))
+                v = round_half_away(total * int(recip_width), 16)
+                v = round_half_away(v * int(recip_height), 16)
                 out[:, p, q] = (v + half) % (2 * half) - half
     return out
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from hw.nvdla.lut import LE_ENTRIES, LO_ENTRIES
+
 __all__ = ["RegisterError", "Field", "Register", "RegisterMap", "register_map", "RegisterFile",
            "RegView", "INTERRUPT_UNITS", "LUT_SIZES"]
 
@@ -46,7 +48,7 @@ __all__ = ["RegisterError", "Field", "Register", "RegisterMap", "register_map", 
 INTERRUPT_UNITS = {"SDP": "SDP", "CDP": "CDP", "PDP": "PDP", "BDMA": "BDMA", "RUBIK": "RBK",
                    "CDMA_DAT": "CDMA", "CDMA_WT": "CDMA", "CACC": "CACC"}
 #: entries of the LE (id 0) and LO (id 1) tables (``S_LUT_ACCESS_CFG.LUT_TABLE_ID``)
-LUT_SIZES = {0: 65, 1: 257}
+LUT_SIZES = {0: LE_ENTRIES, 1: LO_ENTRIES}
 
 
 class RegisterError(KeyError):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from hw.nvdla.lut import LE_ENTRIES, LO_ENTRIES, LutParams
+from hw.nvdla.numerics import round_half_away
 from hw.nvdla.sdp import SdpCvtParams, SdpParams, SdpXParams, SdpYParams, sdp_apply
 from hw.nvdla.surface import LayerRun, read_cube, write_cube
 from hw.systolic.config import ConfigError
@@ -69,22 +70,12 @@ _DMAS = (("BS", "BRDMA", "BS"), ("BN", "NRDMA", "BN"), ("EW", "ERDMA", "EW"))
 _ELEM_BYTES = {"INT8": 1, "INT16": 2}
 
 
-def _sext(value: int, bits: int) -> int:
-    """A ``bits``-wide register field read as two's complement."""
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
 def _enum(regs, key: str, field: str, allowed: tuple, why: str = "") -> str:
     name = regs.enum(key, field)
     if name not in allowed:
         raise ConfigError(f"{key}.{field} = {name} ({regs.field(key, field)}): supported: "
                           f"{', '.join(allowed)}{why}")
     return name
-
-
-def _addr(regs, unit: str, what: str) -> int:
-    return regs[f"{unit}.D_{what}_BASE_ADDR_HIGH"] << 32 | regs[f"{unit}.D_{what}_BASE_ADDR_LOW"]
 
 
 class SdpLayout:
@@ -144,7 +135,8 @@ def sdp_layout_from_registers(regs, *, atom_bytes: int = 8) -> SdpLayout:
             use=regs.enum(key, f"{dma}_DATA_USE"),
             size=1 if regs.enum(key, f"{dma}_DATA_SIZE") == "ONE_BYTE" else 2,
             mode=regs.enum(key, f"{dma}_DATA_MODE"), ram=regs.enum(key, f"{dma}_RAM_TYPE"),
-            base=_addr(regs, "SDP_RDMA", pre), line=regs[f"SDP_RDMA.D_{pre}_LINE_STRIDE"],
+            base=regs.address("SDP_RDMA", f"D_{pre}_BASE_ADDR"),
+            line=regs[f"SDP_RDMA.D_{pre}_LINE_STRIDE"],
             surface=regs[f"SDP_RDMA.D_{pre}_SURFACE_STRIDE"], register=key, dma=dma)
 
     rdma_used = not flying or any(dmas.values())
@@ -170,12 +162,12 @@ def sdp_layout_from_registers(regs, *, atom_bytes: int = 8) -> SdpLayout:
                 raise ConfigError(f"{rfm}.IN_PRECISION = {rin} with PROC_PRECISION = {proc}: "
                                   f"precision conversion is not modelled (NVIDIA's C model: "
                                   f"not supported in openDLA)")
-            src = (_addr(regs, "SDP_RDMA", "SRC"), regs["SDP_RDMA.D_SRC_LINE_STRIDE"],
-                   regs["SDP_RDMA.D_SRC_SURFACE_STRIDE"])
+            src = (regs.address("SDP_RDMA", "D_SRC_BASE_ADDR"),
+                   regs["SDP_RDMA.D_SRC_LINE_STRIDE"], regs["SDP_RDMA.D_SRC_SURFACE_STRIDE"])
     return SdpLayout(
         h=h, w=w, c=c, c_pad=c_pad, group=group, precision=proc, flying=flying, src=src,
         src_ram=regs.enum("SDP_RDMA.D_SRC_DMA_CFG", "SRC_RAM_TYPE") if src else None,
-        dst=(_addr(regs, "SDP", "DST"), regs["SDP.D_DST_LINE_STRIDE"],
+        dst=(regs.address("SDP", "D_DST_BASE_ADDR"), regs["SDP.D_DST_LINE_STRIDE"],
              regs["SDP.D_DST_SURFACE_STRIDE"]),
         dst_ram=regs.enum("SDP.D_DST_DMA_CFG", "DST_RAM_TYPE"),
         to_pdp=regs.enum(fm, "OUTPUT_DST") == "PDP", dmas=dmas, atom_bytes=atom_bytes)
@@ -224,11 +216,11 @@ def _x_unit(regs, u: str) -> dict:
         alu_algo=_enum(regs, cfg, f"{u}_ALU_ALGO", ("MAX", "MIN", "SUM")),
         alu_src=regs.enum(f"SDP.D_DP_{u}_ALU_CFG", f"{u}_ALU_SRC"),
         alu_shift_value=regs.field(f"SDP.D_DP_{u}_ALU_CFG", f"{u}_ALU_SHIFT_VALUE"),
-        alu_operand=_sext(regs.field(f"SDP.D_DP_{u}_ALU_SRC_VALUE", f"{u}_ALU_OPERAND"), 16),
+        alu_operand=regs.signed(f"SDP.D_DP_{u}_ALU_SRC_VALUE", f"{u}_ALU_OPERAND"),
         mul_bypass=regs.enum(cfg, f"{u}_MUL_BYPASS") == "YES",
         mul_src=regs.enum(f"SDP.D_DP_{u}_MUL_CFG", f"{u}_MUL_SRC"),
         mul_shift_value=regs.field(f"SDP.D_DP_{u}_MUL_CFG", f"{u}_MUL_SHIFT_VALUE"),
-        mul_operand=_sext(regs.field(f"SDP.D_DP_{u}_MUL_SRC_VALUE", f"{u}_MUL_OPERAND"), 16),
+        mul_operand=regs.signed(f"SDP.D_DP_{u}_MUL_SRC_VALUE", f"{u}_MUL_OPERAND"),
         mul_prelu=regs.enum(cfg, f"{u}_MUL_PRELU") == "YES",
         relu_bypass=regs.enum(cfg, f"{u}_RELU_BYPASS") == "YES",
     )
@@ -247,12 +239,12 @@ def _y_unit(regs) -> dict:
         o = op.lower()
         kw[f"{o}_src"] = regs.enum(f"SDP.D_DP_EW_{op}_CFG", f"EW_{op}_SRC")
         kw[f"{o}_cvt_bypass"] = regs.enum(f"SDP.D_DP_EW_{op}_CFG", f"EW_{op}_CVT_BYPASS") == "YES"
-        kw[f"{o}_operand"] = _sext(regs.field(f"SDP.D_DP_EW_{op}_SRC_VALUE",
-                                              f"EW_{op}_OPERAND"), 32)
-        kw[f"{o}_cvt_offset"] = _sext(regs.field(f"SDP.D_DP_EW_{op}_CVT_OFFSET_VALUE",
-                                                 f"EW_{op}_CVT_OFFSET"), 32)
-        kw[f"{o}_cvt_scale"] = _sext(regs.field(f"SDP.D_DP_EW_{op}_CVT_SCALE_VALUE",
-                                                f"EW_{op}_CVT_SCALE"), 16)
+        kw[f"{o}_operand"] = regs.signed(f"SDP.D_DP_EW_{op}_SRC_VALUE",
+                                              f"EW_{op}_OPERAND")
+        kw[f"{o}_cvt_offset"] = regs.signed(f"SDP.D_DP_EW_{op}_CVT_OFFSET_VALUE",
+                                                 f"EW_{op}_CVT_OFFSET")
+        kw[f"{o}_cvt_scale"] = regs.signed(f"SDP.D_DP_EW_{op}_CVT_SCALE_VALUE",
+                                                f"EW_{op}_CVT_SCALE")
         kw[f"{o}_cvt_truncate"] = regs.field(f"SDP.D_DP_EW_{op}_CVT_TRUNCATE_VALUE",
                                              f"EW_{op}_CVT_TRUNCATE")
     return kw
@@ -328,8 +320,8 @@ def sdp_params_from_registers(regs, mem, *, atom_bytes: int = 8, cv_mem=None,
     if not ykw["bypass"] and not ykw["lut_bypass"]:
         ykw["lut"] = _lut(regs)
     ew = SdpYParams(**ykw)
-    cvt = SdpCvtParams(cvt_offset=_sext(regs.field("SDP.D_CVT_OFFSET", "CVT_OFFSET"), 32),
-                       cvt_scale=_sext(regs.field("SDP.D_CVT_SCALE", "CVT_SCALE"), 16),
+    cvt = SdpCvtParams(cvt_offset=regs.signed("SDP.D_CVT_OFFSET", "CVT_OFFSET"),
+                       cvt_scale=regs.signed("SDP.D_CVT_SCALE", "CVT_SCALE"),
                        cvt_shift=regs.field("SDP.D_CVT_SHIFT", "CVT_SHIFT"))
     params = SdpParams(bs=xs["BS"], bn=xs["BN"], ew=ew, cvt=cvt, proc_precision=lay.precision,
                        out_precision=lay.precision)
@@ -448,16 +440,6 @@ def _describe_y(p: SdpYParams, dma) -> str:
 
 
 # ------------------------------------------------------------------------------ numpy model
-def _rnd(v: np.ndarray, s) -> np.ndarray:
-    """v / 2**s rounded half away from zero, for int64 |v| < 2**63 and 0 <= s < 64 (no
-    overflow: floor(|v| / 2**s) plus the bit below the cut)."""
-    v = np.asarray(v, np.int64)
-    s = np.asarray(s, np.int64)
-    a = np.abs(v)
-    q = np.where(s > 0, (a >> s) + ((a >> np.maximum(s - 1, 0)) & 1), a)
-    return np.sign(v) * q
-
-
 def _sat(v, bits: int) -> np.ndarray:
     return np.clip(v, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
@@ -465,7 +447,7 @@ def _sat(v, bits: int) -> np.ndarray:
 def _trunc(v, s, in_bits: int, out_bits: int = 32) -> np.ndarray:
     """sat_out(round(v / 2**s)); a shift of ``in_bits`` or more gives 0."""
     s = np.asarray(s, np.int64)
-    return np.where(s >= in_bits, 0, _sat(_rnd(v, np.minimum(s, 63)), out_bits))
+    return np.where(s >= in_bits, 0, _sat(round_half_away(v, np.minimum(s, 63)), out_bits))
 
 
 def _op(reg_value, data, mode_mem: bool, shape) -> np.ndarray:
@@ -553,7 +535,7 @@ def _lut_ref(x: np.ndarray, t: LutParams) -> np.ndarray:
                   le_t[np.minimum(idx, LE_ENTRIES - 1)])
     y1 = np.where(use_lo, lo_t[np.minimum(idx + 1, LO_ENTRIES - 1)],
                   le_t[np.minimum(idx + 1, LE_ENTRIES - 1)])
-    hit_val = _sat(_rnd(y0 * ((np.int64(1) << 35) - frac) + y1 * frac, 35), 32)
+    hit_val = _sat(round_half_away(y0 * ((np.int64(1) << 35) - frac) + y1 * frac, 35), 32)
     bias = (1 << t.le_index_offset) if exp_le and t.le_index_offset > 0 else 0
     base = np.where(use_lo, np.where(uf, t.lo_start, t.lo_end),
                     np.where(uf, t.le_start + bias, t.le_end))

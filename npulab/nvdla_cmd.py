@@ -313,8 +313,7 @@ def trace_main(args) -> int:
         print(result.line(), flush=True)
         if args.verbose:
             for i, run in enumerate(result.layers):
-                detail = ", ".join(f"{k} {v}" for k, v in run.detail.items()
-                                   if k != "conv_layer")
+                detail = ", ".join(f"{k} {v}" for k, v in run.detail.items())
                 cyc = f"{run.cycles:,} cycles" if run.cycles is not None else "no estimate"
                 print(f"    layer {i} {run.unit}: {detail}; {cyc} ({cfg.name} cycle model)")
             for c in result.checks:

@@ -482,10 +482,8 @@ def run_conv(regs, mem) -> LayerRun:
         "conv.macs": lay.out_h * lay.out_w * lay.out_c * lay.kernel_h * lay.kernel_w * lay.kernel_c,
     }
     detail.update(run.detail)
-    layer = _cycle_layer(core)
-    if layer is not None:
-        detail["conv_layer"] = layer
-    return LayerRun("conv", run.out, reference, run.out_base, detail, run.cycles)
+    return LayerRun("conv", run.out, reference, run.out_base, detail, run.cycles,
+                    cycle_layer=_cycle_layer(core))
 
 
 def _cycle_layer(core: ConvCore):

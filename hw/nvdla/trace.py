@@ -220,6 +220,8 @@ class CheckResult:
     expected: int | None = None
     got: int | None = None
     message: str = ""
+    addr: int | None = None          # check_crc: the checked memory range
+    size: int | None = None
 
 
 @dataclass
@@ -321,12 +323,14 @@ class _Player:
         sync, mem, addr, size, want = c.args
         why = self._sync(c, sync)
         if why:
-            self.result.checks.append(CheckResult(c.op, sync, c.line, False, want, None, why))
+            self.result.checks.append(CheckResult(c.op, sync, c.line, False, want, None, why,
+                                                  addr, size))
             return
         got = self.mems[mem].crc32(addr, size)
         self.result.checks.append(CheckResult(c.op, sync, c.line, got == want, want, got,
                                               "" if got == want else
-                                              f"expected crc {want:#010x} got {got:#010x}"))
+                                              f"expected crc {want:#010x} got {got:#010x}",
+                                              addr, size))
 
     def _check_nothing(self, c):
         (sync,) = c.args
@@ -346,7 +350,7 @@ class _Player:
             if layer is None:
                 return
             kind, units, interrupts, to_pdp = layer
-            run = self._run(kind, v, to_pdp)
+            self._run(kind, v, to_pdp)
             for unit in units:
                 self.rf.complete(unit, interrupts.get(unit, ()))
 
@@ -377,7 +381,7 @@ class _Player:
             return "cdp", ["CDP", "CDP_RDMA"], {"CDP": ("CDP",)}, False
         return None
 
-    def _run(self, kind, v, to_pdp):
+    def _run(self, kind, v, to_pdp) -> None:
         mem = self.mems["pri_mem"]
         if kind == "conv":
             from hw.nvdla.conv_unit import run_conv
@@ -398,7 +402,6 @@ class _Player:
             r.regs = v
             r.cycles = _estimate_cycles(self.cfg, r, v)
             self.result.layers.append(r)
-        return runs
 
     def _check_idle(self):
         stuck = [u for u in sorted(self.rf.consumer) if self.rf.ready(u)]
@@ -415,14 +418,14 @@ def _estimate_cycles(cfg, run, v) -> int | None:
     n_out = int(out.size)
     nb = out.dtype.itemsize
     if run.unit == "conv":
-        layer = run.detail.get("conv_layer")
-        if layer is None:
+        if run.cycle_layer is None:
             return None
         from hw.nvdla.cycles import conv_cycles
-        return conv_cycles(cfg, layer).total
+        return conv_cycles(cfg, run.cycle_layer).total
     if run.unit == "pdp":
-        h, w, c = (int(x) for x in run.detail["in"].split("x"))
-        from_mem = not run.detail["source"].startswith("SDP")
+        h, w, c = (v.field(f"PDP.D_DATA_CUBE_IN_{d}", f"CUBE_IN_{d}") + 1
+                   for d in ("HEIGHT", "WIDTH", "CHANNEL"))
+        from_mem = v.enum("PDP.D_OPERATION_MODE_CFG", "FLYING_MODE") == "OFF_FLYING"
         return engine_cycles(cfg, "pdp", h * w * c, n_out, h * w * c * nb if from_mem else 0,
                              n_out * nb).total
     if run.unit == "cdp":
@@ -459,7 +462,7 @@ def dump(result: TraceResult, folder) -> list[Path]:
         np.save(f"{stem}_out.npy", run.out)
         np.save(f"{stem}_ref.npy", run.reference)
         lines = [f"{run.unit} layer {i}: output {run.out.shape} written at {run.out_base:#x}",
-                 f"detail: {', '.join(f'{k}={v}' for k, v in run.detail.items() if k != 'conv_layer')}",
+                 f"detail: {', '.join(f'{k}={v}' for k, v in run.detail.items())}",
                  f"cycles (model): {run.cycles}",
                  f"elements differing from the numpy reference: {run.mismatches}"]
         if run.out.shape == run.reference.shape and run.mismatches:
@@ -470,11 +473,9 @@ def dump(result: TraceResult, folder) -> list[Path]:
                 lines.append(f"  {t}: {int(run.out[t])} vs {int(run.reference[t])}")
         Path(f"{stem}_diff.txt").write_text("\n".join(lines) + "\n")
         written += [Path(f"{stem}_out.npy"), Path(f"{stem}_ref.npy"), Path(f"{stem}_diff.txt")]
-    trace = load_trace(result.folder)
-    for c in trace.commands:
+    for c in result.checks:
         if c.op == "check_crc" and result.memory is not None:
-            _, _, addr, size, _ = c.args
-            p = folder / f"crc_{c.line}_{addr:#x}.bin"
-            p.write_bytes(result.memory.read(addr, size).tobytes())
+            p = folder / f"crc_{c.line}_{c.addr:#x}.bin"
+            p.write_bytes(result.memory.read(c.addr, c.size).tobytes())
             written.append(p)
     return written

@@ -75,8 +75,6 @@ class SparseMemory:
     def __init__(self, name: str = "pri_mem"):
         self.name = name
         self._pages: dict[int, np.ndarray] = {}
-        self.bytes_read = 0
-        self.bytes_written = 0
 
     # ---------------------------------------------------------------- checks
     def _check(self, addr, size, what):
@@ -88,20 +86,25 @@ class SparseMemory:
                                f"64-bit address space")
 
     # ---------------------------------------------------------------- contiguous
+    @staticmethod
+    def _spans(addr: int, size: int):
+        """(page, offset in page, position in the buffer, length) of each page a range touches."""
+        pos = 0
+        while pos < size:
+            a = addr + pos
+            off = a & (PAGE - 1)
+            n = min(PAGE - off, size - pos)
+            yield a >> PAGE_BITS, off, pos, n
+            pos += n
+
     def read(self, addr: int, size: int) -> np.ndarray:
         """``size`` bytes from ``addr`` as a new uint8 array."""
         self._check(addr, size, "read")
         out = np.zeros(size, np.uint8)
-        pos = 0
-        while pos < size:
-            a = addr + pos
-            page, off = a >> PAGE_BITS, a & (PAGE - 1)
-            n = min(PAGE - off, size - pos)
+        for page, off, pos, n in self._spans(addr, size):
             p = self._pages.get(page)
             if p is not None:
                 out[pos:pos + n] = p[off:off + n]
-            pos += n
-        self.bytes_read += size
         return out
 
     def write(self, addr: int, data) -> None:
@@ -109,17 +112,11 @@ class SparseMemory:
         buf = np.frombuffer(bytes(data), np.uint8) if isinstance(data, (bytes, bytearray)) \
             else np.ascontiguousarray(data, np.uint8).ravel()
         self._check(addr, buf.size, "write")
-        pos = 0
-        while pos < buf.size:
-            a = addr + pos
-            page, off = a >> PAGE_BITS, a & (PAGE - 1)
-            n = min(PAGE - off, buf.size - pos)
+        for page, off, pos, n in self._spans(addr, buf.size):
             p = self._pages.get(page)
             if p is None:
                 p = self._pages[page] = np.zeros(PAGE, np.uint8)
             p[off:off + n] = buf[pos:pos + n]
-            pos += n
-        self.bytes_written += buf.size
 
     # ---------------------------------------------------------------- scattered
     def gather(self, addrs) -> np.ndarray:
@@ -134,7 +131,6 @@ class SparseMemory:
             if p is not None:
                 sel = pages == page
                 out[sel] = p[a[sel] & (PAGE - 1)]
-        self.bytes_read += a.size
         return out
 
     def scatter(self, addrs, values) -> None:
@@ -154,7 +150,6 @@ class SparseMemory:
                 p = self._pages[int(page)] = np.zeros(PAGE, np.uint8)
             sel = pages == page
             p[a[sel] & (PAGE - 1)] = v[sel]
-        self.bytes_written += a.size
 
     # ---------------------------------------------------------------- trace commands
     def fill(self, addr: int, size: int, pattern: str = "ALL_ZERO", seed: int = 0) -> None:

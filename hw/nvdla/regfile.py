@@ -189,13 +189,6 @@ class RegView:
         reg = self._map[key]
         return self._values.get(reg.key, reg.reset)
 
-    def __contains__(self, key) -> bool:
-        return key in self._values
-
-    def written(self) -> dict:
-        """The registers that were written (key -> value)."""
-        return dict(self._values)
-
     def field(self, key: str, field: str) -> int:
         return self._map[key].field(field).get(self[key])
 
@@ -242,7 +235,6 @@ class RegisterFile:
         self._luts = {u: ({0: [0] * LUT_SIZES[0], 1: [0] * LUT_SIZES[1]}, [0, 0])
                       for u in ("SDP", "CDP") if u in self.map.units}
         self.intr_status = 0
-        self.writes = 0
 
     # ---------------------------------------------------------------- access
     def _store(self, reg: Register) -> tuple[dict, str]:
@@ -256,7 +248,6 @@ class RegisterFile:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
             raise RegisterError(f"{key} = {value!r}: a register value is a 32-bit unsigned "
                                 f"integer")
-        self.writes += 1
         unit, name = reg.unit, reg.name
         if unit == "GLB" and name == "S_INTR_STATUS":
             self.intr_status &= ~(value & reg.write_mask)

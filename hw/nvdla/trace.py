@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.nvdla.memimage import INIT_PATTERNS, MemoryImageError, SparseMemory
-from hw.nvdla.regfile import INTERRUPT_UNITS, RegisterError, RegisterFile
+from hw.nvdla.regfile import INTERRUPT_UNITS, RegisterError, RegisterFile, register_map
 
 __all__ = ["TraceError", "Command", "Trace", "load_trace", "find_traces", "default_trace_dir",
            "CheckResult", "TraceResult", "play", "COMMANDS"]
@@ -150,7 +150,6 @@ def _parse(cfg: Path, line: int, stmt: str) -> Command:
     elif op in ("reg_write", "reg_read_check", "poll_reg_equal"):
         key = _reg(cfg, line, args[0])
         try:
-            from hw.nvdla.regfile import register_map
             register_map()[key]
         except RegisterError as e:
             raise TraceError(f"{cfg}:{line}: {e}") from None

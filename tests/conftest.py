@@ -28,8 +28,8 @@ def shared_dir() -> Path:
 def nv_small_trace_dir() -> Path:
     """NVIDIA's nv_small trace tests: ``$NPULAB_NVDLA_TRACES/nv_small``, default
     ``../shared/nvdla/traces/nv_small`` next to the checkout."""
-    root = os.environ.get("NPULAB_NVDLA_TRACES", REPO.parent / "shared" / "nvdla" / "traces")
-    return Path(root) / "nv_small"
+    from hw.nvdla.trace import default_trace_dir
+    return default_trace_dir(REPO) / "nv_small"
 
 
 @pytest.fixture(scope="session")

@@ -82,11 +82,14 @@ class Trace:
     commands: list
 
 
-def default_trace_dir() -> Path:
-    """``$NPULAB_NVDLA_TRACES`` if set, else ``../shared/nvdla/traces`` of the working directory
-    (the team's shared data next to a checkout)."""
+def default_trace_dir(checkout: Path | None = None) -> Path:
+    """``$NPULAB_NVDLA_TRACES`` if set, else ``shared/nvdla/traces`` next to ``checkout`` (the
+    team's shared data beside a checkout; default: the working directory, i.e.
+    ``../shared/nvdla/traces``)."""
     env = os.environ.get("NPULAB_NVDLA_TRACES")
-    return Path(env) if env else Path("..") / "shared" / "nvdla" / "traces"
+    if env:
+        return Path(env)
+    return (Path(checkout).parent if checkout else Path("..")) / "shared" / "nvdla" / "traces"
 
 
 def _split_args(text: str) -> list[str]:

@@ -9,7 +9,6 @@ missing: skipped locally, a failure when ``CI`` is set.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,24 +20,14 @@ from hw.nvdla.conv_unit import (PIXEL_FORMATS, decode_conv, read_pixels, read_we
 from hw.nvdla.memimage import SparseMemory
 from hw.nvdla.regfile import RegisterFile, RegView
 from hw.nvdla.surface import read_cube, write_cube
-from hw.nvdla.trace import load_trace
+from hw.nvdla.trace import default_trace_dir, load_trace
 from hw.systolic.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
-TRACE_ROOT = Path(os.environ.get("NPULAB_NVDLA_TRACES",
-                                 REPO.parent / "shared" / "nvdla" / "traces"))
-NV_SMALL = TRACE_ROOT / "nv_small"
+NV_SMALL = default_trace_dir(REPO) / "nv_small"
 _ALL = sorted(p.name for p in NV_SMALL.iterdir() if p.is_dir()) if NV_SMALL.is_dir() else []
 DC = [n for n in _ALL if n.startswith("dc_")]
 IMG = [n for n in _ALL if n.startswith("img_")]
-
-
-def _need_traces():
-    if not NV_SMALL.is_dir():
-        msg = f"NVIDIA's trace folder {NV_SMALL} is missing (set NPULAB_NVDLA_TRACES)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
 
 
 def replay(name):
@@ -65,14 +54,12 @@ def replay(name):
     return rf.view(), mem, crc, missing, inits
 
 
-def test_the_conv_traces_are_found():
-    _need_traces()
+def test_the_conv_traces_are_found(nv_small_traces):
     assert len(DC) == 9 and len(IMG) == 8
 
 
 @pytest.mark.parametrize("name", DC or ["<no traces>"])
-def test_nvidia_dc_trace_crc(name):
-    _need_traces()
+def test_nvidia_dc_trace_crc(name, nv_small_traces):
     t = load_trace(NV_SMALL / name)
     missing = [c.args[2] for c in t.commands
                if c.op == "mem_load" and not (t.folder / c.args[2]).is_file()]
@@ -89,14 +76,13 @@ def test_nvidia_dc_trace_crc(name):
 
 
 @pytest.mark.parametrize("name", IMG or ["<no traces>"])
-def test_nvidia_img_trace_crc_for_any_image(name):
+def test_nvidia_img_trace_crc_for_any_image(name, nv_small_traces):
     """The img_* traces ship weights but not their image (``*_dt.dat`` is not in shared/).
     Their mean registers make the result independent of the image: every channel's
     (pixel - mean) * scale lies beyond int8 for all pixels 0..255 (RY = -6883, GU = -30923,
     AX = -5435 give +127; BV = 5906 gives -128). So the trace's CRC must hold for any image
     content; this fills the image with random bytes and checks it, and that CSC saw only the
     saturated values."""
-    _need_traces()
     regs, mem, (addr, size, crc), missing, inits = replay(name)
     lay = decode_conv(regs)
     assert lay.mode == "pixel" and lay.mean_en and lay.cvt_en

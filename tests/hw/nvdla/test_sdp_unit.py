@@ -9,7 +9,6 @@ signed slope shift); register fields: shared/nvdla/rdl/NVDLA_SDP.rdl, NVDLA_SDP_
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +21,11 @@ from hw.nvdla.sdp import SdpCvtParams, SdpParams, SdpXParams, SdpYParams, sdp_ap
 from hw.nvdla.sdp_unit import (operand_addresses, run_sdp, sdp_params_from_registers,
                                sdp_reference)
 from hw.nvdla.surface import read_cube, write_cube
-from hw.nvdla.trace import load_trace, play
+from hw.nvdla.trace import default_trace_dir, load_trace, play
 from hw.systolic.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
-NV_SMALL = Path(os.environ.get("NPULAB_NVDLA_TRACES",
-                               REPO.parent / "shared" / "nvdla" / "traces")) / "nv_small"
+NV_SMALL = default_trace_dir(REPO) / "nv_small"
 SDP_TRACES = sorted(p.name for p in NV_SMALL.glob("sdp_*")) if NV_SMALL.is_dir() else []
 
 

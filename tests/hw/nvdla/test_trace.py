@@ -9,7 +9,6 @@ is set (so CI can never pass without running them)."""
 
 from __future__ import annotations
 
-import os
 import runpy
 import shutil
 import zlib
@@ -18,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.nvdla.trace import TraceError, dump, find_traces, load_trace, play
+from hw.nvdla.trace import (TraceError, default_trace_dir, dump, find_traces, load_trace,
+                             play)
 from npulab.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
-TRACE_ROOT = Path(os.environ.get("NPULAB_NVDLA_TRACES", REPO.parent / "shared" / "nvdla" / "traces"))
-NV_SMALL = TRACE_ROOT / "nv_small"
+NV_SMALL = default_trace_dir(REPO) / "nv_small"
 NAMES = sorted(p.name for p in NV_SMALL.iterdir() if p.is_dir()) if NV_SMALL.is_dir() else []
 
 

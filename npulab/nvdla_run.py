@@ -66,8 +66,14 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
     plan = f"{c.cbuf_mode}" + (f" x{c.h_slices}" if c.h_slices > 1 else "") + \
         f" banks {c.data_banks}/{c.weight_banks}" + (f" fc_batch {hl.fc_batch}"
                                                       if hl.fc_batch > 1 else "")
+    actions = _conv_actions(cfg, hl, timed, rd + wr)
+    units = {"cdma": sum((t.cdma_data_cycles + t.cdma_weight_cycles) * n for t, n in timed),
+             "cmac": busy, "sdp": sum(t.sdp_cycles * n for t, n in timed),
+             "pdp": sum(t.pdp_cycles * n for t, n in timed),
+             "wdma": sum(t.write_cycles * n for t, n in timed)}
     return LayerResult(
         name=hl.name, op="+".join(_units(hl)), engine="conv", macs=macs, cycles=cycles,
+        actions=actions, units={k: int(math.ceil(v)) for k, v in units.items() if v},
         utilization_pct=100.0 * macs / (peak_macs * cycles) if cycles else 0.0,
         compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),
         dram_read_bytes=rd, dram_write_bytes=wr,
@@ -75,6 +81,44 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
         arithmetic_intensity=macs / (rd + wr) if rd + wr else None,
         bound={"mac": "compute", "cdma": "dram"}.get(c.bound, c.bound), tiling=plan,
         **_LAYER_DEFAULTS)
+
+
+#: Accumulator width of CACC per precision (int8: 34-bit sums in RTL; int16: 48; fp16: the
+#: float accumulator, charged as 32 bits), shared/reference/nvdla.md.
+_CACC_BITS = {"int8": 34, "int16": 48, "fp16": 32}
+#: SDP multiply-add stages per output element for each fused unit (the output converter is one
+#: more); PDP: one operation per input element; CDP (LRN): square, window sum over the local
+#: size (5 in the zoo's models), LUT interpolation and the final multiply, about 8.
+_SDP_STAGES = ("bias", "bn", "eltwise", "lut")
+_CDP_OPS_PER_ELEMENT = 8
+
+
+def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> dict:
+    """What a convolution hardware layer did (:attr:`LayerResult.actions`): each atomic
+    operation reads one 1x1 x atomic-C input vector from CBUF; each stripe loads every MAC
+    cell's atomic-C weights from CBUF into the cells' weight registers; CACC accumulates one
+    partial sum per cell per atomic operation (read-modify-write, counted as register bits);
+    CDMA writes every fetched byte into CBUF; SDP (and PDP on the fly) run their stages on every
+    output element."""
+    precision = hl.conv.precision
+    bits = 8 * BYTES[precision]
+    kpar = cfg.macs(precision) // cfg.atomic_c
+    atomic_ops = sum(t.atomic_ops * n for t, n in timed)
+    stripes = sum(t.stripes * n for t, n in timed)
+    fetched = sum((t.data_bytes + t.weight_bytes) * n for t, n in timed)
+    weight_bits = stripes * kpar * cfg.atomic_c * bits
+    c = hl.conv
+    outputs = c.batch * c.K * c.P * c.Q
+    stages = 1 + sum(1 for f in _SDP_STAGES if (getattr(c, f, False) if f != "lut" else hl.lut))
+    pool = outputs if c.pool_kernel is not None else 0
+    return {
+        "macs": hl.conv.macs, "precision": precision, "acc_bits": _CACC_BITS[precision],
+        "reg_bits": weight_bits + atomic_ops * kpar * 2 * _CACC_BITS[precision],
+        "sram": {"cbuf": {"read_bits": atomic_ops * cfg.atomic_c * bits + weight_bits,
+                          "write_bits": 8 * fetched}},
+        "dram_bits": 8 * dram_bytes, "link_bits": 0,
+        "vector_ops": outputs * stages + pool,
+    }
 
 
 def _units(hl: HwLayer) -> list[str]:
@@ -110,13 +154,24 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
     busy = sum(math.ceil(p.engine_cycles) for p in parts)
     bound = "dram" if sum(p.memory_cycles for p in parts) > sum(p.engine_cycles for p in parts) \
         else "compute"
+    elements = sum(p.elements_in for p in parts)
+    ops = {"sdp": elements * (hl.operands + (1 if hl.lut else 0)), "pdp": elements,
+           "cdp": elements * _CDP_OPS_PER_ELEMENT, "bdma": 0}[hl.kind]
+    actions = {"macs": 0, "precision": hl.precision, "acc_bits": _CACC_BITS[hl.precision],
+               "reg_bits": 0, "sram": {}, "dram_bits": 8 * (rd + wr), "link_bits": 0,
+               "vector_ops": ops}
+    mem = sum(p.memory_cycles for p in parts)
+    units = {"rdma": mem * rd / (rd + wr) if rd + wr else 0.0,
+             hl.kind: sum(p.engine_cycles for p in parts),
+             "wdma": mem * wr / (rd + wr) if rd + wr else 0.0}
     return LayerResult(
         name=hl.name, op="+".join(_units(hl)), engine=hl.kind, macs=0, cycles=cycles,
         utilization_pct=None, compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),
         dram_read_bytes=rd, dram_write_bytes=wr,
         dram_bandwidth_gbps=(rd + wr) * clock_hz / cycles / 1e9 if cycles else 0.0,
         arithmetic_intensity=None, bound=bound,
-        tiling=(f"{len(parts)} PDP passes" if len(parts) > 1 else None), **_LAYER_DEFAULTS)
+        tiling=(f"{len(parts)} PDP passes" if len(parts) > 1 else None), actions=actions,
+        units={k: int(math.ceil(v)) for k, v in units.items() if v}, **_LAYER_DEFAULTS)
 
 
 def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
@@ -140,7 +195,7 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
     latency = cycles / clock_hz
     path = memory_path(cfg)
     totals = {
-        "cycles": cycles, "macs": macs, "latency_s": latency,
+        "cycles": cycles, "macs": macs, "latency_s": latency, "batch": graph_batch(graph),
         "fps": graph_batch(graph) / latency if cycles else 0.0,
         "utilization_pct": 100.0 * macs / (peak * cycles) if cycles else 0.0,
         "effective_tops": 2 * macs / latency / 1e12 if cycles else 0.0,

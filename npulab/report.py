@@ -174,8 +174,9 @@ def to_json(result: RunResult) -> str:
 
 
 def to_csv(result: RunResult) -> str:
-    """One row per layer with every :class:`LayerResult` field; empty cells for ``None``."""
-    names = [f.name for f in fields(LayerResult)]
+    """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
+    (the nested ``actions``/``units`` are in the JSON)."""
+    names = [f.name for f in fields(LayerResult) if f.name not in ("actions", "units")]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(names)

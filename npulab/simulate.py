@@ -29,6 +29,7 @@ from compiler.lower import CompileOptions, compile_graph
 from hw.chip import ChipConfig
 from hw.configfile import chip_config_to_dict
 from hw.executor import ExecutionResult, execute
+from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
@@ -81,6 +82,14 @@ class LayerResult:
     arithmetic_intensity: float | None = None
     bound: str | None = None
     tiling: str | None = None
+    # What the hardware did, in the units the energy model charges (:mod:`npulab.metrics`):
+    # ``macs``, ``precision``, ``acc_bits``, ``reg_bits`` (PE register bits written),
+    # ``sram`` {name: {"read_bits", "write_bits"}}, ``dram_bits`` (on the bus), ``link_bits``,
+    # ``vector_ops`` (post-processing element operations). None for ops no engine runs.
+    actions: dict | None = None
+    # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
+    # for the timeline; None where the runner has the command-level trace instead.
+    units: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,37 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
         mapping_efficiency_pct=_mapping_efficiency(cfg, shape, folds),
         ifmap_sram_reads=ifmap, filter_sram_reads=filt, ofmap_sram_writes=ofw,
         ofmap_sram_reads=ofr, folds=folds,
+        actions=array_actions(cfg, shape.macs, ifmap, filt, ofw, ofr),
     )
+
+
+def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
+                  ofmap_reads: int, fills: tuple[int, int, int] = (0, 0, 0), dram_bytes: int = 0,
+                  link_bytes: int = 0, active_cycles: int | None = None) -> dict:
+    """The systolic array's actions (see :attr:`LayerResult.actions`).
+
+    Register bits per MAC: the operands that move through the PE are latched each cycle --
+    WS and IS pass one operand and the partial sum on, OS passes both operands and updates its
+    accumulator -- so ``op + acc`` bits (WS, IS) or ``2 op + acc`` bits (OS). Idle PEs are taken
+    to be clock-gated. The array reads operands from the ifmap/filter scratchpads at operand
+    width and writes (and, for partial sums, reads back) the ofmap scratchpad at accumulator
+    width; ``fills`` are the bytes the DMA writes into ifmap/filter and reads out of ofmap.
+    ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
+    are taken over it; see :mod:`npulab.metrics`)."""
+    op, acc = cfg.precision.bits, cfg.acc_bits
+    per_mac = (2 * op if cfg.dataflow is Dataflow.OS else op) + acc
+    fill_in, fill_filter, drain = fills
+    return {
+        "macs": int(macs), "precision": cfg.precision.value, "acc_bits": int(acc),
+        "reg_bits": int(macs) * per_mac,
+        "sram": {"ifmap": {"read_bits": int(ifmap_reads) * op, "write_bits": 8 * int(fill_in)},
+                 "filter": {"read_bits": int(filter_reads) * op,
+                            "write_bits": 8 * int(fill_filter)},
+                 "ofmap": {"read_bits": int(ofmap_reads) * acc + 8 * int(drain),
+                           "write_bits": int(ofmap_writes) * acc}},
+        "dram_bits": 8 * int(dram_bytes), "link_bits": 8 * int(link_bytes), "vector_ops": 0,
+        "active_cycles": None if active_cycles is None else int(active_cycles),
+    }
 
 
 def _mapping_efficiency(cfg, shape, folds: int) -> float:
@@ -202,6 +241,20 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                "tiling": (f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
                           f"{t.order}{' in:sram' if t.input_resident else ''}"
                           f"{' out:sram' if t.output_resident else ''}"),
+               "actions": array_actions(
+                   chip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
+                   c["ofmap_sram_writes"], c["ofmap_sram_reads"],
+                   (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
+                    c["ofmap_sram_drain_bytes"]),
+                   # DRAM energy is charged for the bytes on the bus (whole column accesses);
+                   # an ideal DRAM has no bus, so the bytes asked for.
+                   dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
+                               if not chip.dram.is_ideal else dram_bytes),
+                   link_bytes=link,
+                   # the layer's window, or longer when its own work overlapped the previous
+                   # window (prefetch): array, DRAM and link busy time
+                   active_cycles=max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"],
+                                     c["dram_transfer_cycles"], c["link_transfer_cycles"])),
                }))
     return layers, run
 
@@ -229,6 +282,7 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)
     totals = _totals(layers, chip)
+    totals["batch"] = max([getattr(op, "batch", 1) or 1 for op in graph.ops] + [1])
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
     return RunResult(

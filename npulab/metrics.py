@@ -1,0 +1,319 @@
+"""Metrics of a run: latency, throughput, energy and power, utilizations, roofline bounds.
+
+:func:`compute_metrics` turns a run (a :class:`~npulab.simulate.RunResult` or its
+``to_dict()``, e.g. read back from ``summary.json``) and an energy table
+(:class:`hw.energy.Technology`) into per-layer and per-network metrics. Everything is derived
+from each layer's ``cycles`` and ``actions`` (what the hardware did) and the chip config, so a
+saved run can be re-costed with another technology (``npulab report DIR --tech 7nm``).
+
+Energy components (joules):
+
+* ``mac``: ``macs x`` :meth:`~hw.energy.Technology.mac_pj` (precision, accumulator width);
+* ``rf``: PE register / register-file bits written x ``register.pj_per_bit``;
+* ``sram.<name>``: bits read and written x the per-bit energy of one bank of that scratchpad
+  (systolic chips: ``ifmap``, ``filter``, ``ofmap``; NVDLA: ``cbuf``);
+* ``vector``: post-processing element operations (NVDLA SDP/PDP/CDP), each one 32-bit add plus
+  one 16-bit multiply (fp32 for fp16 networks);
+* ``dram``: bits on the DRAM bus x pJ/bit of the DRAM type (so bus width does not change the
+  energy of a byte);
+* ``link``: bits over the host link x pJ/bit of the link type;
+* ``static``: leakage power of the chip's area x the layer's time.
+
+``on_chip`` is everything but ``dram`` and ``link``. Identities the tests hold: energy = sum of
+the breakdown; average power = energy / time; TOPS/W = (ops/s) / W; every utilization <= 1.
+Peak power is the highest layer-average power (the resolution of a layer).
+
+Roofline: a layer's attainable performance is ``min(peak ops/s, intensity_x * bandwidth_x)`` over
+the off-chip levels ``x`` it moved bytes through (DRAM, the host link), with ``intensity_x`` =
+ops per byte of ``x``; ``bound`` names the ceiling that gives the minimum. Scratchpad bandwidth
+is reported as utilization per level, not as a ceiling (the executor bounds scratchpad access
+by bank conflicts, not by a bandwidth limit).
+One op = one multiply or one add (2 per MAC), as in TOPS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hw.energy import Technology, dram_kind_for_preset, load_technology
+
+__all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER"]
+
+COMPONENT_ORDER = ("mac", "rf", "sram", "vector", "dram", "link", "static")
+_OFF_CHIP = ("dram", "link")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """``network`` and ``layers`` (plain dicts, JSON-ready), the chip view they used, and the
+    energy table (``technology``: name, file and every entry with its citation)."""
+
+    network: dict
+    layers: list
+    chip: dict
+    technology: dict
+
+    def to_dict(self) -> dict:
+        return {"technology": self.technology, "chip": self.chip, "network": self.network,
+                "layers": self.layers}
+
+
+def _run_dict(run) -> dict:
+    return run if isinstance(run, dict) else run.to_dict()
+
+
+# ---- the chip as metrics see it --------------------------------------------------------------
+
+def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
+              link_kind: str = "pcie") -> dict:
+    """Clock, peak MAC rate, scratchpads (bank size, width, peak bandwidth), DRAM and link
+    bandwidth and energy types, and the area the leakage is charged on."""
+    cfg = run["config"]
+    if run["timing"] == "nvdla":
+        n = cfg["nvdla"]
+        precision = run["totals"].get("precision", "int8")
+        kpar = n["atomic_k"] if precision == "int8" else n["atomic_k"] // 2
+        macs_per_cycle = n["atomic_c"] * kpar
+        bank = n["cbuf_bank_width_bytes"] * n["cbuf_bank_depth"]
+        srams = {"cbuf": {"capacity_bytes": bank * n["cbuf_banks"], "bank_bytes": bank,
+                          "width_bits": 8 * n["cbuf_bank_width_bytes"],
+                          "peak_bytes_per_cycle": n["cbuf_banks"] * n["cbuf_bank_width_bytes"]}}
+        clock_mhz = n["clock_mhz"]
+        dram_gbps = run["totals"].get("dram_available_gbps")
+        preset = n.get("dram") or ""
+        acc = {"int8": 34, "int16": 48}.get(precision)
+        link_gbps = None
+    else:
+        arr = cfg["array"]
+        precision, acc = arr["precision"], arr["acc_bits"]
+        macs_per_cycle = arr["rows"] * arr["cols"]
+        clock_mhz = cfg["chip"]["clock_mhz"]
+        srams = {}
+        for name, s in cfg["sram"].items():
+            cap = int(s["capacity_kib"] * 1024)
+            srams[name] = {"capacity_bytes": cap, "bank_bytes": cap / s["banks"],
+                           "width_bits": 8 * s["bank_width_bytes"],
+                           "peak_bytes_per_cycle": s["banks"] * s["bank_width_bytes"] * s["ports"]}
+        from hw.memory.dram import dram_config_from_dict
+        from hw.memory.link import host_link_from_dict
+        d = dram_config_from_dict(dict(cfg["dram"]), "run config")
+        dram_gbps = None if d.is_ideal else d.peak_gbps
+        preset = d.preset
+        link = host_link_from_dict(dict(cfg["host_link"]), "run config")
+        link_gbps = None if link.ideal else link.effective_gbps
+    kind = dram_kind or dram_kind_for_preset(preset)
+    assumed = kind is None
+    kind = kind or "ddr4"
+    area = {"mac": macs_per_cycle * tech.mac_area_um2(precision, acc) / 1e6}
+    for name, s in srams.items():
+        area[f"sram.{name}"] = tech.sram_area_mm2(s["capacity_bytes"])
+    return {
+        "clock_hz": clock_mhz * 1e6, "precision": precision, "acc_bits": acc,
+        "peak_macs_per_cycle": macs_per_cycle,
+        "peak_ops_per_s": 2 * macs_per_cycle * clock_mhz * 1e6,
+        "srams": srams,
+        "dram": {"kind": kind, "kind_assumed": assumed, "preset": preset or "-",
+                 "peak_bytes_per_s": dram_gbps * 1e9 if dram_gbps else None},
+        "link": {"kind": link_kind,
+                 "peak_bytes_per_s": link_gbps * 1e9 if link_gbps else None},
+        "area_mm2": area, "area_total_mm2": sum(area.values()),
+        "static_power_w": tech.leakage_w(sum(area.values())),
+    }
+
+
+# ---- per layer --------------------------------------------------------------------------------
+
+def _layer_energy(actions: dict, seconds: float, chip: dict, tech: Technology) -> dict:
+    """Joules per component (``sram.<name>`` one entry per scratchpad)."""
+    pj = {}
+    pj["mac"] = actions["macs"] * tech.mac_pj(actions["precision"], actions.get("acc_bits"))
+    pj["rf"] = actions["reg_bits"] * tech.register_pj_per_bit
+    for name in chip["srams"]:
+        a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
+        bank = chip["srams"][name]["bank_bytes"]
+        pj[f"sram.{name}"] = (a["read_bits"] * tech.sram_pj_per_bit(bank)
+                              + a["write_bits"] * tech.sram_pj_per_bit(bank, write=True))
+    fp = actions["precision"] in ("fp16", "fp32")
+    vec = (tech.add_pj("fp", 32) + tech.mult_pj("fp", 32)) if fp else \
+        (tech.add_pj("int", 32) + tech.mult_pj("int", 16))
+    pj["vector"] = actions["vector_ops"] * vec
+    pj["dram"] = actions["dram_bits"] * tech.dram_energy_pj_per_bit(chip["dram"]["kind"])
+    pj["link"] = actions["link_bits"] * tech.link_energy_pj_per_bit(chip["link"]["kind"])
+    joules = {k: v * 1e-12 for k, v in pj.items()}
+    joules["static"] = chip["static_power_w"] * seconds
+    return joules
+
+
+def _memory_levels(actions: dict, seconds: float, chip: dict) -> dict:
+    """Bytes moved through each level, achieved and peak bandwidth and utilization.
+
+    DRAM and the host link: all bytes over their peak. A scratchpad: reads and writes are
+    counted apart and its utilization is the busier direction over the per-direction peak
+    (banks x bank width x ports per cycle; the accumulator scratchpad is read-modify-written
+    every cycle, as a 1R1W macro does)."""
+    levels = {}
+    entries = [("dram", actions["dram_bits"] / 8, 0.0, chip["dram"]["peak_bytes_per_s"])]
+    for name, s in chip["srams"].items():
+        a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
+        entries.append((f"sram.{name}", a["read_bits"] / 8, a["write_bits"] / 8,
+                        s["peak_bytes_per_cycle"] * chip["clock_hz"]))
+    entries.append(("link", actions["link_bits"] / 8, 0.0, chip["link"]["peak_bytes_per_s"]))
+    for name, first, second, peak in entries:
+        levels[name] = _level(first, second, seconds, peak, per_direction=name.startswith("sram."))
+    return levels
+
+
+def _level(first: float, second: float, seconds: float, peak, per_direction: bool) -> dict:
+    nbytes = first + second
+    busiest = max(first, second) if per_direction else nbytes
+    achieved = nbytes / seconds if seconds else 0.0
+    return {"bytes": nbytes, "read_bytes" if per_direction else "bytes_moved": first,
+            **({"write_bytes": second} if per_direction else {}),
+            "achieved_bytes_per_s": achieved, "peak_bytes_per_s": peak,
+            "utilization": (busiest / seconds / peak) if peak and seconds else None}
+
+
+def _roofline(ops: float, levels: dict, chip: dict) -> dict:
+    """The classic roofline on the chip's ceilings: peak compute, DRAM and host-link bandwidth
+    (the off-chip levels whose bandwidth the timing models enforce)."""
+    ceilings = {"compute": chip["peak_ops_per_s"]}
+    intensity = {}
+    for name in _OFF_CHIP:
+        lv = levels.get(name)
+        if lv and lv["bytes"] > 0:
+            intensity[name] = ops / lv["bytes"]
+            if lv["peak_bytes_per_s"]:
+                ceilings[name] = intensity[name] * lv["peak_bytes_per_s"]
+    bound = min(ceilings, key=ceilings.get) if ops else None
+    return {"intensity_ops_per_byte": intensity, "ceilings_ops_per_s": ceilings,
+            "attainable_ops_per_s": ceilings[bound] if bound else None, "bound": bound}
+
+
+def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
+    cycles = layer["cycles"]
+    seconds = cycles / chip["clock_hz"]
+    actions = layer["actions"]
+    energy = _layer_energy(actions, seconds, chip, tech)
+    # Rates over the layer's busy span: its window, or longer when its own transfers or compute
+    # overlapped the previous layer's window (a native run prefetches).
+    active = max(cycles, actions.get("active_cycles") or 0)
+    span = active / chip["clock_hz"]
+    total = sum(energy.values())
+    macs = layer["macs"]
+    ops = 2 * macs
+    levels = _memory_levels(actions, span, chip)
+    stalls = {cause: layer.get(f"stall_{cause}_cycles") or 0 for cause in ("dram", "link", "sram")}
+    compute = layer.get("compute_cycles")
+    if compute is None:
+        compute = cycles - sum(stalls.values())
+    roof = _roofline(ops, levels, chip)
+    return {
+        "name": layer["name"], "op": layer["op"], "engine": layer["engine"],
+        "cycles": cycles, "seconds": seconds, "active_cycles": active, "active_seconds": span,
+        "compute_cycles": compute, "stall_cycles": stalls,
+        "macs": macs, "ops": ops,
+        "macs_per_s": macs / span if span else 0.0,
+        "ops_per_s": ops / span if span else 0.0,
+        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * active)) if active else 0.0,
+        "energy_j": total, "energy_breakdown_j": energy,
+        "on_chip_energy_j": sum(v for k, v in energy.items() if k not in _OFF_CHIP),
+        "energy_per_mac_j": total / macs if macs else None,
+        "power_w": total / span if span else 0.0,
+        "tops_per_w": (ops / total / 1e12) if total and ops else 0.0,
+        "memory": levels,
+        "arithmetic_intensity_ops_per_dram_byte": roof["intensity_ops_per_byte"].get("dram"),
+        "roofline": roof,
+        "bound": roof["bound"],
+    }
+
+
+# ---- the network ---------------------------------------------------------------------------
+
+def compute_metrics(run, tech: Technology | str = "45nm", *, dram_kind: str | None = None,
+                    link_kind: str = "pcie") -> Metrics:
+    """Metrics of ``run`` (a RunResult or its dict) with the energy table ``tech`` (a
+    :class:`~hw.energy.Technology`, a shipped name or a TOML path). ``dram_kind`` overrides the
+    DRAM type the config implies (``custom``/``ideal`` DRAM presets are costed as ``ddr4`` and
+    flagged ``kind_assumed``); ``link_kind`` is the host link's energy type."""
+    data = _run_dict(run)
+    if not isinstance(tech, Technology):
+        tech = load_technology(tech)
+    chip = chip_view(data, tech, dram_kind, link_kind)
+    layers = [_layer_metrics(layer, chip, tech) for layer in data["layers"]
+              if layer.get("cycles") is not None and layer.get("actions") is not None]
+    cycles = data["totals"]["cycles"]
+    seconds = cycles / chip["clock_hz"]
+    batch = data["totals"].get("batch") or 1
+    macs = sum(x["macs"] for x in layers)
+    ops = 2 * macs
+    breakdown: dict[str, float] = {}
+    for x in layers:
+        for k, v in x["energy_breakdown_j"].items():
+            breakdown[k] = breakdown.get(k, 0.0) + v
+    # Leakage runs for the whole run (the layers' cycles add up to it).
+    breakdown["static"] = chip["static_power_w"] * seconds
+    energy = sum(breakdown.values())
+    sums: dict[str, list] = {}
+    for x in layers:
+        for name, lv in x["memory"].items():
+            acc = sums.setdefault(name, [0.0, 0.0, lv["peak_bytes_per_s"]])
+            acc[0] += lv.get("read_bytes", lv.get("bytes_moved", 0.0))
+            acc[1] += lv.get("write_bytes", 0.0)
+    levels = {name: _level(a, b, seconds, peak, per_direction=name.startswith("sram."))
+              for name, (a, b, peak) in sums.items()}
+    roof = _roofline(ops, levels, chip)
+    power = energy / seconds if seconds else 0.0
+    on_chip = sum(v for k, v in breakdown.items() if k not in _OFF_CHIP)
+    network = {
+        "cycles": cycles, "seconds": seconds, "clock_hz": chip["clock_hz"],
+        "inferences": batch,
+        "inferences_per_s": batch / seconds if seconds else 0.0,
+        "macs": macs, "ops": ops,
+        "macs_per_s": macs / seconds if seconds else 0.0,
+        "ops_per_s": ops / seconds if seconds else 0.0,
+        "peak_ops_per_s": chip["peak_ops_per_s"],
+        "compute_utilization": macs / (chip["peak_macs_per_cycle"] * cycles) if cycles else 0.0,
+        "energy_j": energy, "energy_breakdown_j": breakdown,
+        "energy_per_inference_j": energy / batch,
+        "energy_per_mac_j": energy / macs if macs else None,
+        "on_chip_energy_j": on_chip,
+        "average_power_w": power,
+        "on_chip_power_w": on_chip / seconds if seconds else 0.0,
+        "peak_power_w": max([x["power_w"] for x in layers] + [power]),
+        "peak_on_chip_power_w": max([x["on_chip_energy_j"] / x["active_seconds"] for x in layers
+                                     if x["active_seconds"]] + [0.0]),
+        "tops_per_w": (ops / seconds / 1e12) / power if power else 0.0,
+        "memory": levels,
+        "arithmetic_intensity_ops_per_dram_byte": roof["intensity_ops_per_byte"].get("dram"),
+        "roofline": roof,
+        "bound_counts": _count(x["bound"] for x in layers),
+        "layers_costed": len(layers),
+        "layers_not_costed": len(data["layers"]) - len(layers),
+    }
+    return Metrics(network=network, layers=layers, chip=chip, technology=tech.to_dict())
+
+
+def _count(items) -> dict:
+    out: dict[str, int] = {}
+    for item in items:
+        if item is not None:
+            out[item] = out.get(item, 0) + 1
+    return out
+
+
+def format_si(value: float | None, unit: str) -> str:
+    """``1.23 mW``-style text (for tables and plots)."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return f"0 {unit}"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
+                           (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def is_finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -81,7 +81,16 @@ LAYER_COUNTERS = (
 
 @dataclass(frozen=True)
 class Trace:
-    """Timed events: one per command (``start``/``finish`` core cycles, engine, kind, layer)."""
+    """Timed events: one per command (``start``/``finish`` core cycles, engine, kind, layer).
+
+    Per command, copied from the :class:`~hw.program.Program`: ``operand``, the tile indices
+    ``tile_g/m/n/k`` and ``nbytes`` (bytes a transfer moves, 0 for compute). Host copies run
+    their two sides in parallel (module docstring): ``dram_finish`` is when the DRAM side
+    finished (``finish`` for every other command) and ``link_start``/``link_finish`` bound the
+    link side (``descriptor setup`` .. ``setup + link_transfer_cycles``; -1 for commands that
+    do not use the link). The full timeline (tracks, regions, windows) is
+    :func:`npulab.timeline.chrome_trace`.
+    """
 
     start: np.ndarray
     finish: np.ndarray
@@ -90,22 +99,28 @@ class Trace:
     layer: np.ndarray
     layer_names: tuple[str, ...]
     clock_mhz: float
+    operand: np.ndarray
+    tile_g: np.ndarray
+    tile_m: np.ndarray
+    tile_n: np.ndarray
+    tile_k: np.ndarray
+    nbytes: np.ndarray
+    dram_finish: np.ndarray
+    link_start: np.ndarray
+    link_finish: np.ndarray
 
     def events(self) -> list[dict]:
         """Plain-data events, e.g. for a timeline plot."""
         return [
             {"engine": Engine(int(e)).name.lower(), "kind": Kind(int(k)).name.lower(),
-             "layer": self.layer_names[int(lay)], "start": int(s), "finish": int(f)}
-            for s, f, e, k, lay in zip(self.start, self.finish, self.engine, self.kind, self.layer)
+             "layer": self.layer_names[int(lay)], "start": int(s), "finish": int(f),
+             "operand": Operand(int(o)).name.lower(), "tile": (int(g), int(m), int(n), int(kk)),
+             "bytes": int(b)}
+            for s, f, e, k, lay, o, g, m, n, kk, b in zip(
+                self.start, self.finish, self.engine, self.kind, self.layer, self.operand,
+                self.tile_g, self.tile_m, self.tile_n, self.tile_k, self.nbytes)
         ]
 
-    def to_chrome_trace(self) -> dict:
-        """Chrome / Perfetto trace-event JSON (``ts`` and ``dur`` in microseconds)."""
-        us = 1.0 / self.clock_mhz
-        return {"traceEvents": [
-            {"name": f"{ev['kind']} {ev['layer']}", "ph": "X", "pid": 0,
-             "tid": ev["engine"], "ts": ev["start"] * us, "dur": (ev["finish"] - ev["start"]) * us}
-            for ev in self.events()]}
 
 
 @dataclass(frozen=True)
@@ -176,13 +191,50 @@ class _Clocks:
         return int(math.ceil(t / self.ratio - 1e-9))
 
 
-def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
-    """Run ``program`` on ``chip`` (see the module docstring for the timing contract)."""
+def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResult:
+    """Run ``program`` on ``chip`` (see the module docstring for the timing contract).
+
+    ``progress``, if given, is called as ``progress(done, total, layer_name)`` once per layer
+    of ``program.layers`` (``total`` = their number) as layers complete: a layer is complete
+    when its last command has been simulated, and a layer without commands when every layer
+    before it is complete. ``done`` counts completed layers (1, 2, ..., ``total``)."""
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress = {progress!r}: must be a callable progress(done, total, "
+                         f"name) or None")
     cols = program.columns
     n = len(program)
     n_layers = len(program.layers)
     start = np.zeros(n, np.int64)
     finish = np.zeros(n, np.int64)
+    dram_finish = np.zeros(n, np.int64)
+    link_start = np.full(n, -1, np.int64)
+    link_finish = np.full(n, -1, np.int64)
+    nbytes_col = np.where(cols["kind"] == Kind.COMPUTE, 0,
+                          cols["n2"] * cols["n1"] * cols["chunk_bytes"]).astype(np.int64)
+    # Per-layer progress: commands left per layer; layers report in completion order.
+    cmds_left = np.zeros(n_layers, np.int64)
+    if n:
+        cmds_left[:] = np.bincount(cols["layer"], minlength=n_layers)[:n_layers]
+    reported = np.zeros(n_layers, np.bool_)
+    n_reported = 0
+    next_layer = 0   # every layer before this index has been reported
+
+    def _report(li: int) -> None:
+        nonlocal n_reported, next_layer
+        if li >= 0:
+            reported[li] = True
+            n_reported += 1
+            progress(n_reported, n_layers, program.layers[li].name)
+        # Layers without commands complete once every layer before them has.
+        while next_layer < n_layers and (reported[next_layer] or cmds_left[next_layer] == 0):
+            if not reported[next_layer]:
+                reported[next_layer] = True
+                n_reported += 1
+                progress(n_reported, n_layers, program.layers[next_layer].name)
+            next_layer += 1
+
+    if progress is not None:
+        _report(-1)
     cause = np.full(n, _CAUSE_NONE, np.int64)
     engine_free = [0, 0, 0]
     counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
@@ -323,6 +375,7 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
                 dram_busy_until = max(dram_busy_until, t_dram)
                 if kind in (Kind.HOST_IN, Kind.HOST_OUT):
                     t_link = t0 + setup + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
+                    link_start[i], link_finish[i] = t0 + setup, t_link
                     if t_link >= t_dram:
                         cause[i] = _CAUSE_LINK
                     t1 = max(t_dram, t_link)
@@ -340,7 +393,12 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
                     row[col["ofmap_sram_drain_bytes"]] += nbytes
                     row[col["stores"]] += 1
         start[i], finish[i] = t0, t1
+        dram_finish[i] = t_dram if kind in (Kind.HOST_IN, Kind.HOST_OUT) else t1
         engine_free[e] = t1
+        if progress is not None:
+            cmds_left[lay] -= 1
+            if cmds_left[lay] == 0:
+                _report(lay)
     total = int(finish.max()) if n else 0
     # Tail of the array timeline.
     if total > array_free:
@@ -364,7 +422,11 @@ def execute(program: Program, chip: ChipConfig) -> ExecutionResult:
     totals["cycles"] = total
     dram_counters = dram.counters() if dram is not None else {}
     trace = Trace(start=start, finish=finish, engine=engines.copy(), kind=kinds.copy(),
-                  layer=layers.copy(), layer_names=names, clock_mhz=chip.clock_mhz)
+                  layer=layers.copy(), layer_names=names, clock_mhz=chip.clock_mhz,
+                  operand=operands.copy(), tile_g=cols["tile_g"].copy(),
+                  tile_m=cols["tile_m"].copy(), tile_n=cols["tile_n"].copy(),
+                  tile_k=cols["tile_k"].copy(), nbytes=nbytes_col, dram_finish=dram_finish,
+                  link_start=link_start, link_finish=link_finish)
     return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals, dram=dram_counters,
                            trace=trace)
 

@@ -70,7 +70,8 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
     units = {"cdma": sum((t.cdma_data_cycles + t.cdma_weight_cycles) * n for t, n in timed),
              "cmac": busy, "sdp": sum(t.sdp_cycles * n for t, n in timed),
              "pdp": sum(t.pdp_cycles * n for t, n in timed),
-             "wdma": sum(t.write_cycles * n for t, n in timed)}
+             "wdma": sum(t.write_cycles * n for t, n in timed),
+             "startup": sum(t.startup_cycles * n for t, n in timed)}
     return LayerResult(
         name=hl.name, op="+".join(_units(hl)), engine="conv", macs=macs, cycles=cycles,
         actions=actions, units={k: int(math.ceil(v)) for k, v in units.items() if v},
@@ -163,7 +164,8 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
     mem = sum(p.memory_cycles for p in parts)
     units = {"rdma": mem * rd / (rd + wr) if rd + wr else 0.0,
              hl.kind: sum(p.engine_cycles for p in parts),
-             "wdma": mem * wr / (rd + wr) if rd + wr else 0.0}
+             "wdma": mem * wr / (rd + wr) if rd + wr else 0.0,
+             "startup": sum(p.latency_cycles for p in parts)}
     return LayerResult(
         name=hl.name, op="+".join(_units(hl)), engine=hl.kind, macs=0, cycles=cycles,
         utilization_pct=None, compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),

@@ -205,9 +205,10 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
     return totals
 
 
-def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | None):
+def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | None,
+                   progress=None):
     program = compile_graph(graph, chip, options)
-    run = execute(program, chip)
+    run = execute(program, chip, progress=progress)
     layers = []
     for op, ls, c in zip(graph.ops, program.layers, run.layers):
         if op.gemm_shape() is None:
@@ -264,16 +265,14 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
     """Simulate every op of ``graph`` on ``chip`` in one of :data:`TIMING_MODES`.
 
     ``progress``, if given, is called as ``progress(done, total, op_name)`` as ops finish
-    (``native`` mode reports compile and execution as two steps). ``options`` are the
+    (``native`` mode: as the executor completes each layer). ``options`` are the
     compiler's (:class:`~compiler.lower.CompileOptions`, ``native`` mode only).
     """
     if timing not in TIMING_MODES:
         raise ValueError(f"timing = {timing!r}: must be one of {', '.join(TIMING_MODES)}")
     run = None
     if timing == "native":
-        layers, run = _native_layers(graph, chip, options)
-        if progress is not None:
-            progress(len(graph.ops), len(graph.ops), "done")
+        layers, run = _native_layers(graph, chip, options, progress)
     else:
         layers = []
         for index, op in enumerate(graph.ops):

@@ -199,8 +199,6 @@ def test_trace_events_are_consistent():
     for engine in range(3):
         sel = np.flatnonzero(trace.engine == engine)
         assert (trace.start[sel][1:] >= trace.finish[sel][:-1]).all()
-    events = trace.to_chrome_trace()["traceEvents"]
-    assert len(events) == len(trace.start) and events[0]["ph"] == "X"
 
 
 def test_waiting_for_the_host_copy_is_charged_to_the_link():

@@ -27,7 +27,7 @@ from npulab.simulate import TIMING_MODES, simulate
 __all__ = ["main", "build_parser", "resolve_config"]
 
 USER_ERRORS = (ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError,
-               TilingError)
+               TilingError)  # hw.energy.EnergyError is a ConfigError
 DEFAULT_MODEL = "resnet18"
 
 
@@ -86,6 +86,21 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
                    help="chip config TOML file or preset name (default: built-in default; "
                         "presets: " + ", ".join(preset_names()) + ")")
     _add_set_arg(p)
+
+
+DEFAULT_TECH = "16nm"
+
+
+def _add_energy_args(p: argparse.ArgumentParser) -> None:
+    from hw.energy import DRAM_KINDS, LINK_KINDS, technology_names
+    p.add_argument("--tech", metavar="NAME|FILE", default=DEFAULT_TECH,
+                   help=f"energy table: {', '.join(technology_names())} or a TOML file of the "
+                        f"same format (default {DEFAULT_TECH}; docs/energy.md)")
+    p.add_argument("--dram-type", choices=DRAM_KINDS,
+                   help="DRAM device for energy (default: from the DRAM preset; ddr4 when the "
+                        "config names none)")
+    p.add_argument("--link-type", choices=LINK_KINDS, default="pcie",
+                   help="host link for energy (default pcie)")
 
 
 def _add_set_arg(p: argparse.ArgumentParser) -> None:
@@ -148,7 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "need nv_full); systolic chips take --set array.precision=...")
     run.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
     run.add_argument("--output", "-o", metavar="DIR",
-                     help="also write run.json, layers.csv and report.txt into DIR")
+                     help="also write summary.json, layers.csv, report.txt, report.html and "
+                          "trace.json (Perfetto timeline) into DIR")
+    _add_energy_args(run)
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="no progress bar and no 'wrote' message (the bar is drawn only on a "
+                          "terminal anyway)")
 
     ss = sub.add_parser(
         "scalesim", formatter_class=fmt, help="run SCALE-Sim inputs, write SCALE-Sim reports",
@@ -177,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    from npulab import dram_cmd, nvdla_cmd, rtl_cmd
+    from npulab import dram_cmd, nvdla_cmd, report_cmd, rtl_cmd
+    report_cmd.add_parser(sub)
     dram_cmd.add_parser(sub)
     rtl_cmd.add_parser(sub)
     nvdla_cmd.add_parser(sub)
@@ -191,10 +212,6 @@ def _zoo_params(args) -> dict:
         if value is not None:
             params[key] = value
     return params
-
-
-def _progress(done: int, total: int, name: str) -> None:
-    print(f"\r[{done}/{total}] {name[:50]:<50}", end="" if done < total else "\n", file=sys.stderr)
 
 
 _SYSTOLIC_ONLY = (("timing", "native"), ("conv_lowering", "direct"), ("loop_order", None),
@@ -231,14 +248,15 @@ def cmd_run(args) -> int:
             graph = zoo.get(args.model or DEFAULT_MODEL, **_zoo_params(args))
         except ValueError as exc:
             raise UserError(str(exc)) from None
-    show = sys.stderr.isatty() and len(graph.ops) > 50
+    from npulab.progress import Progress
+    progress = Progress(quiet=args.quiet)
     if nvdla is not None:
         from hw.nvdla.lower import NvdlaLoweringError
         from npulab.nvdla_run import simulate_nvdla
         try:
             result = simulate_nvdla(graph, nvdla, args.precision or "int8",
                                     skip_unsupported=args.skip_unsupported,
-                                    progress=_progress if show else None)
+                                    progress=progress)
         except NvdlaLoweringError as exc:
             message = str(exc).split("; pass skip_unsupported=True")[0]
             raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
@@ -247,18 +265,21 @@ def cmd_run(args) -> int:
         options = CompileOptions(conv_lowering=args.conv_lowering, loop_order=args.loop_order,
                                  keep_on_chip=not args.no_keep_on_chip,
                                  sram_layout=args.sram_layout)
-        result = simulate(graph, chip, args.timing, progress=_progress if show else None,
-                          options=options)
-    text = render(result, args.format)
-    sys.stdout.write(text)
+        result = simulate(graph, chip, args.timing, progress=progress, options=options)
+    metrics = _metrics(result, args)
+    sys.stdout.write(render(result, args.format, metrics))
     if args.output:
-        out = Path(args.output)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "run.json").write_text(render(result, "json"), encoding="utf-8")
-        (out / "layers.csv").write_text(render(result, "csv"), encoding="utf-8")
-        (out / "report.txt").write_text(render(result, "table"), encoding="utf-8")
-        print(f"npulab: wrote run.json, layers.csv, report.txt to {out}", file=sys.stderr)
+        from npulab.output import write_run_outputs
+        paths = write_run_outputs(result, metrics, args.output)
+        if not args.quiet:
+            print(f"npulab: wrote {', '.join(p.name for p in paths)} to {args.output}",
+                  file=sys.stderr)
     return 0
+
+
+def _metrics(result, args):
+    from npulab.metrics import compute_metrics
+    return compute_metrics(result, args.tech, dram_kind=args.dram_type, link_kind=args.link_type)
 
 
 def _import_onnx(args):
@@ -313,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_scalesim(args)
         if args.command == "config":
             return cmd_config(args, parser)
+        if args.command == "report":
+            from npulab import report_cmd
+            return report_cmd.main(args)
         if args.command == "dram":
             from npulab import dram_cmd
             return dram_cmd.main(args)

@@ -122,10 +122,39 @@ def _nvdla_table(result: RunResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_table(result: RunResult) -> str:
-    """A fixed-width per-layer table followed by the totals."""
-    if result.timing == "nvdla":
-        return _nvdla_table(result)
+def _energy_lines(metrics) -> list[str]:
+    """The energy summary under the totals (see :mod:`npulab.metrics`)."""
+    from npulab.metrics import format_si
+    n = metrics.network
+    total = n["energy_j"] or 1.0
+    parts = sorted(n["energy_breakdown_j"].items(), key=lambda kv: -kv[1])
+    shares = ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in parts if v / total >= 0.005)
+    dram = metrics.chip["dram"]
+    per_mac = (f" ({n['energy_per_mac_j'] * 1e12:.3g} pJ/MAC)" if n["energy_per_mac_j"] else "")
+    lines = [
+        f"energy                {format_si(n['energy_per_inference_j'], 'J')} per inference"
+        f"{per_mac}, {metrics.technology['name']} table: {shares}",
+        f"power                 {format_si(n['average_power_w'], 'W')} average (on chip "
+        f"{format_si(n['on_chip_power_w'], 'W')}), {format_si(n['peak_power_w'], 'W')} in the "
+        f"busiest layer",
+        f"efficiency            {n['tops_per_w']:.3g} TOPS/W",
+    ]
+    if dram["kind_assumed"] and n["energy_breakdown_j"].get("dram"):
+        lines.append(f"note                  DRAM costed as {dram['kind']} (the config names no "
+                     f"DRAM device; --dram-type sets one)")
+    return lines
+
+
+def to_table(result: RunResult, metrics=None) -> str:
+    """A fixed-width per-layer table followed by the totals (and the energy summary when
+    ``metrics`` from :func:`npulab.metrics.compute_metrics` are given)."""
+    text = _nvdla_table(result) if result.timing == "nvdla" else _systolic_table(result)
+    if metrics is not None:
+        text += "\n".join(_energy_lines(metrics)) + "\n"
+    return text
+
+
+def _systolic_table(result: RunResult) -> str:
     arr = result.config["array"]
     header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
@@ -168,28 +197,75 @@ def to_table(result: RunResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: RunResult) -> str:
-    """One JSON document: model, chip, config, timing, scope, ``layers`` (list), ``totals``."""
-    return json.dumps(result.to_dict(), indent=2) + "\n"
+def to_json(result: RunResult, metrics=None) -> str:
+    """One JSON document: model, chip, config, timing, scope, ``layers`` (list), ``totals``, and
+    ``metrics`` (:meth:`npulab.metrics.Metrics.to_dict`) when given."""
+    doc = result.to_dict()
+    if metrics is not None:
+        doc["metrics"] = metrics.to_dict()
+    return json.dumps(doc, indent=2) + "\n"
 
 
-def to_csv(result: RunResult) -> str:
+#: Per-layer metric columns appended to the CSV when metrics are given (name, getter).
+_METRIC_COLUMNS = (
+    ("seconds", lambda m: m["seconds"]),
+    ("active_cycles", lambda m: m["active_cycles"]),
+    ("ops_per_s", lambda m: m["ops_per_s"]),
+    ("compute_utilization", lambda m: m["compute_utilization"]),
+    ("energy_j", lambda m: m["energy_j"]),
+    ("power_w", lambda m: m["power_w"]),
+    ("tops_per_w", lambda m: m["tops_per_w"]),
+    ("ops_per_dram_byte", lambda m: m["arithmetic_intensity_ops_per_dram_byte"]),
+    ("roofline_bound", lambda m: m["bound"]),
+    ("attainable_ops_per_s", lambda m: m["roofline"]["attainable_ops_per_s"]),
+)
+
+
+def to_csv(result: RunResult, metrics=None) -> str:
     """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
     (the nested ``actions``/``units`` are in the JSON)."""
     names = [f.name for f in fields(LayerResult) if f.name not in ("actions", "units")]
+    by_name = {}
+    extra: list[str] = []
+    if metrics is not None:
+        by_name = {m["name"]: m for m in metrics.layers}
+        components = sorted({k for m in metrics.layers for k in m["energy_breakdown_j"]},
+                            key=_component_key)
+        levels = sorted({k for m in metrics.layers for k in m["memory"]}, key=_component_key)
+        extra = ([c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
+                 + [f"{lv}_utilization" for lv in levels])
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(names)
+    writer.writerow(names + extra)
     for layer in result.layers:
-        writer.writerow(["" if getattr(layer, n) is None else getattr(layer, n) for n in names])
+        row = ["" if getattr(layer, n) is None else getattr(layer, n) for n in names]
+        m = by_name.get(layer.name)
+        if extra:
+            if m is None:
+                row += [""] * len(extra)
+            else:
+                row += [_blank(get(m)) for _, get in _METRIC_COLUMNS]
+                row += [_blank(m["energy_breakdown_j"].get(c)) for c in components]
+                row += [_blank(m["memory"].get(lv, {}).get("utilization")) for lv in levels]
+        writer.writerow(row)
     return buf.getvalue()
 
 
-def render(result: RunResult, fmt: str) -> str:
+def _blank(value):
+    return "" if value is None else value
+
+
+def _component_key(name: str):
+    from npulab.metrics import COMPONENT_ORDER
+    head = name.split(".")[0]
+    return (COMPONENT_ORDER.index(head) if head in COMPONENT_ORDER else len(COMPONENT_ORDER), name)
+
+
+def render(result: RunResult, fmt: str, metrics=None) -> str:
     if fmt == "table":
-        return to_table(result)
+        return to_table(result, metrics)
     if fmt == "json":
-        return to_json(result)
+        return to_json(result, metrics)
     if fmt == "csv":
-        return to_csv(result)
+        return to_csv(result, metrics)
     raise ValueError(f"format = {fmt!r}: must be one of {', '.join(FORMATS)}")

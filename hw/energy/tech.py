@@ -182,7 +182,7 @@ class Technology:
     def to_dict(self) -> dict:
         """Plain data for reports: name, file, and every entry with its unit and citation."""
         return {"name": self.name, "node_nm": self.node_nm, "description": self.description,
-                "file": self.path,
+                "file": self.path, "sources": dict(self.sources),
                 "sram_fit_pj_per_64b": {"a": self.sram_fit[0], "b_per_sqrt_kib": self.sram_fit[1]},
                 "entries": [{"table": e.table, "key": e.key,
                              "value": list(e.value) if isinstance(e.value, tuple) else e.value,

@@ -1,0 +1,80 @@
+"""``npulab report DIR [--tech NAME|FILE]``: regenerate ``DIR/report.html`` from a saved run.
+
+``npulab run -o DIR`` writes ``summary.json`` (schema ``npulab.summary/1``: the run and its
+metrics). ``npulab report DIR`` renders it again into ``DIR/report.html``
+(:func:`npulab.html_report.write_report`); with ``--tech`` it first re-costs the saved run with
+another energy table (a shipped name, ``45nm``/``16nm``/``7nm``, or a TOML file of the same
+format), keeping the DRAM and host-link energy types the summary used, and rewrites
+``summary.json``. No simulation runs: cycles and actions come from the file.
+
+A missing directory, a missing or unreadable ``summary.json`` or one of another schema is one
+line ``npulab: error: ...`` naming the file (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "main", "recost"]
+
+
+def add_parser(subparsers) -> None:
+    """Register ``report`` on an argparse subparsers object."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "report", formatter_class=fmt, help="regenerate report.html from a saved run",
+        description="Render DIR/summary.json (written by npulab run -o DIR) into a self-contained "
+                    "DIR/report.html: headline numbers, roofline, cycle, energy and utilization "
+                    "plots, the per-layer table, the energy table with its citations, the config. "
+                    "With --tech, re-cost the saved run with another energy table first (and "
+                    "rewrite summary.json); nothing is simulated again.",
+        epilog="examples:\n  npulab run --model resnet50 -o out/\n  npulab report out/\n"
+               "  npulab report out/ --tech 7nm\n  npulab report out/ --tech my_tech.toml")
+    p.add_argument("dir", metavar="DIR", help="directory holding summary.json")
+    p.add_argument("--tech", metavar="NAME|FILE",
+                   help="re-cost with this energy table (45nm, 16nm, 7nm or a .toml file)")
+
+
+def recost(summary: dict, tech) -> dict:
+    """``summary`` with its metrics recomputed from the saved run with energy table ``tech``
+    (name, path or :class:`~hw.energy.Technology`). The DRAM and link energy types of the old
+    metrics are kept (a DRAM type that was only assumed is derived again)."""
+    from npulab.metrics import compute_metrics
+
+    old = (summary.get("metrics") or {}).get("chip") or {}
+    dram = old.get("dram") or {}
+    dram_kind = None if dram.get("kind_assumed", True) else dram.get("kind")
+    link_kind = (old.get("link") or {}).get("kind") or "pcie"
+    metrics = compute_metrics(summary["run"], tech, dram_kind=dram_kind, link_kind=link_kind)
+    return {**summary, "metrics": metrics.to_dict()}
+
+
+def main(args) -> int:
+    """Run ``npulab report`` from parsed arguments; returns the exit status."""
+    from npulab.cli import UserError
+    from npulab.html_report import load_summary, write_report
+
+    directory = Path(args.dir)
+    if not directory.exists():
+        raise UserError(f"{directory}: no such directory (expected the -o DIR of npulab run)")
+    if not directory.is_dir():
+        raise UserError(f"{directory}: not a directory (expected the -o DIR of npulab run, "
+                        f"which holds summary.json)")
+    path = directory / "summary.json"
+    if args.tech is not None:
+        summary = recost(load_summary(path, need_metrics=False), args.tech)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        net = summary["metrics"]["network"]
+        from npulab.metrics import format_si
+        print(f"npulab report: re-costed with {summary['metrics']['technology']['name']}: "
+              f"{format_si(net['energy_per_inference_j'], 'J')} per inference, "
+              f"{net['tops_per_w']:.3g} TOPS/W; rewrote {path}", file=sys.stderr)
+    out = write_report(directory)
+    print(f"npulab report: wrote {out}", file=sys.stderr)
+    return 0

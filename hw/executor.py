@@ -343,7 +343,7 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
             row[col["sram_conflict_cycles"]] += stretch
             row[col["computes"]] += 1
         else:
-            nbytes = program.transfer_bytes(i)
+            nbytes = int(nbytes_col[i])
             loc = int(cols["location"][i])
             operand = int(operands[i])
             is_write = kind in (Kind.STORE, Kind.HOST_IN)

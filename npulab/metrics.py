@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from hw.energy import Technology, dram_kind_for_preset, load_technology
 
-__all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER"]
+__all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si"]
 
 COMPONENT_ORDER = ("mac", "rf", "sram", "vector", "dram", "link", "static")
 _OFF_CHIP = ("dram", "link")
@@ -59,6 +59,19 @@ class Metrics:
                 "layers": self.layers}
 
 
+def ordered_components(keys) -> list[str]:
+    """``keys`` (energy components, or memory levels) in :data:`COMPONENT_ORDER`, every
+    scratchpad (``sram.<name>``) in the ``sram`` slot in the order given, unknown keys last."""
+    keys = list(keys)
+    out = []
+    for comp in COMPONENT_ORDER:
+        if comp == "sram":
+            out += [k for k in keys if k.startswith("sram.")]
+        elif comp in keys:
+            out.append(comp)
+    return out + [k for k in keys if k not in out]
+
+
 def _run_dict(run) -> dict:
     return run if isinstance(run, dict) else run.to_dict()
 
@@ -70,11 +83,11 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
     """Clock, peak MAC rate, scratchpads (bank size, width, peak bandwidth), DRAM and link
     bandwidth and energy types, and the area the leakage is charged on."""
     cfg = run["config"]
+    macs_per_cycle = run["totals"]["peak_macs_per_cycle"]
     if run["timing"] == "nvdla":
+        from npulab.nvdla_run import CACC_BITS
         n = cfg["nvdla"]
         precision = run["totals"].get("precision", "int8")
-        kpar = n["atomic_k"] if precision == "int8" else n["atomic_k"] // 2
-        macs_per_cycle = n["atomic_c"] * kpar
         bank = n["cbuf_bank_width_bytes"] * n["cbuf_bank_depth"]
         srams = {"cbuf": {"capacity_bytes": bank * n["cbuf_banks"], "bank_bytes": bank,
                           "width_bits": 8 * n["cbuf_bank_width_bytes"],
@@ -82,26 +95,24 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
         clock_mhz = n["clock_mhz"]
         dram_gbps = run["totals"].get("dram_available_gbps")
         preset = n.get("dram") or ""
-        acc = {"int8": 34, "int16": 48}.get(precision)
+        acc = CACC_BITS[precision]
         link_gbps = None
     else:
-        arr = cfg["array"]
-        precision, acc = arr["precision"], arr["acc_bits"]
-        macs_per_cycle = arr["rows"] * arr["cols"]
-        clock_mhz = cfg["chip"]["clock_mhz"]
+        from hw.chip import SRAM_NAMES
+        from hw.configfile import chip_config_from_dict
+        chip = chip_config_from_dict(cfg, "run config")
+        precision, acc = chip.array.precision.value, chip.array.acc_bits
+        clock_mhz = chip.clock_mhz
         srams = {}
-        for name, s in cfg["sram"].items():
-            cap = int(s["capacity_kib"] * 1024)
-            srams[name] = {"capacity_bytes": cap, "bank_bytes": cap / s["banks"],
-                           "width_bits": 8 * s["bank_width_bytes"],
-                           "peak_bytes_per_cycle": s["banks"] * s["bank_width_bytes"] * s["ports"]}
-        from hw.memory.dram import dram_config_from_dict
-        from hw.memory.link import host_link_from_dict
-        d = dram_config_from_dict(dict(cfg["dram"]), "run config")
-        dram_gbps = None if d.is_ideal else d.peak_gbps
-        preset = d.preset
-        link = host_link_from_dict(dict(cfg["host_link"]), "run config")
-        link_gbps = None if link.ideal else link.effective_gbps
+        for name in SRAM_NAMES:
+            s = chip.sram(name)
+            cap = int(s.capacity_kib * 1024)
+            srams[name] = {"capacity_bytes": cap, "bank_bytes": cap / s.banks,
+                           "width_bits": 8 * s.bank_width_bytes,
+                           "peak_bytes_per_cycle": s.banks * s.bank_width_bytes * s.ports}
+        dram_gbps = None if chip.dram.is_ideal else chip.dram.peak_gbps
+        preset = chip.dram.preset
+        link_gbps = None if chip.host_link.ideal else chip.host_link.effective_gbps
     kind = dram_kind or dram_kind_for_preset(preset)
     assumed = kind is None
     kind = kind or "ddr4"
@@ -168,8 +179,8 @@ def _level(first: float, second: float, seconds: float, peak, per_direction: boo
     nbytes = first + second
     busiest = max(first, second) if per_direction else nbytes
     achieved = nbytes / seconds if seconds else 0.0
-    return {"bytes": nbytes, "read_bytes" if per_direction else "bytes_moved": first,
-            **({"write_bytes": second} if per_direction else {}),
+    return {"bytes": nbytes,
+            **({"read_bytes": first, "write_bytes": second} if per_direction else {}),
             "achieved_bytes_per_s": achieved, "peak_bytes_per_s": peak,
             "utilization": (busiest / seconds / peak) if peak and seconds else None}
 
@@ -258,7 +269,7 @@ def compute_metrics(run, tech: Technology | str = "45nm", *, dram_kind: str | No
     for x in layers:
         for name, lv in x["memory"].items():
             acc = sums.setdefault(name, [0.0, 0.0, lv["peak_bytes_per_s"]])
-            acc[0] += lv.get("read_bytes", lv.get("bytes_moved", 0.0))
+            acc[0] += lv.get("read_bytes", lv["bytes"])
             acc[1] += lv.get("write_bytes", 0.0)
     levels = {name: _level(a, b, seconds, peak, per_direction=name.startswith("sram."))
               for name, (a, b, peak) in sums.items()}
@@ -314,6 +325,3 @@ def format_si(value: float | None, unit: str) -> str:
             return f"{value / factor:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
 
-
-def is_finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)

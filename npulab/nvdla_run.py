@@ -21,7 +21,7 @@ from hw.nvdla.config import NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
 from hw.nvdla.lower import HwLayer, lower_graph
 from hw.nvdla.memory import memory_path
-from npulab.simulate import LayerResult, RunResult
+from npulab.simulate import LayerResult, RunResult, graph_batch
 
 __all__ = ["simulate_nvdla", "NVDLA_SCOPE"]
 
@@ -74,7 +74,7 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
              "startup": sum(t.startup_cycles * n for t, n in timed)}
     return LayerResult(
         name=hl.name, op="+".join(_units(hl)), engine="conv", macs=macs, cycles=cycles,
-        actions=actions, units={k: int(math.ceil(v)) for k, v in units.items() if v},
+        actions=actions, units=_whole_cycles(units),
         utilization_pct=100.0 * macs / (peak_macs * cycles) if cycles else 0.0,
         compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),
         dram_read_bytes=rd, dram_write_bytes=wr,
@@ -86,12 +86,17 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
 
 #: Accumulator width of CACC per precision (int8: 34-bit sums in RTL; int16: 48; fp16: the
 #: float accumulator, charged as 32 bits), shared/reference/nvdla.md.
-_CACC_BITS = {"int8": 34, "int16": 48, "fp16": 32}
+CACC_BITS = {"int8": 34, "int16": 48, "fp16": 32}
 #: SDP multiply-add stages per output element for each fused unit (the output converter is one
 #: more); PDP: one operation per input element; CDP (LRN): square, window sum over the local
 #: size (5 in the zoo's models), LUT interpolation and the final multiply, about 8.
 _SDP_STAGES = ("bias", "bn", "eltwise", "lut")
 _CDP_OPS_PER_ELEMENT = 8
+
+
+def _whole_cycles(units: dict) -> dict:
+    """The units that were busy, their cycles rounded up."""
+    return {k: int(math.ceil(v)) for k, v in units.items() if v}
 
 
 def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> dict:
@@ -113,8 +118,8 @@ def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> dict
     stages = 1 + sum(1 for f in _SDP_STAGES if (getattr(c, f, False) if f != "lut" else hl.lut))
     pool = outputs if c.pool_kernel is not None else 0
     return {
-        "macs": hl.conv.macs, "precision": precision, "acc_bits": _CACC_BITS[precision],
-        "reg_bits": weight_bits + atomic_ops * kpar * 2 * _CACC_BITS[precision],
+        "macs": hl.conv.macs, "precision": precision, "acc_bits": CACC_BITS[precision],
+        "reg_bits": weight_bits + atomic_ops * kpar * 2 * CACC_BITS[precision],
         "sram": {"cbuf": {"read_bits": atomic_ops * cfg.atomic_c * bits + weight_bits,
                           "write_bits": 8 * fetched}},
         "dram_bits": 8 * dram_bytes, "link_bits": 0,
@@ -158,7 +163,7 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
     elements = sum(p.elements_in for p in parts)
     ops = {"sdp": elements * (hl.operands + (1 if hl.lut else 0)), "pdp": elements,
            "cdp": elements * _CDP_OPS_PER_ELEMENT, "bdma": 0}[hl.kind]
-    actions = {"macs": 0, "precision": hl.precision, "acc_bits": _CACC_BITS[hl.precision],
+    actions = {"macs": 0, "precision": hl.precision, "acc_bits": CACC_BITS[hl.precision],
                "reg_bits": 0, "sram": {}, "dram_bits": 8 * (rd + wr), "link_bits": 0,
                "vector_ops": ops}
     mem = sum(p.memory_cycles for p in parts)
@@ -173,7 +178,7 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
         dram_bandwidth_gbps=(rd + wr) * clock_hz / cycles / 1e9 if cycles else 0.0,
         arithmetic_intensity=None, bound=bound,
         tiling=(f"{len(parts)} PDP passes" if len(parts) > 1 else None), actions=actions,
-        units={k: int(math.ceil(v)) for k, v in units.items() if v}, **_LAYER_DEFAULTS)
+        units=_whole_cycles(units), **_LAYER_DEFAULTS)
 
 
 def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
@@ -195,13 +200,15 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
     rd = sum(x.dram_read_bytes for x in layers)
     wr = sum(x.dram_write_bytes for x in layers)
     latency = cycles / clock_hz
+    batch = graph_batch(graph)
     path = memory_path(cfg)
     totals = {
-        "cycles": cycles, "macs": macs, "latency_s": latency, "batch": graph_batch(graph),
-        "fps": graph_batch(graph) / latency if cycles else 0.0,
+        "cycles": cycles, "macs": macs, "latency_s": latency, "batch": batch,
+        "fps": batch / latency if cycles else 0.0,
         "utilization_pct": 100.0 * macs / (peak * cycles) if cycles else 0.0,
         "effective_tops": 2 * macs / latency / 1e12 if cycles else 0.0,
         "peak_tops": 2 * peak * clock_hz / 1e12,
+        "peak_macs_per_cycle": peak,
         "compute_cycles": sum(x.compute_cycles for x in layers),
         "dram_read_bytes": rd, "dram_write_bytes": wr,
         "dram_bandwidth_gbps": (rd + wr) / latency / 1e9 if cycles else 0.0,
@@ -218,9 +225,4 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
     config = {"nvdla": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}}
     return RunResult(model=graph.name, chip=cfg.name, config=config, timing="nvdla",
                      scope=NVDLA_SCOPE, layers=tuple(layers), totals=totals)
-
-
-def graph_batch(graph) -> int:
-    """Images per run: the largest ``batch`` of the graph's ops (1 when none says)."""
-    return max([getattr(op, "batch", 1) or 1 for op in graph.ops] + [1])
 

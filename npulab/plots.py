@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import textwrap
 
-from npulab.metrics import COMPONENT_ORDER
+from npulab.metrics import ordered_components
 
 __all__ = ["roofline", "cycle_breakdown", "energy_breakdown", "utilization", "all_plots",
            "energy_components", "PLOTS", "MAX_WIDTH_IN"]
@@ -295,14 +295,7 @@ def cycle_breakdown(summary: dict):
 def energy_components(breakdown: dict) -> list[str]:
     """The keys of an energy breakdown in :data:`npulab.metrics.COMPONENT_ORDER`, each
     scratchpad (``sram.<name>``) in its own slot after ``rf``, in the order given."""
-    out = []
-    for comp in COMPONENT_ORDER:
-        if comp == "sram":
-            out += [k for k in breakdown if k.startswith("sram.")]
-        elif comp in breakdown:
-            out.append(comp)
-    out += [k for k in breakdown if k not in out]
-    return out
+    return ordered_components(breakdown)
 
 
 def _component_colors(keys: list[str]) -> dict:

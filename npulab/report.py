@@ -224,14 +224,15 @@ _METRIC_COLUMNS = (
 def to_csv(result: RunResult, metrics=None) -> str:
     """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
     (the nested ``actions``/``units`` are in the JSON)."""
+    from npulab.metrics import ordered_components
     names = [f.name for f in fields(LayerResult) if f.name not in ("actions", "units")]
     by_name = {}
     extra: list[str] = []
     if metrics is not None:
         by_name = {m["name"]: m for m in metrics.layers}
-        components = sorted({k for m in metrics.layers for k in m["energy_breakdown_j"]},
-                            key=_component_key)
-        levels = sorted({k for m in metrics.layers for k in m["memory"]}, key=_component_key)
+        components = ordered_components(sorted({k for m in metrics.layers
+                                                for k in m["energy_breakdown_j"]}))
+        levels = ordered_components(sorted({k for m in metrics.layers for k in m["memory"]}))
         extra = ([c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
                  + [f"{lv}_utilization" for lv in levels])
     buf = io.StringIO()
@@ -253,12 +254,6 @@ def to_csv(result: RunResult, metrics=None) -> str:
 
 def _blank(value):
     return "" if value is None else value
-
-
-def _component_key(name: str):
-    from npulab.metrics import COMPONENT_ORDER
-    head = name.split(".")[0]
-    return (COMPONENT_ORDER.index(head) if head in COMPONENT_ORDER else len(COMPONENT_ORDER), name)
 
 
 def render(result: RunResult, fmt: str, metrics=None) -> str:

@@ -34,7 +34,7 @@ from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
 
-__all__ = ["TIMING_MODES", "LayerResult", "RunResult", "simulate", "SCOPE_NOTE"]
+__all__ = ["TIMING_MODES", "LayerResult", "RunResult", "simulate", "SCOPE_NOTE", "graph_batch"]
 
 TIMING_MODES = ("native", "compute", "scalesim")
 SCOPE_NOTES = {
@@ -181,6 +181,11 @@ def _idle_layer(op) -> LayerResult:
     )
 
 
+def graph_batch(graph) -> int:
+    """Images per run: the largest ``batch`` of the graph's ops (1 when none says)."""
+    return max([getattr(op, "batch", 1) or 1 for op in graph.ops] + [1])
+
+
 def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
     run = [layer for layer in layers if layer.engine == "array"]
     cycles = sum(layer.cycles for layer in run)
@@ -199,6 +204,7 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
         # 2 ops per MAC (multiply and add), the usual TOPS convention.
         "effective_tops": 2 * macs / latency_s / 1e12 if cycles else 0.0,
         "peak_tops": 2 * chip.array.pes * chip.clock_hz / 1e12,
+        "peak_macs_per_cycle": chip.array.pes,
         "layers_simulated": len(run),
         "layers_not_simulated": len(layers) - len(run),
     }
@@ -281,7 +287,7 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)
     totals = _totals(layers, chip)
-    totals["batch"] = max([getattr(op, "batch", 1) or 1 for op in graph.ops] + [1])
+    totals["batch"] = graph_batch(graph)
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
     return RunResult(

@@ -172,13 +172,6 @@ class Technology:
     def leakage_w(self, area_mm2: float) -> float:
         return self.leakage_mw_per_mm2 * area_mm2 / 1e3
 
-    def source_of(self, table: str, key: str) -> str:
-        """The citation behind ``table.key`` (the full text for a [sources] key)."""
-        for e in self.entries:
-            if e.table == table and e.key == key:
-                return self.sources.get(e.source, e.source)
-        raise KeyError(f"{table}.{key}")
-
     def to_dict(self) -> dict:
         """Plain data for reports: name, file, and every entry with its unit and citation."""
         return {"name": self.name, "node_nm": self.node_nm, "description": self.description,

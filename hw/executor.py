@@ -20,6 +20,11 @@ Timing contract (all times in core cycles from 0, the cycle the program is start
   alongside the DRAM side of the copy; the command takes the longer of the two.
 * ``MOVE`` (on chip, ofmap -> ifmap scratchpad): setup plus bytes over the narrower of the two
   scratchpads' peak bandwidths.
+* Several chips on one DRAM (:func:`execute_shared`, the SoC of :mod:`hw.system.soc`): the
+  same event loop runs every chip's engine heads, in start order across chips (start times
+  compared in seconds, since the chips may run at different clocks), against ONE DRAM model;
+  each chip keeps its own engines, scratchpads and counters. A transfer that starts while
+  another chip's is in flight queues behind it, exactly as the two DMA engines of one chip do.
 
 Stall accounting: the array's timeline is cut into compute cycles, bank-conflict cycles (cause
 ``sram``) and idle gaps. A gap is charged to the cause of the dependency that arrived last
@@ -43,7 +48,7 @@ from numba import njit
 
 from hw.chip import ChipConfig
 from hw.memory import _dram_kernel as K
-from hw.memory.dram import DramModel
+from hw.memory.dram import DramConfig, DramModel
 from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.program import Engine, Kind, Location, Operand, Program
@@ -53,12 +58,16 @@ from hw.systolic.mapping import (
 )
 from hw.systolic.timing import tile_counters
 
-__all__ = ["ExecutionResult", "Trace", "execute", "STALL_CAUSES"]
+__all__ = ["ExecutionResult", "Trace", "execute", "execute_shared", "SharedExecution",
+           "STALL_CAUSES"]
 
 STALL_CAUSES = ("dram", "link", "sram")
 _STAT_INDEX = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_HITS,
                "row_misses": K.ST_ROW_MISSES, "row_conflicts": K.ST_ROW_CONFLICTS,
                "activates": K.ST_ACTIVATES}
+_STAT_KEYS = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates")
+_STAT_COLS = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
+              "dram_row_misses", "dram_row_conflicts", "dram_activates")
 _CAUSE_NONE, _CAUSE_DRAM, _CAUSE_LINK, _CAUSE_SRAM = -1, 0, 1, 2
 _COMPUTE = 3  # segment category for busy array cycles
 
@@ -201,84 +210,183 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
     if progress is not None and not callable(progress):
         raise ValueError(f"progress = {progress!r}: must be a callable progress(done, total, "
                          f"name) or None")
-    cols = program.columns
-    n = len(program)
-    n_layers = len(program.layers)
-    start = np.zeros(n, np.int64)
-    finish = np.zeros(n, np.int64)
-    dram_finish = np.zeros(n, np.int64)
-    link_start = np.full(n, -1, np.int64)
-    link_finish = np.full(n, -1, np.int64)
-    nbytes_col = np.where(cols["kind"] == Kind.COMPUTE, 0,
-                          cols["n2"] * cols["n1"] * cols["chunk_bytes"]).astype(np.int64)
-    # Per-layer progress: commands left per layer; layers report in completion order.
-    cmds_left = np.zeros(n_layers, np.int64)
-    if n:
-        cmds_left[:] = np.bincount(cols["layer"], minlength=n_layers)[:n_layers]
-    reported = np.zeros(n_layers, np.bool_)
-    n_reported = 0
-    next_layer = 0   # every layer before this index has been reported
+    dram = None if chip.dram.is_ideal else DramModel(chip.dram)
+    run = _ChipRun(program, chip, dram, progress)
+    _run_together([run], [])
+    return run.result()
 
-    def _report(li: int) -> None:
-        nonlocal n_reported, next_layer
+
+@dataclass(frozen=True)
+class SharedExecution:
+    """Outcome of :func:`execute_shared`: one :class:`ExecutionResult` per program (cycles in
+    that chip's core clock) and the shared DRAM's totals (:meth:`DramModel.counters`; empty for
+    an ideal DRAM)."""
+
+    results: list[ExecutionResult]
+    dram: dict
+
+
+def execute_shared(programs, chips, dram: DramConfig, *, addr_offsets=None,
+                   agents=()) -> SharedExecution:
+    """Run several programs, each on its own chip, against ONE shared DRAM model.
+
+    Each chip keeps its own engines, array, scratchpads and counters (its own ``dram`` field is
+    ignored: every chip uses ``dram``). Commands of all chips are simulated in one event loop in
+    the order they start (in seconds, ties: chip order, then program order), exactly as the
+    engines of one chip are, so the shared DRAM sees every transfer in time order; a transfer
+    that starts while another chip's transfer is in flight queues behind it on the DRAM
+    controller (served one after another, requests not interleaved). With one program this is
+    :func:`execute` command for command.
+
+    ``addr_offsets[j]`` (bytes, default 0) is added to every DRAM address of program ``j`` (to
+    give each chip its own region of the shared DRAM). ``agents`` are other DRAM masters (e.g.
+    :class:`hw.system.soc.CpuStream`'s runner): objects with ``next_time_s() -> float | None``
+    (when their next DRAM access starts, None when done) and ``step(dram_model) -> None`` (make
+    that access); they join the same time-ordered loop after the chips.
+    """
+    programs, chips = list(programs), list(chips)
+    if not programs or len(programs) != len(chips):
+        raise ValueError(f"execute_shared: need one chip per program and at least one program "
+                         f"(got {len(programs)} programs, {len(chips)} chips)")
+    if not isinstance(dram, DramConfig):
+        raise ValueError(f"execute_shared: dram = {dram!r}: must be a DramConfig")
+    offsets = [0] * len(programs) if addr_offsets is None else [int(o) for o in addr_offsets]
+    if len(offsets) != len(programs) or min(offsets) < 0:
+        raise ValueError(f"execute_shared: addr_offsets = {addr_offsets!r}: must be one "
+                         f"integer >= 0 per program ({len(programs)})")
+    model = None if dram.is_ideal else DramModel(dram)
+    runs = [_ChipRun(p, c, model, None, off, dram) for p, c, off in zip(programs, chips, offsets)]
+    _run_together(runs, list(agents), model)
+    return SharedExecution(results=[r.result() for r in runs],
+                           dram=model.counters() if model is not None else {})
+
+
+def _run_together(runs: list, agents: list, model=None) -> None:
+    """The event loop: repeatedly run the command (or agent access) that starts earliest.
+
+    A chip's candidate depends only on its own state, so it is recomputed only after that chip
+    ran a command."""
+    if len(runs) == 1 and not agents:   # one chip: no cross-chip ordering needed
+        run = runs[0]
+        while (cand := run.peek()) is not None:
+            run.step(cand)
+        return
+    cands = [r.peek() for r in runs]
+    while True:
+        best, who = None, -1
+        for j, (r, c) in enumerate(zip(runs, cands)):
+            if c is not None:
+                key = (c[0] / r.clock_hz, j, c[1])
+                if best is None or key < best:
+                    best, who = key, j
+        for a, agent in enumerate(agents):
+            t = agent.next_time_s()
+            if t is not None:
+                key = (t, len(runs) + a, 0)
+                if best is None or key < best:
+                    best, who = key, len(runs) + a
+        if best is None:
+            return
+        if who < len(runs):
+            runs[who].step(cands[who])
+            cands[who] = runs[who].peek()
+        else:
+            agents[who - len(runs)].step(model)
+
+
+class _ChipRun:
+    """One chip's executor state: its engine queues, timeline, counters and trace columns.
+
+    :meth:`peek` names the command that can start earliest (``(ready, index, gate, engine)``),
+    :meth:`step` simulates it, :meth:`result` builds the :class:`ExecutionResult`. ``dram`` is
+    the (possibly shared) :class:`DramModel`, None for an ideal DRAM."""
+
+    def __init__(self, program: Program, chip: ChipConfig, dram, progress=None,
+                 addr_offset: int = 0, dram_cfg: DramConfig | None = None):
+        self.program, self.chip, self.dram, self.progress = program, chip, dram, progress
+        self.addr_offset = int(addr_offset)
+        dram_cfg = chip.dram if dram_cfg is None else dram_cfg
+        self.clock_hz = chip.clock_hz
+        cols = self.cols = program.columns
+        n = self.n = len(program)
+        n_layers = self.n_layers = len(program.layers)
+        self.start = np.zeros(n, np.int64)
+        self.finish = np.zeros(n, np.int64)
+        self.dram_finish = np.zeros(n, np.int64)
+        self.link_start = np.full(n, -1, np.int64)
+        self.link_finish = np.full(n, -1, np.int64)
+        self.nbytes_col = np.where(cols["kind"] == Kind.COMPUTE, 0,
+                                   cols["n2"] * cols["n1"] * cols["chunk_bytes"]).astype(np.int64)
+        # Per-layer progress: commands left per layer; layers report in completion order.
+        self.cmds_left = np.zeros(n_layers, np.int64)
+        if n:
+            self.cmds_left[:] = np.bincount(cols["layer"], minlength=n_layers)[:n_layers]
+        self.reported = np.zeros(n_layers, np.bool_)
+        self.n_reported = 0
+        self.next_layer = 0   # every layer before this index has been reported
+        if progress is not None:
+            self._report(-1)
+        self.cause = np.full(n, _CAUSE_NONE, np.int64)
+        self.engine_free = [0, 0, 0]
+        self.counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
+        self.col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
+        arr = chip.array
+        self.eb = arr.precision.bits // 8
+        self.setup = chip.dma.descriptor_setup_cycles
+        self.max_out = chip.dma.max_outstanding
+        self.clocks = None if dram is None else _Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
+        self.left_sram = chip.filter_sram if arr.dataflow is Dataflow.IS else chip.ifmap_sram
+        self.top_sram = chip.ifmap_sram if arr.dataflow is Dataflow.IS else chip.filter_sram
+        self.move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
+        self.req_bytes = 0 if dram is None else dram_cfg.request_bytes
+        # array timeline
+        self.seg_start: list[int] = []
+        self.seg_end: list[int] = []
+        self.seg_cat: list[int] = []
+        self.array_free = 0
+        self.dram_busy_until = 0
+        self.gates = np.full(n, -1, np.int64)
+        self.engine_last = [-1, -1, -1]
+        engines = self.engines = cols["engine"]
+        self.kinds = cols["kind"]
+        self.operands = cols["operand"]
+        self.layers = cols["layer"]
+        # Event order: always run the engine head that can start earliest (ties: program
+        # order), so the shared DRAM sees transfers in the order they start.
+        self.queues = [np.flatnonzero(engines == e).tolist() for e in range(3)]
+        self.heads = [0, 0, 0]
+        self.done = np.zeros(n, np.bool_)
+        self.left = n
+
+    def _report(self, li: int) -> None:
+        progress, layers = self.progress, self.program.layers
         if li >= 0:
-            reported[li] = True
-            n_reported += 1
-            progress(n_reported, n_layers, program.layers[li].name)
+            self.reported[li] = True
+            self.n_reported += 1
+            progress(self.n_reported, self.n_layers, layers[li].name)
         # Layers without commands complete once every layer before them has.
-        while next_layer < n_layers and (reported[next_layer] or cmds_left[next_layer] == 0):
-            if not reported[next_layer]:
-                reported[next_layer] = True
-                n_reported += 1
-                progress(n_reported, n_layers, program.layers[next_layer].name)
-            next_layer += 1
+        while self.next_layer < self.n_layers and (self.reported[self.next_layer]
+                                                   or self.cmds_left[self.next_layer] == 0):
+            if not self.reported[self.next_layer]:
+                self.reported[self.next_layer] = True
+                self.n_reported += 1
+                progress(self.n_reported, self.n_layers, layers[self.next_layer].name)
+            self.next_layer += 1
 
-    if progress is not None:
-        _report(-1)
-    cause = np.full(n, _CAUSE_NONE, np.int64)
-    engine_free = [0, 0, 0]
-    counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
-    col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
-    arr = chip.array
-    eb = arr.precision.bits // 8
-    setup = chip.dma.descriptor_setup_cycles
-    max_out = chip.dma.max_outstanding
-    ideal = chip.dram.is_ideal
-    dram = None if ideal else DramModel(chip.dram)
-    clocks = None if ideal else _Clocks(chip.clock_mhz, chip.dram.clock_mhz)
-    left_sram = chip.filter_sram if arr.dataflow is Dataflow.IS else chip.ifmap_sram
-    top_sram = chip.ifmap_sram if arr.dataflow is Dataflow.IS else chip.filter_sram
-    move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
-    stat_keys = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates")
-    stat_cols = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
-                 "dram_row_misses", "dram_row_conflicts", "dram_activates")
-    req_bytes = 0 if ideal else chip.dram.request_bytes
-    # array timeline
-    seg_start: list[int] = []
-    seg_end: list[int] = []
-    seg_cat: list[int] = []
-    array_free = 0
-    dram_busy_until = 0
-    gates = np.full(n, -1, np.int64)
-    engine_last = [-1, -1, -1]
-    engines = cols["engine"]
-    kinds = cols["kind"]
-    operands = cols["operand"]
-    layers = cols["layer"]
-    dep_ptr, dep_idx = program.dep_ptr, program.dep_idx
-    # Event order: always run the engine head that can start earliest (ties: program order),
-    # so the shared DRAM sees transfers in the order they start.
-    queues = [np.flatnonzero(engines == e).tolist() for e in range(3)]
-    heads = [0, 0, 0]
-    done = np.zeros(n, np.bool_)
-    for _ in range(n):
+    def peek(self):
+        """``(ready, index, gate, engine)`` of the engine head that can start earliest (ties:
+        program order); None when every command has run."""
+        if not self.left:
+            return None
+        dep_ptr, dep_idx = self.program.dep_ptr, self.program.dep_idx
+        done, finish = self.done, self.finish
         best = None
         for e in range(3):
-            if heads[e] == len(queues[e]):
+            if self.heads[e] == len(self.queues[e]):
                 continue
-            i = queues[e][heads[e]]
-            ready = engine_free[e]
-            gate = engine_last[e]     # the engine's previous command, if it binds
+            i = self.queues[e][self.heads[e]]
+            ready = self.engine_free[e]
+            gate = self.engine_last[e]     # the engine's previous command, if it binds
             for j in range(dep_ptr[i], dep_ptr[i + 1]):
                 d = dep_idx[j]
                 if not done[d]:
@@ -289,24 +397,38 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
                     gate = int(d)
             if ready >= 0 and (best is None or (ready, i) < best[:2]):
                 best = (ready, i, gate, e)
+        if best is None:
+            raise RuntimeError(f"program {self.program.model!r}: no engine head can start "
+                               f"(a dependency on a later command of the same engine)")
+        return best
+
+    def step(self, best) -> None:
+        """Simulate command ``best`` (from :meth:`peek`)."""
         t0, i, gate, e = best
-        gates[i] = gate
-        engine_last[e] = i
+        cols, col, kinds, chip = self.cols, self.col, self.kinds, self.chip
+        start, finish, cause = self.start, self.finish, self.cause
+        seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
+        setup = self.setup
+        self.gates[i] = gate
+        self.engine_last[e] = i
         first_seg = len(seg_start)
-        heads[e] += 1
-        done[i] = True
+        self.heads[e] += 1
+        self.done[i] = True
+        self.left -= 1
         kind = int(kinds[i])
-        lay = int(layers[i])
-        row = counters[lay]
+        lay = int(self.layers[i])
+        row = self.counters[lay]
+        t_dram = 0
         if kind == Kind.COMPUTE:
+            arr = chip.array
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
             vec = tile_counters(arr, m, nn, k, count)
             cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
             writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
             lanes_l, lanes_t = _tile_lanes(arr, m, nn, k, count)
             stretch = 0
-            vl = vector_access_cycles(left_sram, lanes_l, eb, int(cols["left_stride"][i]))
-            vt = vector_access_cycles(top_sram, lanes_t, eb, int(cols["top_stride"][i]))
+            vl = vector_access_cycles(self.left_sram, lanes_l, self.eb, int(cols["left_stride"][i]))
+            vt = vector_access_cycles(self.top_sram, lanes_t, self.eb, int(cols["top_stride"][i]))
             if vl > 1 or vt > 1:
                 stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
             t1 = t0 + cyc + stretch
@@ -314,6 +436,7 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
             # charged for the part of the gap it was running, the rest goes to what it waited
             # for (a DRAM load that waited on a host copy charges that wait to the link).
             hi, d = t0, gate
+            array_free = self.array_free
             while hi > array_free:
                 lo = array_free if d < 0 else max(array_free, int(start[d]))
                 c = int(cause[d]) if d >= 0 and cause[d] >= 0 else _CAUSE_DRAM
@@ -322,7 +445,7 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
                     seg_end.append(hi)
                     seg_cat.append(c)
                 hi = lo
-                d = int(gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
+                d = int(self.gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
             for seg in (seg_start, seg_end, seg_cat):   # appended backwards in time
                 seg[first_seg:] = seg[first_seg:][::-1]
             seg_start.append(t0)
@@ -332,7 +455,7 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
                 seg_start.append(t0 + cyc)
                 seg_end.append(t1)
                 seg_cat.append(_CAUSE_SRAM)
-            array_free = t1
+            self.array_free = t1
             ifmap_r, filt_r = (top, left) if arr.dataflow is Dataflow.IS else (left, top)
             row[col["array_busy_cycles"]] += cyc
             row[col["pe_busy_cycles"]] += macs
@@ -343,39 +466,39 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
             row[col["sram_conflict_cycles"]] += stretch
             row[col["computes"]] += 1
         else:
-            nbytes = int(nbytes_col[i])
-            loc = int(cols["location"][i])
-            operand = int(operands[i])
+            nbytes = int(self.nbytes_col[i])
+            operand = int(self.operands[i])
             is_write = kind in (Kind.STORE, Kind.HOST_IN)
             if kind == Kind.MOVE:
-                t1 = t0 + setup + -(-nbytes // move_bw)
+                t1 = t0 + setup + -(-nbytes // self.move_bw)
                 cause[i] = _CAUSE_SRAM
                 row[col["onchip_move_bytes"]] += nbytes
                 row[col["ifmap_sram_fill_bytes"]] += nbytes
                 row[col["ofmap_sram_drain_bytes"]] += nbytes
             else:
                 t_dram = t0 + setup
+                dram = self.dram
                 if dram is not None and nbytes:
                     before = dram.stats.copy()
-                    dram_done = _dram_box(dram, int(cols["addr"][i]),
-                                     int(cols["n2"][i]), int(cols["stride2"][i]),
-                                     int(cols["n1"][i]), int(cols["stride1"][i]),
-                                     int(cols["chunk_bytes"][i]), is_write,
-                                     clocks.to_dram(t0 + setup), max_out)
-                    t_dram = max(t_dram, clocks.to_core(dram_done))
+                    dram_done = _dram_box(dram, int(cols["addr"][i]) + self.addr_offset,
+                                          int(cols["n2"][i]), int(cols["stride2"][i]),
+                                          int(cols["n1"][i]), int(cols["stride1"][i]),
+                                          int(cols["chunk_bytes"][i]), is_write,
+                                          self.clocks.to_dram(t0 + setup), self.max_out)
+                    t_dram = max(t_dram, self.clocks.to_core(dram_done))
                     delta = dram.stats - before
-                    for key, c in zip(stat_keys, stat_cols):
+                    for key, c in zip(_STAT_KEYS, _STAT_COLS):
                         value = int(delta[_STAT_INDEX[key]])
-                        row[col[c]] += value * req_bytes if key in ("reads", "writes") else value
+                        row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
                 t1 = t_dram
                 cause[i] = _CAUSE_DRAM
                 # DRAM busy time: this transfer's span, minus any part spent queued behind
-                # the previous one (transfers are served one after another).
-                row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, dram_busy_until))
-                dram_busy_until = max(dram_busy_until, t_dram)
+                # the previous one of this chip (transfers are served one after another).
+                row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, self.dram_busy_until))
+                self.dram_busy_until = max(self.dram_busy_until, t_dram)
                 if kind in (Kind.HOST_IN, Kind.HOST_OUT):
                     t_link = t0 + setup + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
-                    link_start[i], link_finish[i] = t0 + setup, t_link
+                    self.link_start[i], self.link_finish[i] = t0 + setup, t_link
                     if t_link >= t_dram:
                         cause[i] = _CAUSE_LINK
                     t1 = max(t_dram, t_link)
@@ -393,42 +516,50 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
                     row[col["ofmap_sram_drain_bytes"]] += nbytes
                     row[col["stores"]] += 1
         start[i], finish[i] = t0, t1
-        dram_finish[i] = t_dram if kind in (Kind.HOST_IN, Kind.HOST_OUT) else t1
-        engine_free[e] = t1
-        if progress is not None:
-            cmds_left[lay] -= 1
-            if cmds_left[lay] == 0:
-                _report(lay)
-    total = int(finish.max()) if n else 0
-    # Tail of the array timeline.
-    if total > array_free:
-        last = int(np.argmax(finish))
-        seg_start.append(array_free)
-        seg_end.append(total)
-        seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
-    # Layer windows.
-    ends = np.zeros(n_layers, np.int64)
-    prev = 0
-    for li, ls in enumerate(program.layers):
-        e_i = int(finish[ls.first:ls.last].max()) if ls.last > ls.first else prev
-        prev = max(prev, e_i)
-        ends[li] = prev
-    _window_cycles(counters, col, ends)
-    _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
-    names = tuple(ls.name for ls in program.layers)
-    layer_dicts = [{name: int(counters[li, c]) for name, c in col.items()}
-                   for li in range(n_layers)]
-    totals = {name: int(counters[:, c].sum()) for name, c in col.items()}
-    totals["cycles"] = total
-    dram_counters = dram.counters() if dram is not None else {}
-    trace = Trace(start=start, finish=finish, engine=engines.copy(), kind=kinds.copy(),
-                  layer=layers.copy(), layer_names=names, clock_mhz=chip.clock_mhz,
-                  operand=operands.copy(), tile_g=cols["tile_g"].copy(),
-                  tile_m=cols["tile_m"].copy(), tile_n=cols["tile_n"].copy(),
-                  tile_k=cols["tile_k"].copy(), nbytes=nbytes_col, dram_finish=dram_finish,
-                  link_start=link_start, link_finish=link_finish)
-    return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals, dram=dram_counters,
-                           trace=trace)
+        self.dram_finish[i] = t_dram if kind in (Kind.HOST_IN, Kind.HOST_OUT) else t1
+        self.engine_free[e] = t1
+        if self.progress is not None:
+            self.cmds_left[lay] -= 1
+            if self.cmds_left[lay] == 0:
+                self._report(lay)
+
+    def result(self) -> ExecutionResult:
+        """Close the array timeline and the layer windows; the run's results."""
+        program, finish, cause, col = self.program, self.finish, self.cause, self.col
+        counters, n_layers, cols = self.counters, self.n_layers, self.cols
+        seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
+        total = int(finish.max()) if self.n else 0
+        # Tail of the array timeline.
+        if total > self.array_free:
+            last = int(np.argmax(finish))
+            seg_start.append(self.array_free)
+            seg_end.append(total)
+            seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
+        # Layer windows.
+        ends = np.zeros(n_layers, np.int64)
+        prev = 0
+        for li, ls in enumerate(program.layers):
+            e_i = int(finish[ls.first:ls.last].max()) if ls.last > ls.first else prev
+            prev = max(prev, e_i)
+            ends[li] = prev
+        _window_cycles(counters, col, ends)
+        _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
+        names = tuple(ls.name for ls in program.layers)
+        layer_dicts = [{name: int(counters[li, c]) for name, c in col.items()}
+                       for li in range(n_layers)]
+        totals = {name: int(counters[:, c].sum()) for name, c in col.items()}
+        totals["cycles"] = total
+        # The DRAM's totals (a shared DRAM's: every master's, as in SharedExecution.dram).
+        dram_counters = self.dram.counters() if self.dram is not None else {}
+        trace = Trace(start=self.start, finish=finish, engine=self.engines.copy(),
+                      kind=self.kinds.copy(), layer=self.layers.copy(), layer_names=names,
+                      clock_mhz=self.chip.clock_mhz, operand=self.operands.copy(),
+                      tile_g=cols["tile_g"].copy(), tile_m=cols["tile_m"].copy(),
+                      tile_n=cols["tile_n"].copy(), tile_k=cols["tile_k"].copy(),
+                      nbytes=self.nbytes_col, dram_finish=self.dram_finish,
+                      link_start=self.link_start, link_finish=self.link_finish)
+        return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
+                               dram=dram_counters, trace=trace)
 
 
 def _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat) -> None:

@@ -197,11 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    from npulab import dram_cmd, nvdla_cmd, report_cmd, rtl_cmd
+    from npulab import dram_cmd, nvdla_cmd, report_cmd, rtl_cmd, soc_cmd
     report_cmd.add_parser(sub)
     dram_cmd.add_parser(sub)
     rtl_cmd.add_parser(sub)
     nvdla_cmd.add_parser(sub)
+    soc_cmd.add_parser(sub)
     return parser
 
 
@@ -346,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "nvdla":
             from npulab import nvdla_cmd
             return nvdla_cmd.main(args)
+        if args.command == "soc":
+            from npulab import soc_cmd
+            return soc_cmd.main(args)
         parser.print_help()
         return 2
     except (UserError, *USER_ERRORS) as exc:

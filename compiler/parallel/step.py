@@ -1,0 +1,715 @@
+"""The training-step planner: one step of data, tensor and pipeline parallel training.
+
+``plan_step(model, strategy, n_ranks, rank_map, op_time, comm_time)`` composes a step from two
+callbacks so that ``compiler`` stays independent of the device and network models::
+
+    op_time(op) -> seconds           one IR op on one chip (npulab wires a roofline or a chip sim)
+    comm_time(op, nbytes, groups)    a collective run by all ``groups`` at once (npulab wires
+                                     hw.system.collectives.collective(...).time_s)
+
+``nbytes`` follows nccl-tests: the whole buffer for all-reduce / broadcast, the full gathered
+buffer for all-gather / reduce-scatter. A point-to-point pipeline send is a ``"broadcast"`` over
+the 2-rank group ``(sender, receiver)``.
+
+Step composition (per data-parallel replica; every rank of a stage does the same work):
+
+1. **Stage work per micro-batch.** Forward and backward of the stage's layers on the TP-split
+   ops (:meth:`TransformerModel.layer_ops`, :func:`backward_ops`), plus recomputation (``full``:
+   the forward again before the backward; ``selective``: only the attention core -- scores,
+   softmax, dropout, context -- Korthikanti et al. 2022 §5), plus the TP collectives, which sit
+   on the critical path. Per layer per micro-batch: 2 all-reduces of ``b*s*h`` elements forward
+   and 2 backward (Megatron-LM), 2 more with full recompute (the recomputed forward repeats
+   them). With sequence parallelism each all-reduce becomes an all-gather + reduce-scatter of the
+   same buffer, and the backward re-gathers the 2 sharded layer-norm outputs for the weight
+   gradients (Megatron-LM does not keep the gathered input), so 2 AG + 2 RS forward and
+   4 AG + 2 RS backward. The first stage adds the vocab-parallel embedding's all-reduce (SP:
+   reduce-scatter), the last stage the logits input's backward all-reduce (SP: AG fwd + RS bwd).
+2. **Pipeline.** The per-stage times run through :func:`simulate_pipeline` (GPipe, 1F1B,
+   interleaved 1F1B) with the measured send time per boundary: ``b*s*h/t`` elements per TP rank
+   (Megatron's scatter/gather optimisation, Narayanan et al. 2021 §4.1), forward and backward.
+   With more than one stage, the tied embedding gradients (``v*h/t``) are all-reduced between the
+   first and last stage after the backward (exposed, counted as ``pp``).
+3. **Data parallelism.** Gradients are bucketed (``bucket_mb`` MiB) in backward order. With
+   ``overlap_dp`` a bucket's all-reduce (ZeRO-1/2: reduce-scatter) may start once the backward of
+   the last micro-batch has produced it (uniformly over that backward) and buckets go one after
+   another; the exposed part is what ends after the stage's last backward. Without overlap all
+   buckets run after it. ZeRO-1/2 then all-gather the updated parameters (exposed); ZeRO-3
+   all-gathers the stage's parameters before every micro-batch's forward and backward
+   (``2m`` gathers; hidden behind that pass's compute when ``overlap_dp``, else exposed).
+4. **Optimizer.** A memory-bound Adam update over the rank's (ZeRO-sharded) parameters:
+   ``op_time(Eltwise("adam", elements=P, operands=13))`` -- mixed-precision Adam touches
+   28 bytes per parameter (read fp16 grad, fp32 master, m, v; write those three and the fp16
+   copy), i.e. 14 accesses of a 2-byte element (``operands + 1``).
+
+Breakdown (all seconds, for the busiest rank): ``step = compute + tp + bubble + pp + dp +
+optimizer``: ``bubble`` = pipeline makespan without send cost minus the rank's busy time,
+``pp`` = extra makespan caused by sends (+ the tied-embedding sync), ``dp`` = DP communication
+not hidden by compute.
+
+Memory per rank (bytes; Rajbhandari et al. 2020 "ZeRO" §3 for mixed-precision Adam, 16 bytes per
+parameter: 2 fp16 weights + 2 fp16 gradients + 12 optimizer state): weights, gradients and
+optimizer state divided by ``dp`` per ZeRO stage; activations per layer from Korthikanti et al.
+2022 Table 2 (16-bit activations, 1-byte dropout masks; scaled by ``dtype_bytes / 2``)::
+
+    recompute   TP only                         TP + sequence parallel
+    none        s*b*h*(10 + 24/t + 5*a*s/(h*t))  s*b*h/t*(34 + 5*a*s/h)
+    selective   s*b*h*(10 + 24/t)                34*s*b*h/t
+    full        2*s*b*h                          2*s*b*h/t   (+ one layer's full working set)
+
+times the layers per chunk times the most micro-batch chunks in flight on that rank, taken from
+the simulated schedule (1F1B: ``min(p - s, m)``; GPipe: ``m``; interleaved: Korthikanti eq. 5).
+Embedding / logits activations are not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
+from compiler.parallel.backward import backward_ops, graph_params
+from compiler.parallel.llm import TransformerModel, get_model, model_flops
+from compiler.parallel.strategy import Strategy, parse_strategy
+
+__all__ = [
+    "OpTime", "CommTime", "StepReport", "plan_step", "PipelineResult", "simulate_pipeline",
+    "schedule_order", "tp_allreduce_bytes", "dp_allreduce_bytes", "zero_memory_bytes",
+    "zero_comm_bytes", "bubble_fraction", "activation_bytes_per_layer", "collective_sent_bytes",
+]
+
+OpTime = Callable[[Op], float]
+CommTime = Callable[[str, float, list], float]
+
+
+# --------------------------------------------------------------------------- closed forms
+def tp_allreduce_bytes(b: int, s: int, h: int, dtype_bytes: int = 2,
+                       recompute: str = "none") -> float:
+    """TP all-reduce buffer bytes per layer per micro-batch (Megatron-LM, Shoeybi et al. 2019
+    §3): 2 forward + 2 backward all-reduces of ``b*s*h`` elements = ``4*b*s*h*bytes``; full
+    recomputation runs the forward (and its 2 all-reduces) again: ``6*b*s*h*bytes``
+    (Korthikanti et al. 2022 §5 count the recomputed forward's communication too). With
+    sequence parallelism the same total moves as all-gathers + reduce-scatters."""
+    n = 6 if recompute == "full" else 4
+    return float(n * b * s * h * dtype_bytes)
+
+
+def collective_sent_bytes(op: str, nbytes: float, p: int) -> float:
+    """Bytes one rank sends for an nccl-tests-sized collective with the ring algorithm
+    (Patarasuk & Yuan 2009; Thakur et al. 2005): all-reduce ``2(p-1)/p n``, all-gather /
+    reduce-scatter ``(p-1)/p n``; a 2-rank broadcast (a send) ``n``."""
+    if p <= 1:
+        return 0.0
+    if op == "allreduce":
+        return 2.0 * (p - 1) / p * nbytes
+    if op in ("allgather", "reducescatter"):
+        return (p - 1) / p * nbytes
+    if op == "broadcast":
+        return float(nbytes)
+    raise ValueError(f"collective_sent_bytes: op = {op!r}: allreduce, allgather, "
+                     f"reducescatter or broadcast")
+
+
+def dp_allreduce_bytes(params: float, dp: int, dtype_bytes: int = 2) -> float:
+    """Bytes each rank sends to all-reduce ``params`` gradients with a ring: ``2(dp-1)/dp *
+    params * bytes`` (Patarasuk & Yuan 2009)."""
+    return collective_sent_bytes("allreduce", params * dtype_bytes, dp)
+
+
+def zero_comm_bytes(params: float, dp: int, stage: int, dtype_bytes: int = 2) -> float:
+    """Bytes each rank sends per step under ZeRO (Rajbhandari et al. 2020 §7): stages 0-2 move
+    ``2 Psi`` (all-reduce = reduce-scatter + all-gather), stage 3 ``3 Psi`` (parameters gathered
+    for forward and backward, gradients reduce-scattered), times ``(dp-1)/dp`` for a ring (the
+    paper's figures are the large-``dp`` limit); ``Psi`` = ``params * dtype_bytes``."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_comm_bytes: stage = {stage!r}: must be 0..3")
+    k = 3 if stage == 3 else 2
+    return k * params * dtype_bytes * (dp - 1) / dp if dp > 1 else 0.0
+
+
+def zero_memory_bytes(params: float, dp: int, stage: int) -> dict:
+    """Model-state bytes per rank, mixed-precision Adam (ZeRO §3, Fig. 1): ``16 Psi`` total ->
+    stage 1 ``4 Psi + 12 Psi/N_d``, stage 2 ``2 Psi + 14 Psi/N_d``, stage 3 ``16 Psi/N_d``."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_memory_bytes: stage = {stage!r}: must be 0..3")
+    w = 2.0 * params / (dp if stage >= 3 else 1)
+    g = 2.0 * params / (dp if stage >= 2 else 1)
+    o = 12.0 * params / (dp if stage >= 1 else 1)
+    return {"params": w, "grads": g, "optimizer": o, "total": w + g + o}
+
+
+def bubble_fraction(p: int, m: int, v: int = 1) -> float:
+    """Fraction of the step a pipeline stage idles: ``(p-1)/(m+p-1)`` for GPipe and 1F1B
+    (Huang et al. 2019; Narayanan et al. 2021 §2.2.1); with ``v`` interleaved chunks the bubble
+    is ``(p-1)/(v m)`` of the ideal time (Narayanan et al. 2021 §2.2.2), i.e.
+    ``(p-1)/(v m + p - 1)`` of the step."""
+    return (p - 1) / (v * m + p - 1)
+
+
+def activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *,
+                               sequence_parallel: bool = False, recompute: str = "none",
+                               dtype_bytes: int = 2) -> float:
+    """Activation bytes one layer keeps for its backward (Korthikanti et al. 2022, Table 2;
+    see the module docstring)."""
+    sbh = float(s) * b * h
+    if recompute == "full":
+        out = 2.0 * sbh / (t if sequence_parallel else 1)
+    elif recompute == "selective":
+        out = 34.0 * sbh / t if sequence_parallel else sbh * (10.0 + 24.0 / t)
+    elif sequence_parallel:
+        out = sbh / t * (34.0 + 5.0 * a * s / h)
+    else:
+        out = sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+    return out * dtype_bytes / 2.0
+
+
+# --------------------------------------------------------------------------- pipeline schedule
+# Each rank runs its tasks -- forward F or backward B of one micro-batch on one virtual stage --
+# in the fixed order its schedule prescribes; a task starts when the rank is free and its inputs
+# have arrived. Virtual stage k (0 <= k < p*v) lives on rank k % p (Megatron-LM interleaving:
+# rank r holds model chunks r, r+p, ...). Dependencies:
+#     F(k, j) after F(k-1, j) + send(k-1 -> k)                  (k > 0)
+#     B(k, j) after F(k, j) and B(k+1, j) + send(k+1 -> k)      (k < p*v - 1)
+# A send between virtual stages on the same rank is free. Orders per rank s:
+#   GPipe (Huang et al. 2019): all m forwards, then all backwards (last micro-batch first).
+#   1F1B (PipeDream-Flush, Narayanan et al. 2021 §2.2.1): min(p-s-1, m) warm-up forwards, then
+#     one forward / one backward alternately, then the remaining backwards.
+#   Interleaved 1F1B (Narayanan et al. 2021 §2.2.2, the order of Megatron-LM's interleaved
+#     schedule): micro-batches in groups of p, chunk (i // p) % v for the i-th forward (reversed
+#     for backwards), warm-up min(2(p-s-1) + (v-1)p, m v).
+# Tests check the makespan against (m + p - 1)(t_f + t_b) and (m + (p-1)/v)(t_f + t_b).
+
+
+@dataclass
+class PipelineResult:
+    makespan_s: float
+    busy_s: np.ndarray            # [p] seconds each rank computes
+    end_s: np.ndarray             # [p] when each rank finishes its last task
+    last_backward_s: np.ndarray   # [p] backward seconds of the last micro-batch on each rank
+    max_in_flight: np.ndarray     # [p] most (micro-batch, chunk) activations held at once
+
+
+def schedule_order(p: int, m: int, schedule: str, v: int, s: int) -> list[tuple[int, int, int]]:
+    """Task order of rank ``s``: a list of ``(is_backward, virtual_stage, micro_batch)``."""
+    if schedule == "gpipe":
+        return [(0, s, j) for j in range(m)] + [(1, s, j) for j in reversed(range(m))]
+    if v == 1:
+        w = min(p - s - 1, m)
+        order = [(0, s, j) for j in range(w)]
+        for i in range(m - w):
+            order += [(0, s, w + i), (1, s, i)]
+        return order + [(1, s, j) for j in range(m - w, m)]
+    total = m * v
+
+    def task(i: int, backward: bool) -> tuple[int, int, int]:
+        chunk = (i // p) % v
+        if backward:
+            chunk = v - 1 - chunk
+        micro = (i // (p * v)) * p + i % p
+        return (int(backward), chunk * p + s, micro)
+
+    w = min(2 * (p - s - 1) + (v - 1) * p, total)
+    order = [task(i, False) for i in range(w)]
+    for i in range(total - w):
+        order += [task(w + i, False), task(i, True)]
+    return order + [task(i, True) for i in range(total - w, total)]
+
+
+def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: int = 1,
+                      send_s=0.0) -> PipelineResult:
+    """Run the schedule. ``t_f``/``t_b``: per-virtual-stage seconds per micro-batch, shape
+    ``[p*v]`` (a scalar broadcasts); ``send_s``: seconds per activation / gradient transfer
+    between virtual stages ``k`` and ``k+1``, shape ``[p*v - 1]`` or a scalar."""
+    for key, val in (("p", p), ("m", m), ("v", v)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"simulate_pipeline: {key} = {val!r}: must be an integer >= 1")
+    if schedule not in ("1f1b", "gpipe"):
+        raise ValueError(f"simulate_pipeline: schedule = {schedule!r}: must be 1f1b or gpipe")
+    if schedule == "gpipe" and v != 1:
+        raise ValueError("simulate_pipeline: v must be 1 with schedule = gpipe")
+    if v > 1 and m % p:
+        raise ValueError(f"simulate_pipeline: m = {m} must be a multiple of p = {p} when v > 1")
+    nv = p * v
+    tf = np.broadcast_to(np.asarray(t_f, dtype=np.float64), (nv,))
+    tb = np.broadcast_to(np.asarray(t_b, dtype=np.float64), (nv,))
+    send = np.broadcast_to(np.asarray(send_s, dtype=np.float64), (max(nv - 1, 0),))
+    for key, arr in (("t_f", tf), ("t_b", tb), ("send_s", send)):
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"simulate_pipeline: {key} must be finite and >= 0")
+    f_end = np.full((nv, m), np.nan)
+    b_end = np.full((nv, m), np.nan)
+    orders = [schedule_order(p, m, schedule, v, s) for s in range(p)]
+    ptr = [0] * p
+    free = np.zeros(p)
+    busy = np.zeros(p)
+    last_b = np.zeros(p)
+    live = np.zeros(p, dtype=np.int64)
+    peak = np.zeros(p, dtype=np.int64)
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progress = False
+        for s in range(p):
+            order = orders[s]
+            while ptr[s] < len(order):
+                back, k, j = order[ptr[s]]
+                if back:
+                    ready = f_end[k, j]
+                    if k < nv - 1:
+                        up = b_end[k + 1, j]
+                        if np.isnan(up):
+                            break
+                        hop = 0.0 if (k + 1) % p == s else send[k]
+                        ready = max(ready, up + hop)
+                    dur = tb[k]
+                else:
+                    ready = 0.0
+                    if k > 0:
+                        hop = 0.0 if (k - 1) % p == s else send[k - 1]
+                        ready = f_end[k - 1, j] + hop
+                    dur = tf[k]
+                if np.isnan(ready):
+                    break
+                start = max(free[s], ready)
+                free[s] = start + dur
+                busy[s] += dur
+                if back:
+                    b_end[k, j] = free[s]
+                    live[s] -= 1
+                    if j == m - 1:
+                        last_b[s] += dur
+                else:
+                    f_end[k, j] = free[s]
+                    live[s] += 1
+                    peak[s] = max(peak[s], live[s])
+                ptr[s] += 1
+                remaining -= 1
+                progress = True
+        if not progress:  # pragma: no cover - the orders above never deadlock
+            raise RuntimeError(f"pipeline schedule {schedule} (p={p}, m={m}, v={v}) deadlocked")
+    return PipelineResult(makespan_s=float(free.max()), busy_s=busy, end_s=free.copy(),
+                          last_backward_s=last_b, max_in_flight=peak)
+
+
+# --------------------------------------------------------------------------- the planner
+@dataclass
+class StepReport:
+    """One training step. Seconds for the busiest rank; bytes per rank per step (the maximum
+    over pipeline stages) unless a field says otherwise."""
+
+    model: str
+    strategy: dict
+    n_ranks: int
+    microbatches: int
+    step_s: float
+    compute_s: float              # forward + backward + recompute ops (includes recompute_s)
+    recompute_s: float
+    exposed_tp_s: float
+    exposed_pp_s: float
+    exposed_dp_s: float
+    bubble_s: float
+    optimizer_s: float
+    pipeline_s: float             # makespan of the forward/backward pipeline
+    critical_stage: int
+    samples_per_step: int
+    tokens_per_step: int
+    model_flops: float            # per step, no recompute (Narayanan et al. 2021 eq. 3)
+    peak_flops: float | None
+    memory: dict                  # bytes on the rank with the most: params, grads, optimizer,
+                                  # activations, total, stage
+    device_mem_bytes: float | None
+    comm_bytes: dict              # nccl-tests nbytes handed to comm_time: tp, pp, dp
+    sent_bytes: dict              # bytes a rank sends (ring algorithms): tp, pp, dp
+    stage_memory_bytes: list = field(default_factory=list)
+    comm_calls: list = field(default_factory=list)   # distinct comm_time calls made
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return self.exposed_tp_s + self.exposed_pp_s + self.exposed_dp_s
+
+    @property
+    def comm_breakdown(self) -> dict:
+        return {"tp": self.exposed_tp_s, "pp": self.exposed_pp_s, "dp": self.exposed_dp_s}
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples_per_step / self.step_s if self.step_s > 0 else math.inf
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s if self.step_s > 0 else math.inf
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs utilization (Chowdhery et al. 2022, App. B): model FLOPs per second over
+        the peak of all ranks; ``None`` without a peak."""
+        if not self.peak_flops or self.step_s <= 0:
+            return None
+        return self.model_flops / (self.step_s * self.n_ranks * self.peak_flops)
+
+    @property
+    def fits(self) -> bool | None:
+        if self.device_mem_bytes is None:
+            return None
+        return self.memory["total"] <= self.device_mem_bytes
+
+    def scaling_efficiency(self, baseline: "StepReport") -> float:
+        """Throughput per rank relative to ``baseline`` (1.0 = perfect weak/strong scaling)."""
+        mine = self.samples_per_s / self.n_ranks
+        base = baseline.samples_per_s / baseline.n_ranks
+        return mine / base
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for key in ("exposed_comm_s", "samples_per_s", "tokens_per_s", "mfu", "fits"):
+            out[key] = getattr(self, key)
+        return out
+
+
+_SELECTIVE = (".attn.scores", ".attn.softmax", ".attn.dropout", ".attn.context")
+
+
+class _Timer:
+    def __init__(self, fn: OpTime):
+        self.fn = fn
+        self.cache: dict = {}
+
+    def __call__(self, op: Op) -> float:
+        if op not in self.cache:
+            t = self.fn(op)
+            if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) \
+                    or not math.isfinite(t) or t < 0:
+                raise ValueError(f"plan_step: op_time({op.name!r}) returned {t!r}: must be a "
+                                 f"finite number of seconds >= 0")
+            self.cache[op] = float(t)
+        return self.cache[op]
+
+    def total(self, ops) -> float:
+        return sum(self(op) for op in ops)
+
+
+class _Comm:
+    def __init__(self, fn: CommTime):
+        self.fn = fn
+        self.cache: dict = {}
+        self.calls: list = []
+
+    def __call__(self, category: str, op: str, nbytes: float, groups: list) -> float:
+        groups = [tuple(int(r) for r in g) for g in groups]
+        if len(groups[0]) < 2 or nbytes <= 0:
+            return 0.0
+        key = (op, float(nbytes), tuple(groups))
+        if key not in self.cache:
+            t = self.fn(op, float(nbytes), groups)
+            if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) \
+                    or not math.isfinite(t) or t < 0:
+                raise ValueError(f"plan_step: comm_time({op!r}, {nbytes}) returned {t!r}: must "
+                                 f"be a finite number of seconds >= 0")
+            self.cache[key] = float(t)
+            self.calls.append({"category": category, "op": op, "nbytes": float(nbytes),
+                               "groups": len(groups), "group_size": len(groups[0]),
+                               "seconds": float(t)})
+        return self.cache[key]
+
+
+def _check_int(key: str, value: object, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"plan_step: {key} = {value!r}: must be an integer >= {minimum}")
+
+
+def _graph_batch(graph: Graph) -> int:
+    for op in graph:
+        if isinstance(op, (Conv2d, Pool)):
+            return op.batch
+        if isinstance(op, Gemm) and op.batch == 1:
+            return op.m
+    return 1
+
+
+def _output_elements(op: Op) -> int:
+    if isinstance(op, Gemm):
+        return op.batch * op.m * op.n
+    if isinstance(op, Conv2d):
+        return op.batch * op.out_h * op.out_w * op.out_channels
+    if isinstance(op, Pool):
+        return op.batch * op.channels * op.out_h * op.out_w
+    return op.elements
+
+
+def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = None,
+              op_time: OpTime | None = None, comm_time: CommTime | None = None,
+              device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
+              peak_flops: float | None = None, graph_batch: int | None = None) -> StepReport:
+    """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
+    preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
+    parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
+    physical rank of logical (Megatron-order) rank ``r`` (default: identity); ``peak_flops``
+    (FLOP/s per rank) enables MFU; ``graph_batch`` = samples per micro-batch of a graph
+    (default: the batch of its first conv / FC op)."""
+    if isinstance(strategy, str):
+        strategy = parse_strategy(strategy)
+    if not isinstance(strategy, Strategy):
+        raise ValueError(f"plan_step: strategy = {strategy!r}: must be a Strategy or a string "
+                         f"like 'dp=2,tp=4,pp=2'")
+    if isinstance(model, str):
+        model = get_model(model)
+    if not isinstance(model, (TransformerModel, Graph)):
+        raise ValueError(f"plan_step: model = {model!r}: must be a TransformerModel, a preset "
+                         f"name or a compiler.ir.Graph")
+    _check_int("n_ranks", n_ranks)
+    _check_int("dtype_bytes", dtype_bytes)
+    if not callable(op_time) or not callable(comm_time):
+        raise ValueError("plan_step: op_time and comm_time must be callables (see OpTime, "
+                         "CommTime)")
+    if rank_map is None:
+        phys = np.arange(n_ranks)
+    else:
+        phys = np.asarray(rank_map)
+        if phys.shape != (n_ranks,) or phys.dtype.kind not in "iu" \
+                or len(set(phys.tolist())) != n_ranks or phys.min() < 0:
+            raise ValueError(f"plan_step: rank_map must list {n_ranks} distinct physical rank "
+                             f"ids >= 0 (got {rank_map!r:.80})")
+    for key, val in (("device_mem_bytes", device_mem_bytes), ("peak_flops", peak_flops)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, (int, float))
+                                or not val > 0):
+            raise ValueError(f"plan_step: {key} = {val!r}: must be a number > 0 or None")
+
+    st = strategy
+    tp, dp, pp, v = st.tp, st.dp, st.pp, st.interleave
+    timer, comm = _Timer(op_time), _Comm(comm_time)
+
+    def rank(ti: int, di: int, s: int) -> int:
+        return int(phys[st.rank(ti, di, s)])
+
+    def tp_groups(s: int) -> list:
+        return [tuple(rank(ti, di, s) for ti in range(tp)) for di in range(dp)]
+
+    def dp_groups(s: int) -> list:
+        return [tuple(rank(ti, di, s) for di in range(dp)) for ti in range(tp)]
+
+    nv = pp * v
+    f_comp, b_comp, r_comp = np.zeros(nv), np.zeros(nv), np.zeros(nv)
+    f_tp, b_tp = np.zeros(nv), np.zeros(nv)
+    tp_bytes_chunk = np.zeros(nv)       # nccl nbytes per micro-batch, per virtual stage
+    tp_sent_chunk = np.zeros(nv)
+    send = np.zeros(max(nv - 1, 0))
+    send_nbytes = 0.0
+    stage_params = np.zeros(pp)
+    act_chunk = 0.0
+    act_transient = 0.0
+
+    if isinstance(model, TransformerModel):
+        m = st.validate(n_ranks, layers=model.layers, heads=model.heads,
+                        global_batch=None if st.microbatches else model.global_batch,
+                        micro_batch=model.micro_batch)
+        b, s_len, h, a, f = (model.micro_batch, model.seq_len, model.hidden, model.heads,
+                             model.ffn)
+        lc = model.layers // nv
+        sp = st.sequence_parallel
+        fwd = model.layer_ops(tp, sequence_parallel=sp)
+        bwd = backward_ops(Graph("layer", tuple(fwd))).ops
+        tf_l, tb_l = timer.total(fwd), timer.total(bwd)
+        if st.recompute == "full":
+            tr_l = tf_l
+        elif st.recompute == "selective":
+            tr_l = timer.total(op for op in fwd if op.name.endswith(_SELECTIVE))
+        else:
+            tr_l = 0.0
+        emb = model.embedding_ops(tp)
+        head = model.head_ops(tp)
+        emb_f, emb_b = timer.total(emb), timer.total(backward_ops(Graph("e", tuple(emb))).ops)
+        head_f = timer.total(head)
+        head_b = timer.total(backward_ops(Graph("h", tuple(head))).ops)
+        buf = float(b * s_len * h * dtype_bytes)
+        if sp:
+            fwd_coll = [("allgather", 2), ("reducescatter", 2)]
+            bwd_coll = [("allgather", 4), ("reducescatter", 2)]
+            if st.recompute == "full":
+                bwd_coll = [("allgather", 6), ("reducescatter", 4)]
+            emb_coll = ([("reducescatter", 1)], [])
+            head_coll = ([("allgather", 1)], [("reducescatter", 1)])
+        else:
+            fwd_coll = [("allreduce", 2)]
+            bwd_coll = [("allreduce", 4 if st.recompute == "full" else 2)]
+            emb_coll = ([("allreduce", 1)], [])
+            head_coll = ([], [("allreduce", 1)])
+        for k in range(nv):
+            s = k % pp
+            groups = tp_groups(s)
+
+            def ctime(colls) -> tuple[float, float, float]:
+                if tp == 1:
+                    return 0.0, 0.0, 0.0
+                t = sum(n * comm("tp", op, buf, groups) for op, n in colls)
+                nb = sum(n * buf for _, n in colls)
+                sent = sum(n * collective_sent_bytes(op, buf, tp) for op, n in colls)
+                return t, nb, sent
+
+            (tf_c, nf, sf), (tb_c, nb_, sb) = ctime(fwd_coll), ctime(bwd_coll)
+            f_comp[k] = lc * tf_l
+            b_comp[k] = lc * (tb_l + tr_l)
+            r_comp[k] = lc * tr_l
+            f_tp[k], b_tp[k] = lc * tf_c, lc * tb_c
+            tp_bytes_chunk[k] = lc * (nf + nb_)
+            tp_sent_chunk[k] = lc * (sf + sb)
+            for is_edge, ops_f, ops_b, (cf, cb) in ((k == 0, emb_f, emb_b, emb_coll),
+                                                    (k == nv - 1, head_f, head_b, head_coll)):
+                if is_edge:
+                    f_comp[k] += ops_f
+                    b_comp[k] += ops_b
+                    (xf, nxf, sxf), (xb, nxb, sxb) = ctime(cf), ctime(cb)
+                    f_tp[k] += xf
+                    b_tp[k] += xb
+                    tp_bytes_chunk[k] += nxf + nxb
+                    tp_sent_chunk[k] += sxf + sxb
+        send_nbytes = b * s_len * h * dtype_bytes / tp
+        for k in range(nv - 1):
+            s0, s1 = k % pp, (k + 1) % pp
+            if s0 != s1:
+                pairs = [(rank(ti, di, s0), rank(ti, di, s1)) for di in range(dp)
+                         for ti in range(tp)]
+                send[k] = comm("pp", "broadcast", send_nbytes, pairs)
+        vocab_rank = -(-model.vocab // tp)
+        layer_rank = (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h
+        stage_params[:] = lc * v * layer_rank
+        stage_params[0] += vocab_rank * h + s_len * h
+        stage_params[-1] += 2 * h + (vocab_rank * h if pp > 1 else 0)
+        act_chunk = lc * activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
+                                                    recompute=st.recompute,
+                                                    dtype_bytes=dtype_bytes)
+        if st.recompute == "full":
+            act_transient = activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
+                                                       dtype_bytes=dtype_bytes)
+        samples = dp * m * b
+        tokens = samples * s_len
+        flops = model_flops(model, samples)
+        name = model.name
+    else:
+        if tp > 1 or pp > 1:
+            raise ValueError(f"strategy: tp = {tp}, pp = {pp}: a compiler.ir.Graph model "
+                             f"supports data parallelism only (tp = 1, pp = 1)")
+        if st.recompute != "none":
+            raise ValueError(f"strategy: recompute = {st.recompute!r}: must be 'none' for a "
+                             f"compiler.ir.Graph model")
+        m = st.validate(n_ranks)
+        graph = model
+        gb = _graph_batch(graph) if graph_batch is None else graph_batch
+        _check_int("graph_batch", gb)
+        f_comp[0] = timer.total(graph.ops)
+        b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops)
+        stage_params[0] = graph_params(graph)
+        act_chunk = float(sum(_output_elements(op) for op in graph) * dtype_bytes)
+        samples = dp * m * gb
+        tokens = samples
+        flops = 6.0 * graph.macs * dp * m
+        name = graph.name
+
+    t_f, t_b = f_comp + f_tp, b_comp + b_tp
+    res = simulate_pipeline(t_f, t_b, m, p=pp, schedule=st.schedule, v=v, send_s=send)
+    res0 = simulate_pipeline(t_f, t_b, m, p=pp, schedule=st.schedule, v=v) if pp > 1 else res
+    crit = int(np.argmax(res.busy_s))
+    mine = [k for k in range(nv) if k % pp == crit]
+    compute_s = m * float(sum(f_comp[k] + b_comp[k] for k in mine))
+    recompute_s = m * float(sum(r_comp[k] for k in mine))
+    tp_s = m * float(sum(f_tp[k] + b_tp[k] for k in mine))
+    makespan = res.makespan_s
+    bubble_s = max(res0.makespan_s - float(res.busy_s[crit]), 0.0)
+    pp_s = makespan - res0.makespan_s
+
+    # tied embedding gradients between the first and last stage
+    emb_sync = 0.0
+    emb_nbytes = 0.0
+    if isinstance(model, TransformerModel) and pp > 1:
+        emb_nbytes = float(-(-model.vocab // tp) * model.hidden * dtype_bytes)
+        pairs = [(rank(ti, di, 0), rank(ti, di, pp - 1)) for di in range(dp) for ti in range(tp)]
+        emb_sync = comm("pp", "allreduce", emb_nbytes, pairs)
+    pp_s += emb_sync
+
+    # data parallelism, per stage
+    bucket = st.bucket_mb * 2**20
+    done = np.array(res.end_s, dtype=np.float64)
+    dp_bytes = np.zeros(pp)
+    dp_sent = np.zeros(pp)
+    opt = np.zeros(pp)
+    for s in range(pp):
+        grad = float(stage_params[s] * dtype_bytes)
+        shard = dp if st.zero >= 1 else 1
+        elems = max(int(math.ceil(stage_params[s] / shard)), 1)
+        opt[s] = timer(Eltwise(name="optimizer.adam", op="adam", elements=elems, operands=13))
+        if dp == 1:
+            continue
+        groups = dp_groups(s)
+        op = "allreduce" if st.zero == 0 else "reducescatter"
+        nb = max(int(math.ceil(grad / bucket)), 1)
+        sizes = [bucket] * (nb - 1) + [grad - bucket * (nb - 1)]
+        costs = [comm("dp", op, x, groups) for x in sizes]
+        window = float(res.last_backward_s[s])
+        if st.overlap_dp:
+            t, cum = 0.0, 0.0
+            for x, c in zip(sizes, costs):
+                cum += x
+                t = max(t, window * cum / grad) + c
+            exposed = max(t - window, 0.0)
+        else:
+            exposed = float(sum(costs))
+        dp_bytes[s] = grad
+        dp_sent[s] = collective_sent_bytes(op, grad, dp)
+        extra = 0.0
+        if st.zero in (1, 2):
+            extra = comm("dp", "allgather", grad, groups)
+            dp_bytes[s] += grad
+            dp_sent[s] += collective_sent_bytes("allgather", grad, dp)
+        elif st.zero == 3:
+            ag = comm("dp", "allgather", grad, groups)
+            fs = float(sum(t_f[k] for k in range(nv) if k % pp == s))
+            bs = float(sum(t_b[k] for k in range(nv) if k % pp == s))
+            if st.overlap_dp:
+                extra = m * (max(ag - fs, 0.0) + max(ag - bs, 0.0))
+            else:
+                extra = 2 * m * ag
+            dp_bytes[s] += 2 * m * grad
+            dp_sent[s] += 2 * m * collective_sent_bytes("allgather", grad, dp)
+        done[s] += exposed + extra
+    dp_s = float(done.max()) - makespan
+    optimizer_s = float(opt.max())
+    step_s = makespan + emb_sync + dp_s + optimizer_s
+
+    # volumes per stage (nccl nbytes and bytes sent), maximum over stages
+    tp_b, tp_snt, pp_b = np.zeros(pp), np.zeros(pp), np.zeros(pp)
+    for k in range(nv):
+        s = k % pp
+        tp_b[s] += m * tp_bytes_chunk[k]
+        tp_snt[s] += m * tp_sent_chunk[k]
+        if k < nv - 1 and (k + 1) % pp != s:
+            pp_b[s] += m * send_nbytes          # forward activation
+        if k > 0 and (k - 1) % pp != s:
+            pp_b[s] += m * send_nbytes          # backward gradient
+    pp_snt = pp_b.copy()
+    if emb_sync or emb_nbytes:
+        for s in (0, pp - 1):
+            pp_b[s] += emb_nbytes
+            pp_snt[s] += collective_sent_bytes("allreduce", emb_nbytes, 2)
+
+    # memory per stage
+    stage_mem = []
+    for s in range(pp):
+        state = zero_memory_bytes(float(stage_params[s]), dp, st.zero)
+        act = float(res.max_in_flight[s]) * act_chunk + act_transient
+        stage_mem.append({"stage": s, "params": state["params"], "grads": state["grads"],
+                          "optimizer": state["optimizer"], "activations": act,
+                          "total": state["total"] + act})
+    memory = max(stage_mem, key=lambda d: d["total"])
+
+    return StepReport(
+        model=name, strategy=st.to_dict(), n_ranks=n_ranks, microbatches=m, step_s=step_s,
+        compute_s=compute_s, recompute_s=recompute_s, exposed_tp_s=tp_s, exposed_pp_s=pp_s,
+        exposed_dp_s=dp_s, bubble_s=bubble_s, optimizer_s=optimizer_s, pipeline_s=makespan,
+        critical_stage=crit, samples_per_step=samples, tokens_per_step=tokens,
+        model_flops=flops, peak_flops=peak_flops, memory=memory,
+        device_mem_bytes=device_mem_bytes,
+        comm_bytes={"tp": float(tp_b.max()), "pp": float(pp_b.max()),
+                    "dp": float(dp_bytes.max())},
+        sent_bytes={"tp": float(tp_snt.max()), "pp": float(pp_snt.max()),
+                    "dp": float(dp_sent.max())},
+        stage_memory_bytes=stage_mem, comm_calls=comm.calls)

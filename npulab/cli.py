@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  npulab run\n  npulab run --model resnet50 --config tpu_v1_like\n"
                "  npulab run --onnx model.onnx --set dram.preset=hbm2\n"
                "  npulab dram replay trace.txt --preset ddr4-3200\n"
+               "  npulab collective --system hgx-a100-4 --op allreduce --bytes 64MiB\n"
+               "  npulab system --system dgx-a100 --model megatron-22b --strategy tp=8 "
+               "--global-batch 4\n"
                "  npulab scalesim -c my.cfg -t my_topology.csv -o out/\n  npulab config show",
     )
     parser.add_argument("--version", action="version", version=f"npulab {npulab.__version__}")
@@ -197,12 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
 
-    from npulab import dram_cmd, nvdla_cmd, report_cmd, rtl_cmd, soc_cmd
+    from npulab import dram_cmd, nvdla_cmd, report_cmd, rtl_cmd, soc_cmd, system_cmd
     report_cmd.add_parser(sub)
     dram_cmd.add_parser(sub)
     rtl_cmd.add_parser(sub)
     nvdla_cmd.add_parser(sub)
     soc_cmd.add_parser(sub)
+    system_cmd.add_parsers(sub)
     return parser
 
 
@@ -347,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "nvdla":
             from npulab import nvdla_cmd
             return nvdla_cmd.main(args)
+        if args.command in ("system", "collective"):
+            from npulab import system_cmd
+            return system_cmd.main(args)
         if args.command == "soc":
             from npulab import soc_cmd
             return soc_cmd.main(args)

@@ -57,6 +57,12 @@ class RooflineDevice:
     mem_bytes: memory capacity, bytes.
     matrix_efficiency, mem_efficiency: achievable fractions of the peaks, in (0, 1]; 1.0 unless
         a measured figure is cited (calibration is the user's choice).
+    matrix_efficiency_curve, vector_efficiency_curve: optional size-dependent efficiency as
+        ``((min_gflop, efficiency), ...)``: an op of F GFLOP gets the efficiency of the largest
+        ``min_gflop <= F`` (a step function, the form Calculon's system files use: small GEMMs
+        cannot fill the machine). When given it replaces ``matrix_efficiency`` (vector: 1.0).
+    mem_efficiency_curve: the same for memory traffic, ``((min_mb, efficiency), ...)`` with MB =
+        1e6 bytes moved by the op; replaces ``mem_efficiency`` when given.
     """
 
     name: str
@@ -66,6 +72,9 @@ class RooflineDevice:
     mem_bytes: int
     matrix_efficiency: float = 1.0
     mem_efficiency: float = 1.0
+    matrix_efficiency_curve: tuple = ()
+    vector_efficiency_curve: tuple = ()
+    mem_efficiency_curve: tuple = ()
 
     def __post_init__(self) -> None:
         self.validate("RooflineDevice")
@@ -83,6 +92,8 @@ class RooflineDevice:
         for key in ("matrix_efficiency", "mem_efficiency"):
             set_(key, _number_in(getattr(self, key), prefix + key, where, 0.0, 1.0,
                                  lo_open=True))
+        for key in ("matrix_efficiency_curve", "vector_efficiency_curve", "mem_efficiency_curve"):
+            set_(key, _efficiency_curve(getattr(self, key), prefix + key, where))
 
     def op_seconds(self, flops: float, bytes_moved: float, matrix: bool) -> float:
         """Roofline time of one op: max(flops / achievable FLOP/s, bytes / achievable B/s),
@@ -91,9 +102,40 @@ class RooflineDevice:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or (
                     v == float("inf")):
                 raise ValueError(f"op_seconds: {key} = {v!r}: must be a finite number >= 0")
-        peak = (self.peak_tflops * self.matrix_efficiency if matrix else self.vector_tflops)
-        return max(flops / (peak * 1e12), bytes_moved / (self.mem_gbps * self.mem_efficiency
-                                                          * 1e9))
+        if matrix:
+            peak = self.peak_tflops * _lookup(self.matrix_efficiency_curve, flops / 1e9,
+                                              self.matrix_efficiency)
+        else:
+            peak = self.vector_tflops * _lookup(self.vector_efficiency_curve, flops / 1e9, 1.0)
+        mem = self.mem_gbps * _lookup(self.mem_efficiency_curve, bytes_moved / 1e6,
+                                      self.mem_efficiency)
+        return max(flops / (peak * 1e12), bytes_moved / (mem * 1e9))
+
+
+def _efficiency_curve(value, key: str, where: str) -> tuple:
+    """Validate ``((threshold, efficiency), ...)`` and sort it by descending threshold."""
+    allowed = "a list of [threshold >= 0, efficiency in (0, 1]] pairs, e.g. [[16, 0.9], [0, 0.5]]"
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{where}: {key} = {value!r}: must be {allowed}")
+    pairs = []
+    for item in value:
+        if (not isinstance(item, (list, tuple)) or len(item) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in item)
+                or not item[0] >= 0 or not 0 < item[1] <= 1):
+            raise ConfigError(f"{where}: {key}: entry {item!r}: must be {allowed}")
+        pairs.append((float(item[0]), float(item[1])))
+    if pairs and min(t for t, _ in pairs) != 0.0:
+        raise ConfigError(f"{where}: {key} = {value!r}: needs a pair with threshold 0 so every "
+                          f"op size has an efficiency")
+    return tuple(sorted(pairs, reverse=True))
+
+
+def _lookup(curve: tuple, size: float, default: float) -> float:
+    """Efficiency of the first (largest) threshold <= ``size``; ``default`` without a curve."""
+    for threshold, efficiency in curve:
+        if size >= threshold:
+            return efficiency
+    return default
 
 
 @dataclass(frozen=True)
@@ -175,6 +217,17 @@ DEVICES: dict[str, RooflineDevice] = {
                            mem_gbps=3350.0, mem_bytes=80 * _GIB),
     "tpu-v3": RooflineDevice("TPU-v3", peak_tflops=123.0, vector_tflops=1.9,
                              mem_gbps=900.0, mem_bytes=32 * _GIB),
+    # The A100 above with Calculon's size-dependent efficiencies (calculon-ai/calculon,
+    # systems/a100_80g.json: matrix >= 128 GFLOP 0.95, >= 16 0.9, >= 1 0.6, else 0.1; vector
+    # >= 16 GFLOP 0.95, >= 1 0.5, else 0.1; HBM >= 100 MB 0.9, >= 10 MB 0.75, >= 1 MB 0.6,
+    # else 0.3). Calculon's authors chose these figures for their Selene validation; they are
+    # theirs, not measured by us (docs/multichip.md).
+    "a100-calculon": RooflineDevice(
+        "A100-SXM4-80GB (Calculon efficiencies)", peak_tflops=312.0, vector_tflops=78.0,
+        mem_gbps=2039.0, mem_bytes=80 * _GIB,
+        matrix_efficiency_curve=((128, 0.95), (16, 0.9), (1, 0.6), (0, 0.1)),
+        vector_efficiency_curve=((16, 0.95), (1, 0.5), (0, 0.1)),
+        mem_efficiency_curve=((100, 0.9), (10, 0.75), (1, 0.6), (0, 0.3))),
 }
 
 #: Defaults of a system built from an inline topology spec: the A100 device; reduce rate

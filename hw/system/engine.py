@@ -1,0 +1,759 @@
+"""Flow-level, event-driven network engine: a DAG of point-to-point messages over directed links.
+
+Model (the timing contract the collectives and their tests rely on)
+-------------------------------------------------------------------
+* A **message** ``i`` goes from node ``src[i]`` to node ``dst[i]`` along the topology's route
+  (a list of directed links, :meth:`Topology.routes`). It **starts** at::
+
+      start_i = max(release_i,  max_{p in arrival preds} (arrival_p + delay_i),
+                                max_{q in send preds}    (send_done_q + delay_i))
+
+  Arrival predecessors (``succ_ptr``/``succ``, the spec's DAG) hand over data: the successor
+  waits for the data to *arrive*. Send predecessors (``chain_ptr``/``chain``, optional) order
+  messages that leave through the same port one after the other (a pipeline of chunks, a
+  rank's sequence of sends in a binomial tree): the successor waits until the predecessor's
+  last byte has *left*. ``delay_i`` is what the sender spends between the two (software
+  overhead, reducing the received block). Messages without predecessors start at
+  ``release_i``.
+* While it is sending, a message is a **fluid flow** over all links of its route at once.
+  Flows that share a directed link share its bandwidth **max-min fairly** (progressive
+  filling: the link with the smallest fair share fixes the rate of all its flows, which are
+  then removed with their bandwidth, and so on; Bertsekas & Gallager, *Data Networks*, 1992,
+  section 6.5.2). Rates are recomputed only when a flow starts or ends, and only for the
+  flows connected to it through shared links.
+* Its last byte leaves at ``send_done_i``; it **arrives** at
+  ``arrival_i = send_done_i + sum of the link latencies on its route`` (latency is a pipe
+  delay, it does not hold bandwidth). A message with an empty route (``src == dst``) or zero
+  bytes takes no bandwidth (``arrival = start + route latency``).
+* ``contention=False`` gives every flow its route's bottleneck bandwidth as if it were alone
+  (the congestion-unaware mode of analytical simulators, for comparison only).
+
+A rank therefore never injects faster than its links: all flows leaving through one port
+share it.
+
+Implementation: one Numba kernel (:func:`_run`). Events sharing a timestamp (to 1e-12
+relative) are handled as one batch: every flow ending or starting in the batch is applied,
+then the rates of the connected flows are recomputed once (a breadth-first search over
+link -> flows -> links from the links that changed; a component of one flow takes its route's
+bottleneck directly). Projected send-done times sit in a binary heap with lazy invalidation
+(an entry is valid while it equals the flow's current projection). Messages whose
+predecessors are done are started at once when their start time falls in the current batch,
+else pushed on the same heap. Per message the kernel keeps 20 bytes (predecessor count,
+start, arrival); flows live in slots reused as they end, so memory follows the number of
+*concurrent* flows, not the number of messages. Messages between the same (src, dst) pair
+share one route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+__all__ = ["Messages", "FlowResult", "simulate", "simulate_links", "messages_from_edges",
+           "csr_from_edges"]
+
+_I32 = np.int32
+_I64 = np.int64
+_F64 = np.float64
+_TOL = 1e-12        # relative time tolerance of one event batch
+
+
+@dataclass
+class Messages:
+    """A DAG of point-to-point messages (node ids, bytes, seconds).
+
+    ``succ_ptr``/``succ``: CSR of *arrival* successors (a successor waits for the data to
+    arrive). ``chain_ptr``/``chain`` (optional, an extension of the spec): CSR of *send*
+    successors (a successor waits until this message's last byte has left; used to send the
+    chunks of a pipeline through one port in order). See the module docstring for the start
+    rule."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    delay_s: np.ndarray
+    release_s: np.ndarray
+    succ_ptr: np.ndarray
+    succ: np.ndarray
+    chain_ptr: np.ndarray | None = None
+    chain: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(len(self.src))
+
+
+@dataclass
+class FlowResult:
+    """Outcome of :func:`simulate`. ``start_s``: when each message started sending;
+    ``send_done_s``: when its last byte left; ``finish_s``: its arrival at ``dst``.
+    ``events`` counts event batches (distinct event times), ``rate_updates`` the times a
+    flow's rate was set or changed, ``max_flows`` the most flows in flight at once."""
+
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    makespan_s: float
+    link_bytes: np.ndarray
+    events: int
+    rate_updates: int = 0
+    max_flows: int = 0
+    send_done_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def csr_from_edges(m: int, pred: np.ndarray, succ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr int64 [m+1], succ int32) of the edges ``pred[k] -> succ[k]`` (edges of one
+    predecessor keep their order). Skips the sort when ``pred`` is already non-decreasing."""
+    pred = np.asarray(pred)
+    pred = pred if pred.dtype in (np.int32, np.int64) else pred.astype(_I64)
+    succ = np.asarray(succ, dtype=_I32)
+    if len(pred) and np.any(pred[1:] < pred[:-1]):
+        order = np.argsort(pred, kind="stable")
+        pred, succ = pred[order], succ[order]
+    ptr = np.zeros(m + 1, dtype=_I64)
+    if len(pred):
+        np.cumsum(np.bincount(pred, minlength=m), out=ptr[1:])
+    return ptr, np.ascontiguousarray(succ)
+
+
+def messages_from_edges(src, dst, nbytes, delay_s=0.0, release_s=0.0, edges=None,
+                        send_edges=None) -> Messages:
+    """Build :class:`Messages` from per-message arrays (scalars broadcast) and edge lists
+    ``edges = (pred, succ)`` (arrival) and ``send_edges = (pred, succ)`` (send order)."""
+    src = np.ascontiguousarray(src, dtype=_I32)
+    m = len(src)
+
+    def col(x, dtype):
+        a = np.asarray(x, dtype=dtype)
+        return np.full(m, a, dtype=dtype) if a.ndim == 0 else np.ascontiguousarray(a)
+
+    e = edges if edges is not None else (np.zeros(0, _I64), np.zeros(0, _I32))
+    sptr, succ = csr_from_edges(m, *e)
+    cptr = chain = None
+    if send_edges is not None and len(send_edges[0]):
+        cptr, chain = csr_from_edges(m, *send_edges)
+    return Messages(src, col(dst, _I32), col(nbytes, _F64), col(delay_s, _F64),
+                    col(release_s, _F64), sptr, succ, cptr, chain)
+
+
+# --------------------------------------------------------------------------- Numba kernel
+#
+# Event queue: a binary heap of *buckets* (time, first node of a linked list of events sharing
+# that time). Node ``i < m`` is "start message i" (a message is queued at most once); nodes
+# ``m + j`` come from a pool and mean "flow slot ``nd_slot[j]`` projected to finish sending",
+# valid while the slot's version still equals ``nd_ver[j]``. A push whose time equals the last
+# bucket pushed for its kind (start / send-done) joins that bucket instead of the heap:
+# collectives create thousands of events with bit-identical times, so the heap stays small.
+#
+# The kernel allocates its work arrays once from the capacities it is given and never grows
+# them (Numba reference-counts array variables that are reassigned inside loops, which cost
+# more than the simulation itself). If a capacity is exceeded it returns a negative code; the
+# Python layer doubles that capacity and runs again (capacities start from safe guesses, so
+# this is rare).
+
+_OVER_SLOTS, _OVER_NODES, _OVER_HEAP, _OVER_PEND, _OVER_DONE = -1, -2, -3, -4, -5
+
+
+@njit(cache=True)
+def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr, csucc,
+         npred, roots, contention, start, sdone, finish, link_bytes, S, D, HC, PC):
+    """Event loop. ``start`` holds each message's release time on entry and its ready time
+    until it starts. Capacities: S flow slots, D send-done nodes, HC heap buckets, PC pending
+    starts/completions per batch. Returns (status, batches, rate_updates, max_flows)."""
+    m = len(nbytes)
+    nl = len(cap)
+    H = max(hmax, 1)
+    has_chain = len(cptr) > 1
+    inf = np.inf
+    # flow slots
+    s_msg = np.full(S, -1, _I64)
+    s_rem = np.zeros(S, _F64)
+    s_rate = np.zeros(S, _F64)
+    s_new = np.zeros(S, _F64)
+    s_t = np.zeros(S, _F64)
+    s_proj = np.zeros(S, _F64)
+    s_route = np.zeros(S, _I64)
+    s_stamp = np.zeros(S, _I64)
+    s_frz = np.zeros(S, _I64)
+    s_ver = np.zeros(S, _I64)
+    free = np.arange(S - 1, -1, -1).astype(_I64)
+    nfree = S
+    e_next = np.full(S * H, -1, _I32)
+    e_prev = np.full(S * H, -1, _I32)
+    comp_f = np.empty(S, _I64)
+    # links
+    l_head = np.full(nl, -1, _I32)
+    l_cnt = np.zeros(nl, _I32)
+    l_stamp = np.zeros(nl, _I64)
+    l_dirty = np.zeros(nl, _I64)
+    cap_rem = np.zeros(nl, _F64)
+    cnt_unf = np.zeros(nl, _I32)
+    dirty = np.empty(max(nl, 1), _I64)
+    comp_l = np.empty(max(nl, 1), _I64)
+    lht = np.empty(nl + 1, _F64)
+    lhc = np.empty(nl + 1, _I64)
+    # event queue: nodes, pool of send-done nodes, heap of buckets
+    nd_next = np.empty(m + D, _I32)
+    nd_slot = np.empty(D, _I64)
+    nd_ver = np.empty(D, _I64)
+    for j in range(D - 1):
+        nd_next[m + j] = m + j + 1
+    if D > 0:
+        nd_next[m + D - 1] = -1
+    fl = m if D > 0 else -1
+    ht = np.empty(HC, _F64)
+    hh = np.empty(HC, _I64)
+    hn = 0
+    c0_t = 0.0
+    c0_h = -1
+    c1_t = 0.0
+    c1_h = -1
+    # per-batch work lists
+    pend = np.empty(PC, _I64)
+    pn = 0
+    done_c = np.empty(PC, _I64)       # slot >= 0 (flow) or -(msg + 1) (no-bandwidth message)
+    done_t = np.empty(PC, _F64)
+    dc = 0
+    stamp = 0
+    batch = 0
+    rate_updates = 0
+    active = 0
+    max_active = 0
+    rp = 0
+    nroots = len(roots)
+    while True:
+        tn = inf
+        if hn > 0:
+            tn = ht[0]
+        if rp < nroots and start[roots[rp]] < tn:
+            tn = start[roots[rp]]
+        if tn == inf:
+            break
+        batch += 1
+        tb = tn + _TOL * abs(tn)
+        dn = 0
+        while True:
+            # 1. due roots and queued events
+            while rp < nroots and start[roots[rp]] <= tb:
+                if pn == PC:
+                    return _OVER_PEND, batch, rate_updates, max_active
+                pend[pn] = roots[rp]
+                pn += 1
+                rp += 1
+            while hn > 0 and ht[0] <= tb:
+                t = ht[0]
+                node = hh[0]
+                # pop the heap root
+                hn -= 1
+                lt = ht[hn]
+                lc = hh[hn]
+                i = 0
+                while True:
+                    k = 2 * i + 1
+                    if k >= hn:
+                        break
+                    if k + 1 < hn and ht[k + 1] < ht[k]:
+                        k += 1
+                    if ht[k] >= lt:
+                        break
+                    ht[i] = ht[k]
+                    hh[i] = hh[k]
+                    i = k
+                if hn > 0:
+                    ht[i] = lt
+                    hh[i] = lc
+                if c0_h == node:
+                    c0_h = -1
+                if c1_h == node:
+                    c1_h = -1
+                while node >= 0:
+                    nxt = nd_next[node]
+                    if node < m:
+                        if pn == PC:
+                            return _OVER_PEND, batch, rate_updates, max_active
+                        pend[pn] = node
+                        pn += 1
+                    else:
+                        j = node - m
+                        slot = nd_slot[j]
+                        valid = s_ver[slot] == nd_ver[j] and s_msg[slot] >= 0
+                        nd_next[node] = fl
+                        fl = node
+                        if valid:
+                            if dc == PC:
+                                return _OVER_DONE, batch, rate_updates, max_active
+                            done_c[dc] = slot
+                            done_t[dc] = t
+                            dc += 1
+                            s_ver[slot] += 1     # later copies of this event are stale
+                    node = nxt
+            if pn == 0 and dc == 0:
+                break
+            # 2. completions: free the flow, hand over to successors
+            for q in range(dc):
+                c = done_c[q]
+                t = done_t[q]
+                if c >= 0:
+                    slot = c
+                    msg = s_msg[slot]
+                    r = s_route[slot]
+                    if contention:
+                        b0 = rptr[r]
+                        for h in range(rptr[r + 1] - b0):
+                            e = slot * H + h
+                            lk = rlinks[b0 + h]
+                            nx = e_next[e]
+                            pv = e_prev[e]
+                            if pv >= 0:
+                                e_next[pv] = nx
+                            else:
+                                l_head[lk] = nx
+                            if nx >= 0:
+                                e_prev[nx] = pv
+                            l_cnt[lk] -= 1
+                            if l_dirty[lk] != batch:
+                                l_dirty[lk] = batch
+                                dirty[dn] = lk
+                                dn += 1
+                    s_msg[slot] = -1
+                    free[nfree] = slot
+                    nfree += 1
+                    active -= 1
+                else:
+                    msg = -c - 1
+                    r = mroute[msg]
+                sdone[msg] = t
+                arr = t + rlat[r]
+                finish[msg] = arr
+                nsucc = sptr[msg + 1] - sptr[msg]
+                nch = (cptr[msg + 1] - cptr[msg]) if has_chain else 0
+                for k in range(nsucc + nch):
+                    if k < nsucc:
+                        s = succ[sptr[msg] + k]
+                        ready = arr + delay[s]
+                    else:
+                        s = csucc[cptr[msg] + k - nsucc]
+                        ready = t + delay[s]
+                    if ready > start[s]:
+                        start[s] = ready
+                    npred[s] -= 1
+                    if npred[s] != 0:
+                        continue
+                    st = start[s]
+                    if st <= tb:
+                        if pn == PC:
+                            return _OVER_PEND, batch, rate_updates, max_active
+                        pend[pn] = s
+                        pn += 1
+                    elif c0_h >= 0 and c0_t == st:
+                        nd_next[s] = nd_next[c0_h]
+                        nd_next[c0_h] = s
+                    else:
+                        if hn == HC:
+                            return _OVER_HEAP, batch, rate_updates, max_active
+                        nd_next[s] = -1
+                        i = hn
+                        while i > 0:
+                            pa = (i - 1) >> 1
+                            if ht[pa] <= st:
+                                break
+                            ht[i] = ht[pa]
+                            hh[i] = hh[pa]
+                            i = pa
+                        ht[i] = st
+                        hh[i] = s
+                        hn += 1
+                        c0_t = st
+                        c0_h = s
+            dc = 0
+            # 3. start flows
+            for q in range(pn):
+                msg = pend[q]
+                r = mroute[msg]
+                b0 = rptr[r]
+                nh = rptr[r + 1] - b0
+                st = start[msg]
+                if nh == 0 or nbytes[msg] <= 0.0:
+                    if dc == PC:
+                        return _OVER_DONE, batch, rate_updates, max_active
+                    done_c[dc] = -(msg + 1)       # needs no bandwidth: done at once
+                    done_t[dc] = st
+                    dc += 1
+                    continue
+                if nfree == 0:
+                    return _OVER_SLOTS, batch, rate_updates, max_active
+                nfree -= 1
+                slot = free[nfree]
+                active += 1
+                if active > max_active:
+                    max_active = active
+                s_msg[slot] = msg
+                s_route[slot] = r
+                s_rem[slot] = nbytes[msg]
+                s_t[slot] = st
+                for h in range(nh):
+                    link_bytes[rlinks[b0 + h]] += nbytes[msg]
+                if contention:
+                    s_rate[slot] = 0.0
+                    s_proj[slot] = inf
+                    for h in range(nh):
+                        lk = rlinks[b0 + h]
+                        e = slot * H + h
+                        hd = l_head[lk]
+                        e_prev[e] = -1
+                        e_next[e] = hd
+                        if hd >= 0:
+                            e_prev[hd] = e
+                        l_head[lk] = e
+                        l_cnt[lk] += 1
+                        if l_dirty[lk] != batch:
+                            l_dirty[lk] = batch
+                            dirty[dn] = lk
+                            dn += 1
+                else:
+                    rate = inf
+                    for h in range(nh):
+                        cl = cap[rlinks[b0 + h]]
+                        if cl < rate:
+                            rate = cl
+                    s_rate[slot] = rate
+                    s_proj[slot] = st + nbytes[msg] / rate
+                    rate_updates += 1
+                    # queue the send-done event
+                    if fl < 0:
+                        return _OVER_NODES, batch, rate_updates, max_active
+                    node = fl
+                    fl = nd_next[node]
+                    nd_slot[node - m] = slot
+                    nd_ver[node - m] = s_ver[slot]
+                    tp = s_proj[slot]
+                    if c1_h >= 0 and c1_t == tp:
+                        nd_next[node] = nd_next[c1_h]
+                        nd_next[c1_h] = node
+                    else:
+                        if hn == HC:
+                            return _OVER_HEAP, batch, rate_updates, max_active
+                        nd_next[node] = -1
+                        i = hn
+                        while i > 0:
+                            pa = (i - 1) >> 1
+                            if ht[pa] <= tp:
+                                break
+                            ht[i] = ht[pa]
+                            hh[i] = hh[pa]
+                            i = pa
+                        ht[i] = tp
+                        hh[i] = node
+                        hn += 1
+                        c1_t = tp
+                        c1_h = node
+            pn = 0
+        if not contention or dn == 0:
+            continue
+        # ---- max-min fair rates, one connected component (via shared links) at a time
+        stamp0 = stamp
+        for di in range(dn):
+            seed = dirty[di]
+            if l_stamp[seed] > stamp0 or l_head[seed] < 0:
+                continue
+            stamp += 1
+            l_stamp[seed] = stamp
+            e = l_head[seed]
+            slot = e // H
+            r = s_route[slot]
+            if l_cnt[seed] == 1 and rptr[r + 1] - rptr[r] == 1:
+                comp_f[0] = slot            # one flow alone on a one-link route
+                ncf = 1
+                s_new[slot] = cap[seed]
+            else:
+                comp_l[0] = seed
+                ncl = 1
+                ncf = 0
+                i = 0
+                while i < ncl:
+                    lk = comp_l[i]
+                    i += 1
+                    e = l_head[lk]
+                    while e >= 0:
+                        slot = e // H
+                        if s_stamp[slot] != stamp:
+                            s_stamp[slot] = stamp
+                            comp_f[ncf] = slot
+                            ncf += 1
+                            r = s_route[slot]
+                            for k in range(rptr[r], rptr[r + 1]):
+                                l2 = rlinks[k]
+                                if l_stamp[l2] != stamp:
+                                    l_stamp[l2] = stamp
+                                    comp_l[ncl] = l2
+                                    ncl += 1
+                        e = e_next[e]
+                if ncf == 1:
+                    slot = comp_f[0]
+                    r = s_route[slot]
+                    rate = inf
+                    for k in range(rptr[r], rptr[r + 1]):
+                        cl = cap[rlinks[k]]
+                        if cl < rate:
+                            rate = cl
+                    s_new[slot] = rate
+                else:
+                    # progressive filling with a lazy min-heap of link fair shares (a link's
+                    # share only grows as flows elsewhere are frozen)
+                    lhn = 0
+                    for i in range(ncl):
+                        lk = comp_l[i]
+                        cap_rem[lk] = cap[lk]
+                        cnt_unf[lk] = l_cnt[lk]
+                        if l_cnt[lk] > 0:
+                            sh = cap[lk] / l_cnt[lk]
+                            j = lhn
+                            while j > 0:
+                                pa = (j - 1) >> 1
+                                if lht[pa] <= sh:
+                                    break
+                                lht[j] = lht[pa]
+                                lhc[j] = lhc[pa]
+                                j = pa
+                            lht[j] = sh
+                            lhc[j] = lk
+                            lhn += 1
+                    while lhn > 0:
+                        share = lht[0]
+                        lk = lhc[0]
+                        lhn -= 1
+                        lt = lht[lhn]
+                        lc = lhc[lhn]
+                        j = 0
+                        while True:
+                            k = 2 * j + 1
+                            if k >= lhn:
+                                break
+                            if k + 1 < lhn and lht[k + 1] < lht[k]:
+                                k += 1
+                            if lht[k] >= lt:
+                                break
+                            lht[j] = lht[k]
+                            lhc[j] = lhc[k]
+                            j = k
+                        if lhn > 0:
+                            lht[j] = lt
+                            lhc[j] = lc
+                        if cnt_unf[lk] == 0:
+                            continue
+                        cur = cap_rem[lk] / cnt_unf[lk]
+                        if cur != share:
+                            j = lhn
+                            while j > 0:
+                                pa = (j - 1) >> 1
+                                if lht[pa] <= cur:
+                                    break
+                                lht[j] = lht[pa]
+                                lhc[j] = lhc[pa]
+                                j = pa
+                            lht[j] = cur
+                            lhc[j] = lk
+                            lhn += 1
+                            continue
+                        e = l_head[lk]
+                        while e >= 0:
+                            slot = e // H
+                            if s_frz[slot] != stamp:
+                                s_frz[slot] = stamp
+                                s_new[slot] = cur
+                                r = s_route[slot]
+                                for k in range(rptr[r], rptr[r + 1]):
+                                    l2 = rlinks[k]
+                                    v = cap_rem[l2] - cur
+                                    cap_rem[l2] = v if v > 0.0 else 0.0
+                                    cnt_unf[l2] -= 1
+                            e = e_next[e]
+            for i in range(ncf):
+                slot = comp_f[i]
+                nr = s_new[slot]
+                if nr == s_rate[slot]:
+                    continue
+                if s_rate[slot] > 0.0:
+                    dt = tn - s_t[slot]
+                    if dt > 0.0:
+                        rem = s_rem[slot] - s_rate[slot] * dt
+                        s_rem[slot] = rem if rem > 0.0 else 0.0
+                        s_t[slot] = tn
+                s_rate[slot] = nr
+                tp = s_t[slot] + s_rem[slot] / nr
+                s_proj[slot] = tp
+                s_ver[slot] += 1
+                rate_updates += 1
+                if fl < 0:
+                    return _OVER_NODES, batch, rate_updates, max_active
+                node = fl
+                fl = nd_next[node]
+                nd_slot[node - m] = slot
+                nd_ver[node - m] = s_ver[slot]
+                if c1_h >= 0 and c1_t == tp:
+                    nd_next[node] = nd_next[c1_h]
+                    nd_next[c1_h] = node
+                else:
+                    if hn == HC:
+                        return _OVER_HEAP, batch, rate_updates, max_active
+                    nd_next[node] = -1
+                    j = hn
+                    while j > 0:
+                        pa = (j - 1) >> 1
+                        if ht[pa] <= tp:
+                            break
+                        ht[j] = ht[pa]
+                        hh[j] = hh[pa]
+                        j = pa
+                    ht[j] = tp
+                    hh[j] = node
+                    hn += 1
+                    c1_t = tp
+                    c1_h = node
+    return 0, batch, rate_updates, max_active
+
+
+# --------------------------------------------------------------------------- Python layer
+
+def _check_messages(messages: Messages, n_nodes: int) -> tuple:
+    m = len(messages.src)
+    arrays = {}
+    for name, dtype in (("src", _I32), ("dst", _I32), ("nbytes", _F64), ("delay_s", _F64),
+                        ("release_s", _F64)):
+        a = np.ascontiguousarray(getattr(messages, name), dtype=dtype)
+        if a.shape != (m,):
+            raise ValueError(f"Messages.{name} has shape {a.shape}; expected ({m},) like src")
+        arrays[name] = a
+    for name in ("src", "dst"):
+        a = arrays[name]
+        if m and (a.min() < 0 or a.max() >= n_nodes):
+            bad = a[(a < 0) | (a >= n_nodes)][0]
+            raise ValueError(f"Messages.{name} = {bad}: node ids must be in 0..{n_nodes - 1}")
+    for name in ("nbytes", "delay_s", "release_s"):
+        a = arrays[name]
+        if m and not (np.isfinite(a).all() and a.min() >= 0):
+            bad = a[~(np.isfinite(a) & (a >= 0))][0]
+            raise ValueError(f"Messages.{name} = {bad}: must be finite and >= 0")
+
+    def csr(ptr, idx, what):
+        if ptr is None:
+            return np.zeros(1, _I64), np.zeros(0, _I32)
+        ptr = np.ascontiguousarray(ptr, dtype=_I64)
+        idx = np.ascontiguousarray(idx, dtype=_I32)
+        if ptr.shape != (m + 1,) or ptr[0] != 0 or ptr[-1] != len(idx) or (
+                m and np.any(ptr[1:] < ptr[:-1])):
+            raise ValueError(f"Messages.{what}_ptr must be a CSR pointer of length {m + 1} "
+                             f"from 0 to len({what}) = {len(idx)}")
+        if len(idx) and (idx.min() < 0 or idx.max() >= m):
+            raise ValueError(f"Messages.{what} holds a message id outside 0..{m - 1}")
+        return ptr, idx
+
+    sptr, succ = csr(messages.succ_ptr, messages.succ, "succ")
+    cptr, chain = csr(messages.chain_ptr, messages.chain, "chain")
+    return arrays, sptr, succ, cptr, chain
+
+
+def _pair_ids(src: np.ndarray, dst: np.ndarray, n_nodes: int):
+    """Unique (src, dst) pairs and each message's pair index (a dense table when small)."""
+    key = src.astype(_I64) * n_nodes + dst
+    if n_nodes <= 8192:
+        mark = np.zeros(n_nodes * n_nodes, dtype=np.bool_)
+        mark[key] = True
+        uniq = np.flatnonzero(mark)
+        index = np.zeros(n_nodes * n_nodes, dtype=_I32)
+        index[uniq] = np.arange(len(uniq), dtype=_I32)
+        inv = index[key]
+    else:
+        uniq, inv = np.unique(key, return_inverse=True)
+        inv = inv.astype(_I32)
+    return (uniq // n_nodes).astype(_I64), (uniq % n_nodes).astype(_I64), inv
+
+
+def simulate_links(link_bytes_per_s, link_latency_s, route_ptr, route_links, msg_route,
+                   messages: Messages, *, contention: bool = True) -> FlowResult:
+    """Run ``messages`` over explicit links: capacity (bytes/s) and latency (s) per directed
+    link, routes as CSR (``route_ptr`` int64 [R+1], ``route_links`` int32), and the route index
+    of each message (``msg_route``). :func:`simulate` derives these from a topology."""
+    cap = np.ascontiguousarray(link_bytes_per_s, dtype=_F64)
+    lat = np.ascontiguousarray(link_latency_s, dtype=_F64)
+    if cap.ndim != 1 or lat.shape != cap.shape:
+        raise ValueError("link capacity and latency must be 1-D arrays of one length")
+    if len(cap) and not (np.isfinite(cap).all() and cap.min() > 0):
+        raise ValueError(f"link bandwidth must be finite and > 0; got {cap[~(cap > 0)][:1]}")
+    if len(lat) and not (np.isfinite(lat).all() and lat.min() >= 0):
+        raise ValueError("link latency must be finite and >= 0")
+    rptr = np.ascontiguousarray(route_ptr, dtype=_I64)
+    rlinks = np.ascontiguousarray(route_links, dtype=_I32)
+    if len(rlinks) and (rlinks.min() < 0 or rlinks.max() >= len(cap)):
+        raise ValueError(f"route link ids must be in 0..{len(cap) - 1}")
+    arrays, sptr, succ, cptr, chain = _check_messages(messages, np.iinfo(_I32).max)
+    m = len(arrays["src"])
+    mroute = np.ascontiguousarray(msg_route, dtype=_I32)
+    if mroute.shape != (m,) or (m and (mroute.min() < 0 or mroute.max() >= len(rptr) - 1)):
+        raise ValueError(f"msg_route must hold {m} route ids in 0..{len(rptr) - 2}")
+    cs = np.concatenate(([0.0], np.cumsum(lat[rlinks])))
+    rlat = cs[rptr[1:]] - cs[rptr[:-1]]
+    hmax = int(np.max(np.diff(rptr))) if len(rptr) > 1 else 0
+    npred = np.bincount(succ, minlength=m).astype(_I32)
+    if len(chain):
+        npred += np.bincount(chain, minlength=m).astype(_I32)
+    release = arrays["release_s"]
+    roots = np.flatnonzero(npred == 0).astype(_I64)
+    rel = release[roots]
+    if len(rel) and np.any(rel[1:] < rel[:-1]):
+        roots = roots[np.argsort(rel, kind="stable")]
+    # first guesses: everything released at the first instant runs at once
+    first = int(np.count_nonzero(release[roots] == release[roots[0]])) if len(roots) else 0
+    caps = {"S": max(1024, 2 * first), "D": max(4096, 4 * first), "HC": 1024,
+            "PC": max(4096, 2 * first)}
+    over = {-1: ("S", "D"), -2: ("D",), -3: ("HC",), -4: ("PC",), -5: ("PC",)}
+    first_try = True
+    npred0 = npred.copy() if m < (1 << 16) else None     # kept only where cheap
+    while True:
+        start = release.copy()
+        sdone = np.full(m, np.nan)
+        finish = np.full(m, np.nan)
+        link_bytes = np.zeros(len(cap))
+        status, batches, updates, max_flows = _run(
+            cap, rlat, rptr, rlinks, hmax, mroute, arrays["nbytes"], arrays["delay_s"],
+            sptr, succ, cptr, chain, npred if first_try else npred0.copy(), roots,
+            bool(contention), start, sdone,
+            finish, link_bytes, caps["S"], caps["D"], caps["HC"], caps["PC"])
+        if status == 0:
+            break
+        for key in over[int(status)]:       # a work array was too small: double, rerun
+            caps[key] *= 2
+        first_try = False
+        if npred0 is None:
+            npred0 = np.bincount(succ, minlength=m).astype(_I32)
+            if len(chain):
+                npred0 += np.bincount(chain, minlength=m).astype(_I32)
+    if m and np.isnan(finish).any():
+        stuck = int(np.isnan(finish).sum())
+        raise ValueError(f"messages contain a dependency cycle: {stuck} of {m} messages "
+                         "never became ready")
+    start[np.isnan(sdone)] = np.nan
+    return FlowResult(start, finish, float(finish.max()) if m else 0.0, link_bytes,
+                      int(batches), int(updates), int(max_flows), sdone)
+
+
+def simulate(topology, messages: Messages, *, contention: bool = True) -> FlowResult:
+    """Simulate ``messages`` on ``topology`` (a :class:`hw.system.topology.Topology`): routes
+    from ``topology.routes``, achievable bandwidth ``link_bytes_per_s``, per-hop
+    ``link_latency_ns``. See the module docstring for the model."""
+    n_nodes = len(topology.node_names)
+    src = np.ascontiguousarray(messages.src, dtype=_I32)
+    dst = np.ascontiguousarray(messages.dst, dtype=_I32)
+    if src.shape != dst.shape or src.ndim != 1:
+        raise ValueError(f"Messages.src and dst must be 1-D of one length; got {src.shape} "
+                         f"and {dst.shape}")
+    for name, a in (("src", src), ("dst", dst)):
+        if len(a) and (a.min() < 0 or a.max() >= n_nodes):
+            bad = a[(a < 0) | (a >= n_nodes)][0]
+            raise ValueError(f"Messages.{name} = {bad}: node ids of topology "
+                             f"{topology.name!r} are 0..{n_nodes - 1}")
+    usrc, udst, inv = _pair_ids(src, dst, n_nodes)
+    rptr, rlinks = topology.routes(usrc, udst)
+    return simulate_links(np.asarray(topology.link_bytes_per_s, dtype=_F64),
+                          np.asarray(topology.link_latency_ns, dtype=_F64) * 1e-9,
+                          rptr, rlinks, inv, messages, contention=contention)

@@ -1,0 +1,190 @@
+"""Glue between ``compiler.parallel`` (the step planner) and ``hw.system`` (devices, network).
+
+:func:`op_time_for` turns a system's device into the planner's ``op_time`` callback:
+
+* a :class:`~hw.system.system.RooflineDevice` costs each IR op as a roofline,
+  ``max(flops / achievable FLOP/s, bytes / achievable B/s)`` (:func:`op_cost` gives the FLOPs
+  and bytes: a MAC is 2 FLOP; operands and results are read/written once at ``dtype_bytes``);
+* a :class:`~hw.system.system.ChipDevice` runs each distinct op on the npulab chip model
+  (:func:`npulab.simulate.simulate`, native timing: SRAM tiling, DRAM, stalls) and converts its
+  cycles at the chip clock; results are cached per op shape.
+
+:func:`comm_time_for` turns the system's network into the planner's ``comm_time`` callback with
+:func:`hw.system.collectives.collective` (simulated with contention, or analytic), cached per
+(op, bytes, groups). :func:`plan` runs :func:`compiler.parallel.plan_step` with both and also
+the one-chip baseline for the scaling efficiency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
+from compiler.parallel import (StepReport, Strategy, get_model, model_names, parse_strategy,
+                               plan_step)
+from hw.system.system import ChipDevice, RooflineDevice, SystemConfig
+
+__all__ = ["op_cost", "op_time_for", "comm_time_for", "plan", "SystemPlan", "resolve_model"]
+
+
+def op_cost(op: Op, dtype_bytes: int = 2) -> tuple[float, float, bool]:
+    """``(flops, bytes moved, is_matrix)`` of one IR op for a roofline.
+
+    GEMM / conv: ``2 * MACs`` FLOPs; bytes = input + weights + output (conv: the real NCHW
+    tensors, not the im2col matrix). Element-wise: one FLOP per input element, ``operands + 1``
+    tensors of ``elements`` each. Pooling: one FLOP per window element, input + output. Moves:
+    read + write."""
+    d = float(dtype_bytes)
+    if isinstance(op, Gemm):
+        g = op.gemm_shape()
+        return 2.0 * g.macs, d * g.count * (g.m * g.k + g.k * g.n + g.m * g.n), True
+    if isinstance(op, Conv2d):
+        inputs = op.batch * op.in_channels * op.in_h * op.in_w
+        weights = op.out_channels * (op.in_channels // op.groups) * op.kernel_h * op.kernel_w
+        outputs = op.batch * op.out_channels * op.out_h * op.out_w
+        return 2.0 * op.macs, d * (inputs + weights + outputs), True
+    if isinstance(op, Eltwise):
+        return float(op.elements * op.operands), d * op.elements * (op.operands + 1), False
+    if isinstance(op, Pool):
+        outputs = op.batch * op.channels * op.out_h * op.out_w
+        inputs = op.batch * op.channels * op.in_h * op.in_w
+        return float(outputs * op.kernel_h * op.kernel_w), d * (inputs + outputs), False
+    if isinstance(op, Move):
+        return 0.0, 2.0 * d * op.elements, False
+    raise TypeError(f"op_cost: {op!r} is not an IR op")
+
+
+def _shape_key(op: Op) -> tuple:
+    """An op's identity for caching: its type and fields without name and inputs."""
+    fields = {k: v for k, v in vars(op).items() if k not in ("name", "inputs")}
+    return (type(op).__name__,) + tuple(sorted(fields.items()))
+
+
+def op_time_for(system: SystemConfig, dtype_bytes: int = 2,
+                chip_loader: Callable | None = None) -> Callable[[Op], float]:
+    """The planner's ``op_time`` for ``system.device`` (module docstring)."""
+    device = system.device
+    if isinstance(device, RooflineDevice):
+        def roofline(op: Op) -> float:
+            flops, nbytes, matrix = op_cost(op, dtype_bytes)
+            return device.op_seconds(flops, nbytes, matrix)
+        return roofline
+    if not isinstance(device, ChipDevice):
+        raise TypeError(f"op_time_for: unknown device {device!r}")
+    from npulab.simulate import simulate
+    if chip_loader is None:
+        from hw.configfile import load_chip_config
+        from npulab.cli import resolve_config
+        chip = load_chip_config(resolve_config(device.config))
+    else:
+        chip = chip_loader(device.config)
+    cache: dict[tuple, float] = {}
+
+    def on_chip(op: Op) -> float:
+        key = _shape_key(op)
+        if key not in cache:
+            clean = replace(op, inputs=())
+            run = simulate(Graph(f"op.{op.name}", (clean,)), chip)
+            cache[key] = run.totals["cycles"] / chip.array.clock_hz
+        return cache[key]
+    return on_chip
+
+
+def comm_time_for(system: SystemConfig, *, mode: str = "sim", algorithm: str = "auto",
+                  contention: bool = True) -> Callable[[str, float, list], float]:
+    """The planner's ``comm_time``: :func:`hw.system.collectives.collective` on ``system``'s
+    network, every group of ``groups`` running at once; groups of one rank cost nothing."""
+    from hw.system.collectives import collective
+    cache: dict[tuple, float] = {}
+
+    def comm_time(op: str, nbytes: float, groups: list) -> float:
+        groups = [tuple(int(r) for r in g) for g in groups]
+        groups = [g for g in groups if len(g) > 1]
+        if not groups or nbytes <= 0:
+            return 0.0
+        key = (op, float(nbytes), tuple(groups))
+        if key not in cache:
+            cache[key] = collective(system, op, nbytes, algorithm=algorithm, groups=groups,
+                                    mode=mode, contention=contention).time_s
+        return cache[key]
+    return comm_time
+
+
+def resolve_model(name: str, *, seq_len: int | None = None, global_batch: int | None = None,
+                  micro_batch: int | None = None, batch: int | None = None,
+                  image_size: int | None = None):
+    """An LLM preset (:func:`compiler.parallel.get_model`, with overrides) or a zoo graph (one
+    micro-batch of ``batch`` samples on one rank: data parallelism only)."""
+    if name in model_names():
+        overrides = {k: v for k, v in (("seq_len", seq_len), ("global_batch", global_batch),
+                                       ("micro_batch", micro_batch)) if v is not None}
+        return get_model(name, **overrides)
+    from compiler.frontends import zoo
+    if name in zoo.names():
+        params = {k: v for k, v in (("batch", batch), ("image_size", image_size),
+                                    ("seq_len", seq_len)) if v is not None}
+        return zoo.get(name, **params)
+    raise ValueError(f"--model {name!r}: unknown model; LLM presets: {', '.join(model_names())}; "
+                     f"zoo models: {', '.join(zoo.names())}")
+
+
+@dataclass
+class SystemPlan:
+    """A planned training step and its one-chip baseline."""
+
+    system: SystemConfig
+    report: StepReport
+    baseline: StepReport
+    comm_mode: str
+
+    @property
+    def scaling_efficiency(self) -> float:
+        return self.report.scaling_efficiency(self.baseline)
+
+    def to_dict(self) -> dict:
+        out = {"system": self.system.name, "ranks_in_system": self.system.topology.n_ranks,
+               "device": getattr(self.system.device, "name", str(self.system.device)),
+               "comm_mode": self.comm_mode, "scaling_efficiency": self.scaling_efficiency,
+               "baseline_step_s": self.baseline.step_s, "one_chip_samples_per_s":
+               self.baseline.samples_per_s}
+        out.update(self.report.to_dict())
+        return out
+
+
+def _device_numbers(system: SystemConfig) -> tuple[float | None, float | None]:
+    device = system.device
+    if isinstance(device, RooflineDevice):
+        return device.peak_tflops * 1e12, float(device.mem_bytes)
+    return None, None
+
+
+def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: str = "sim",
+         algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
+         op_time: Callable | None = None) -> SystemPlan:
+    """Plan one training step of ``model`` on ``system`` with ``strategy`` (ranks 0..N-1 of the
+    system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency."""
+    if isinstance(strategy, str):
+        strategy = parse_strategy(strategy)
+    if microbatches is not None:
+        strategy = replace(strategy, microbatches=microbatches)
+    n = strategy.n_ranks
+    if n > system.topology.n_ranks:
+        raise ValueError(f"--strategy {strategy.dp=}, {strategy.tp=}, {strategy.pp=} needs {n} "
+                         f"chips; system {system.name!r} has {system.topology.n_ranks}")
+    if isinstance(model, str):
+        model = resolve_model(model)
+    op_time = op_time or op_time_for(system, dtype_bytes)
+    comm_time = comm_time_for(system, mode=comm_mode, algorithm=algorithm)
+    peak, mem = _device_numbers(system)
+    report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
+                       dtype_bytes=dtype_bytes, peak_flops=peak)
+    # One chip, same samples per step: every micro-batch of every replica runs on it.
+    one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
+                   schedule=strategy.schedule, recompute=strategy.recompute)
+    baseline = plan_step(model, one, 1, None, op_time, comm_time, device_mem_bytes=mem,
+                         dtype_bytes=dtype_bytes, peak_flops=peak)
+    if not math.isfinite(report.step_s):
+        raise ValueError("plan: step time is not finite")
+    return SystemPlan(system, report, baseline, comm_mode)

@@ -44,7 +44,7 @@ Algorithms (p ranks of a group, n bytes):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -94,6 +94,7 @@ class CollectiveResult:
     max_link_utilization: float
     group_times_s: tuple = ()
     events: int = 0
+    protocol: str = ""           # the system protocol that was fastest ("" without protocols)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -744,12 +745,32 @@ def _costs(system, reduce_gbps, overhead_ns):
 
 def collective(system_or_topology, op, nbytes, *, algorithm="auto", groups=None, root=0,
                chunks=None, mode="sim", reduce_gbps=None, overhead_ns=None,
-               contention=True) -> CollectiveResult:
+               contention=True, protocol="auto") -> CollectiveResult:
     """Time one collective. ``nbytes`` follows nccl-tests: the per-rank buffer for
     all-reduce, broadcast, reduce; the full gathered buffer for all-gather, reduce-scatter,
     scatter, gather; the total a rank sends for all-to-all. ``groups``: disjoint rank tuples
     that run the op at the same time (default: one group of all ranks). ``root``: position of
-    the root in each group. ``mode="analytic"``: the closed form of :mod:`.analytic`."""
+    the root in each group. ``mode="analytic"``: the closed form of :mod:`.analytic`.
+
+    A system with :attr:`~hw.system.system.SystemConfig.protocols` is timed under each
+    protocol (``protocol="auto"``, the fastest wins, as NCCL's tuner picks) or the one named."""
+    protocols = getattr(system_or_topology, "protocols", ())
+    if protocols:
+        names = [p.name for p in protocols]
+        if protocol != "auto" and protocol not in names:
+            raise ValueError(f"protocol = {protocol!r}: must be auto or one of "
+                             f"{', '.join(names)} (system {system_or_topology.name!r})")
+        best = None
+        for name in (names if protocol == "auto" else [protocol]):
+            result = collective(system_or_topology.with_protocol(name), op, nbytes,
+                                algorithm=algorithm, groups=groups, root=root, chunks=chunks,
+                                mode=mode, reduce_gbps=reduce_gbps, overhead_ns=overhead_ns,
+                                contention=contention)
+            if best is None or result.time_s < best.time_s:
+                best = replace(result, protocol=name)
+        return best
+    if protocol != "auto":
+        raise ValueError(f"protocol = {protocol!r}: this network has no protocols; use auto")
     topo, system = _resolve(system_or_topology)
     _check_op_alg(op, algorithm, mode)
     nbytes = _check_nbytes(nbytes)
@@ -819,9 +840,21 @@ def _analytic(topo, system, op, n, algorithm, groups, root, chunks, reduce_gbps,
     def ring_time(group, opn, nb):
         best = 0.0
         pp = len(group)
-        for order, share in topo.rings(tuple(group)):
+        rings = topo.rings(tuple(group))
+        # Rings that share a directed link share its bandwidth: a link carrying rings with
+        # shares summing to L serves each of them at share / L of its bandwidth (on K4 every
+        # directed link is on 2 of the 6 Hamiltonian cycles).
+        load = np.zeros(len(topo.link_src))
+        routes = []
+        for order, share in rings:
             od = np.asarray(order)
-            lat, bw = _route_stats(topo, od, np.roll(od, -1))
+            ptr, links = topo.routes(od, np.roll(od, -1))
+            np.add.at(load, np.unique(links), share)
+            routes.append(np.unique(links))
+        for (order, share), used in zip(rings, routes):
+            od = np.asarray(order)
+            lat, _ = _route_stats(topo, od, np.roll(od, -1))
+            bw = float(np.min(np.asarray(topo.link_bytes_per_s)[used] * share / load[used]))
             s = share * nb / pp / c / bw
             red = (pp - 1) * gamma * share * nb / pp / c     # p-1 reductions in a row
             if opn == "allreduce":

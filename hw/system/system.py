@@ -40,7 +40,7 @@ from hw.system.topology import (
 from hw.systolic.config import ConfigError
 from hw.validate import _number_in, config_from_table, read_toml
 
-__all__ = ["RooflineDevice", "ChipDevice", "SystemConfig", "PRESETS", "DEVICES", "system_names",
+__all__ = ["RooflineDevice", "ChipDevice", "Protocol", "SystemConfig", "PRESETS", "DEVICES", "system_names",
            "load_system", "system_from_dict", "systems_dir"]
 
 
@@ -154,6 +154,29 @@ class ChipDevice:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """A communication protocol of the collective library (NCCL's LL / LL128 / Simple): its
+    per-message software overhead and the fraction of link bandwidth its wire format leaves for
+    payload. A system with protocols times every collective under each and keeps the fastest,
+    as NCCL's tuner does (NVIDIA/nccl src/graph/tuning.cc: it picks the protocol with the least
+    predicted time per size). ``source`` says where the figures come from."""
+
+    name: str
+    overhead_ns: float
+    bandwidth_factor: float = 1.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"protocol {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"protocol: name = {self.name!r}: must be a non-empty string")
+        object.__setattr__(self, "overhead_ns", _number_in(self.overhead_ns, "overhead_ns",
+                                                           where, 0.0, 1e12))
+        object.__setattr__(self, "bandwidth_factor", _number_in(
+            self.bandwidth_factor, "bandwidth_factor", where, 0.0, 1.0, lo_open=True))
+
+
+@dataclass(frozen=True)
 class SystemConfig:
     """A topology, the device on every rank, and per-message costs.
 
@@ -161,6 +184,8 @@ class SystemConfig:
     alpha-beta-gamma model is 1 / (reduce_gbps x 1e9) s/B; Thakur et al. 2005).
     ``overhead_ns``: software overhead per message on top of the route's link latencies.
     ``host_link``: a description of the host attachment, if any.
+    ``protocols``: optional :class:`Protocol` alternatives; each replaces ``overhead_ns`` and
+    scales link bandwidth, and a collective takes the fastest (none: ``overhead_ns`` alone).
     """
 
     name: str
@@ -169,6 +194,7 @@ class SystemConfig:
     reduce_gbps: float
     overhead_ns: float
     host_link: str | None = None
+    protocols: tuple = ()
 
     def __post_init__(self) -> None:
         where = f"system {self.name!r}"
@@ -182,6 +208,25 @@ class SystemConfig:
                                                            where, 0.0, 1e9, lo_open=True))
         object.__setattr__(self, "overhead_ns", _number_in(self.overhead_ns, "overhead_ns",
                                                            where, 0.0, 1e12))
+        protocols = tuple(self.protocols)
+        if not all(isinstance(p, Protocol) for p in protocols):
+            raise ConfigError(f"{where}: protocols must be Protocol objects")
+        names = [p.name for p in protocols]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{where}: protocol names {names} repeat")
+        object.__setattr__(self, "protocols", protocols)
+
+    def with_protocol(self, name: str) -> "SystemConfig":
+        """This system as one protocol sees it: its overhead per message, link efficiencies
+        scaled by its bandwidth factor, no further protocol choice."""
+        for proto in self.protocols:
+            if proto.name == name:
+                topo = replace(self.topology,
+                               link_efficiency=self.topology.link_efficiency
+                               * proto.bandwidth_factor)
+                return replace(self, topology=topo, overhead_ns=proto.overhead_ns, protocols=())
+        raise ValueError(f"protocol = {name!r}: system {self.name!r} has "
+                         f"{', '.join(p.name for p in self.protocols) or 'no protocols'}")
 
     @property
     def n_ranks(self) -> int:
@@ -193,7 +238,9 @@ class SystemConfig:
         dev["type"] = "roofline" if isinstance(self.device, RooflineDevice) else "chip"
         return {"name": self.name, "topology": self.topology.describe(), "device": dev,
                 "reduce_gbps": self.reduce_gbps, "overhead_ns": self.overhead_ns,
-                "host_link": self.host_link}
+                "host_link": self.host_link,
+                "protocols": [{f.name: getattr(p, f.name) for f in fields(p)}
+                              for p in self.protocols]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,9 +393,9 @@ def system_from_dict(data: dict[str, Any], where: str, base: Path | None = None,
     overrides = overrides or {}
     base = base or Path(".")
     for section in data:
-        if section not in ("system", "topology", "device"):
+        if section not in ("system", "topology", "device", "protocol"):
             raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
-                              f"system, topology, device")
+                              f"system, topology, device, [[protocol]]")
     sysd = data.get("system")
     if not isinstance(sysd, dict):
         raise ConfigError(f"{where}: [system]: missing; a system file needs a [system] table")
@@ -384,7 +431,29 @@ def system_from_dict(data: dict[str, Any], where: str, base: Path | None = None,
     overhead_ns = _number_in(sysd["overhead_ns"], "system.overhead_ns", where, 0.0, 1e12)
     dev = _device_table(data.get("device", {"kind": _INLINE_DEVICE}), where)
     return SystemConfig(name=name, topology=topo, device=dev, reduce_gbps=reduce_gbps,
-                        overhead_ns=overhead_ns, host_link=host_desc)
+                        overhead_ns=overhead_ns, host_link=host_desc,
+                        protocols=_protocol_tables(data.get("protocol", []), where))
+
+
+def _protocol_tables(tables, where: str) -> tuple:
+    """``[[protocol]]`` arrays of tables: name, overhead_ns, bandwidth_factor, source."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: protocol = {tables!r}: must be [[protocol]] tables")
+    allowed = tuple(f.name for f in fields(Protocol))
+    out = []
+    for i, table in enumerate(tables):
+        for key in table:
+            if key not in allowed:
+                raise ConfigError(f"{where}: protocol[{i}].{key}: unknown key; allowed keys: "
+                                  f"{', '.join(allowed)}")
+        for key in ("name", "overhead_ns"):
+            if key not in table:
+                raise ConfigError(f"{where}: protocol[{i}].{key}: missing; this key is required")
+        try:
+            out.append(Protocol(**table))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: protocol[{i}]: {exc}") from None
+    return tuple(out)
 
 
 def _topology_table(table, where, base, overrides):

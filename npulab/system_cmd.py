@@ -40,7 +40,7 @@ def parse_bytes(text: str) -> int:
         raise ValueError(f"--bytes {text!r}: expected a size like 8, 1048576, 64MiB, 1G or 1.5GB "
                          f"(K/M/G = KiB/MiB/GiB, KB/MB/GB = powers of 1000)")
     value = float(match.group(1)) * _UNITS[unit]
-    if value < 1 or value != int(value):
+    if value < 1 or not value.is_integer():      # also rejects inf (1e400)
         raise ValueError(f"--bytes {text!r}: must be a whole number of bytes >= 1")
     return int(value)
 
@@ -63,7 +63,10 @@ def _size_list(text: str) -> list[int]:
             sizes.append(n)
             n *= 2
         return sizes
-    return [parse_bytes(t) for t in text.split(",") if t.strip()]
+    sizes = [parse_bytes(t) for t in text.split(",") if t.strip()]
+    if not sizes:
+        raise ValueError(f"--bytes {text!r}: no size given; expected e.g. 64MiB, 8,1M or 8:1G")
+    return sizes
 
 
 def _add_system_args(p: argparse.ArgumentParser) -> None:

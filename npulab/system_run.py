@@ -87,7 +87,7 @@ def op_time_for(system: SystemConfig, dtype_bytes: int = 2,
         if key not in cache:
             clean = replace(op, inputs=())
             run = simulate(Graph(f"op.{op.name}", (clean,)), chip)
-            cache[key] = run.totals["cycles"] / chip.array.clock_hz
+            cache[key] = run.totals["cycles"] / chip.clock_hz
         return cache[key]
     return on_chip
 
@@ -171,7 +171,7 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
         strategy = replace(strategy, microbatches=microbatches)
     n = strategy.n_ranks
     if n > system.topology.n_ranks:
-        raise ValueError(f"--strategy {strategy.dp=}, {strategy.tp=}, {strategy.pp=} needs {n} "
+        raise ValueError(f"--strategy dp={strategy.dp},tp={strategy.tp},pp={strategy.pp} needs {n} "
                          f"chips; system {system.name!r} has {system.topology.n_ranks}")
     if isinstance(model, str):
         model = resolve_model(model)

@@ -1,29 +1,43 @@
-"""Training-step accuracy: ``compiler.parallel.plan_step`` against Megatron-LM on Selene.
+"""Training-step accuracy: npulab's step planner on Selene against Megatron-LM's measured steps.
 
 Measured step times: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 Transformer Models"), Table 5, as tabulated by Calculon's validation
 (``/work/shared/reference/multichip.md``). Configurations: the paper's Table 3 as in Calculon's
-``validation/seqsel/tab5/*.json``: TP 8 in every row; 22B: 8 GPUs, PP 1, one micro-batch of 4;
-175B: 64 GPUs, PP 8, interleave 3, batch 64; 530B: 280 GPUs, PP 35, interleave 3, batch 280;
-1T: 512 GPUs, PP 64, batch 512; micro-batch 1; two columns: full recomputation with all-reduce
-TP, and sequence parallelism + selective recomputation.
+``validation/seqsel/tab5/*.json``: TP 8 in every row, data parallelism 1; 22B: 8 GPUs, PP 1,
+batch 4; 175B: 64 GPUs, PP 8, interleave 3, batch 64; 530B: 280 GPUs, PP 35, interleave 3,
+batch 280; 1T: 512 GPUs, PP 64, batch 512; micro-batch 1. Two columns: full recomputation with
+all-reduce TP, and sequence parallelism + selective recomputation.
 
-Device (``op_time``): an A100-SXM4-80GB roofline. GEMMs take ``max(2*MACs / (312e12 * eff),
-bytes / 2039e9)`` with bytes = fp16 A, B and C; vector ops are memory-bound (``(operands + 1) *
-elements * 2`` bytes at 2039 GB/s), moves read + write. 312 TFLOP/s dense fp16 and 2039 GB/s:
-NVIDIA A100 datasheet (80 GB SXM).
+Everything goes through the same code a user runs (``npulab.system_run``):
 
-Network (``comm_time``, one function so hw.system collectives can replace it): alpha-beta
-ring collectives (Thakur et al. 2005; Patarasuk & Yuan 2009). A group inside one DGX A100 uses
-NVLink3 through NVSwitch: 12 links x 25 GB/s x 0.8 = 240 GB/s per direction per GPU (about 20 of
-25 GB/s per link are usable with 128-byte payloads; nccl-tests issue 149 reports ~230 GB/s
-all-reduce bus bandwidth on 8 GPUs). A group spanning nodes uses one HDR InfiniBand NIC per GPU,
-25 GB/s per direction. alpha = 2 us per step: the 8-byte 4-GPU all-reduce measured at 12.52 us
-(LLMCompass artifact, reference file) over the ring's 2(p-1) = 6 steps.
+* **Network** (``comm_time``): ``comm_time_for(load_system("selene"))``, i.e.
+  :func:`hw.system.collectives.collective` on ``sim_configs/systems/selene.toml`` (64 DGX A100
+  nodes: NVSwitch inside a node, one 25 GB/s HDR NIC per GPU on a non-blocking fat tree; every
+  figure cited there), simulated by the flow-level engine with contention: concurrent groups
+  (the 8 point-to-point sends of a stage boundary) share whatever links they have in common.
+* **Device** (``op_time``): ``op_time_for(system with the device swapped)``, a roofline per IR op
+  (:func:`npulab.system_run.op_cost`). Device variants, side by side:
 
-Matrix efficiency ``eff``: CALIBRATED ON ONE ROW, Megatron 22B with full recomputation (one node:
-no pipeline, no InfiniBand, so only ``eff`` is unknown), by bisection to its measured 1.42 s.
-The other seven cells are validation. Compared with Calculon: 3.65 % mean, 8.87 % max error.
+  (a) ``datasheet``: ``DEVICES["a100"]`` (312 TFLOP/s, 2039 GB/s, efficiency 1.0): an upper
+      bound on speed, nothing fitted;
+  (b) ``flat-calibrated``: the same with ONE matrix efficiency fitted by bisection on ONE cell,
+      Megatron 22B with full recomputation (one node: no pipeline, no InfiniBand, so the
+      efficiency is the only unknown); the other seven cells are validation;
+  (c) ``calculon-curves``: ``DEVICES["a100-calculon"]``, the size-dependent matrix / vector /
+      HBM efficiencies of Calculon's ``systems/a100_80g.json``. These numbers are Calculon's:
+      its authors chose them for this very validation, so (c) is not an independent prediction;
+  (c') ``calculon-no-overlap``: (c) with an op's compute time PLUS its memory time instead of
+      the roofline max, the ``processing_mode = "no_overlap"`` of that same Calculon file.
+
+Sensitivity runs: (b) with ``mode="analytic"`` collectives (alpha-beta closed forms on the same
+links) instead of the simulated network; (c') with Calculon's NVLink efficiency (0.6) instead of
+selene.toml's 0.8.
+
+Reported: predicted vs measured step time for each cell, error %, mean / max |error| over the
+validation cells (7 for (b), 8 for the others), next to Calculon's 3.65 % mean / 8.87 % max,
+the step breakdown (compute, exposed TP, bubble, pipeline sends) of each cell, and the wall
+time (about 24 s on a 2-core machine; the simulated collectives, each timed under the
+system's three NCCL protocols, take about 2.6 s of it).
 
 Run from the repo root::
 
@@ -34,19 +48,20 @@ Writes ``benchmarks/results/accuracy_megatron.json``.
 
 from __future__ import annotations
 
+import argparse
 import time
+from dataclasses import replace
 
 from benchutil import machine, table, write_results
 
-from compiler.ir import Conv2d, Eltwise, Gemm, Move
-from compiler.parallel import get_model, plan_step
+import numpy as np
 
-PEAK_FLOPS = 312e12        # A100 dense fp16 tensor core
-HBM_BYTES_PER_S = 2039e9   # A100 80 GB SXM
-NVLINK_BYTES_PER_S = 12 * 25e9 * 0.8
-IB_BYTES_PER_S = 25e9
-ALPHA_S = 12.52e-6 / 6
-GPUS_PER_NODE = 8
+from compiler.parallel import get_model, plan_step
+from hw.system.system import DEVICES, load_system
+from hw.system.topology import hierarchical
+from npulab.system_run import comm_time_for, op_cost, op_time_for
+
+SYSTEM = "selene"
 
 # (model, TP, PP, interleave, GPUs, measured full-recompute s, measured seq+selective s)
 ROWS = [
@@ -55,96 +70,190 @@ ROWS = [
     ("turing-530b", 8, 35, 3, 280, 49.05, 37.83),
     ("megatron-1t", 8, 64, 1, 512, 94.42, 71.49),
 ]
-CALIBRATION_ROW = ("megatron-22b", "full")
+COLUMNS = ("full", "seq+sel")
+CALIBRATION_CELL = ("megatron-22b", "full")
 CALCULON = {"mean": 3.65, "max": 8.87}
+VARIANTS = ("datasheet", "flat-calibrated", "calculon-curves", "calculon-no-overlap")
 
 
-def a100_op_time(eff: float):
-    """Roofline seconds of one IR op on an A100 with matrix efficiency ``eff``."""
+def strategy_text(tp: int, pp: int, v: int, column: str) -> str:
+    if column == "full":
+        return f"tp={tp},pp={pp},v={v},recompute=full"
+    return f"tp={tp},pp={pp},v={v},recompute=selective,sp=true"
+
+
+def no_overlap_op_time(system):
+    """Calculon's ``processing_mode = "no_overlap"`` (its ``systems/a100_80g.json``): an op takes
+    its compute time PLUS its memory time (not the roofline max), each with the device's
+    efficiency curves: ``op_seconds(flops, 0) + op_seconds(0, bytes)``."""
+    dev = system.device
+
     def op_time(op) -> float:
-        if isinstance(op, (Gemm, Conv2d)):
-            g = op.gemm_shape()
-            nbytes = 2.0 * g.count * (g.m * g.k + g.k * g.n + g.m * g.n)
-            return max(2.0 * g.macs / (PEAK_FLOPS * eff), nbytes / HBM_BYTES_PER_S)
-        if isinstance(op, Eltwise):
-            return 2.0 * op.elements * (op.operands + 1) / HBM_BYTES_PER_S
-        if isinstance(op, Move):
-            return 4.0 * op.elements / HBM_BYTES_PER_S
-        return 0.0
+        flops, nbytes, matrix = op_cost(op)
+        return dev.op_seconds(flops, 0.0, matrix) + dev.op_seconds(0.0, nbytes, matrix)
     return op_time
 
 
-def selene_comm_time(op: str, nbytes: float, groups: list) -> float:
-    """Alpha-beta ring collective on Selene (module docstring). The lead can swap this for
-    ``hw.system.collectives.collective(system, op, nbytes, groups=groups).time_s``."""
-    group = groups[0]
-    p = len(group)
-    same_node = len({r // GPUS_PER_NODE for r in group}) == 1
-    bw = NVLINK_BYTES_PER_S if same_node else IB_BYTES_PER_S
-    if op == "allreduce":
-        return 2 * (p - 1) * ALPHA_S + 2 * (p - 1) / p * nbytes / bw
-    if op in ("allgather", "reducescatter"):
-        return (p - 1) * ALPHA_S + (p - 1) / p * nbytes / bw
-    if op == "broadcast" and p == 2:
-        return ALPHA_S + nbytes / bw
-    raise ValueError(f"selene_comm_time: {op} over {p} ranks is not modelled")
+def predict(system, comm_time, row, column: str, no_overlap: bool = False):
+    """``plan_step`` of one cell with ``system``'s device and the given network callback."""
+    model, tp, pp, v, gpus = row[:5]
+    dev = system.device
+    op_time = no_overlap_op_time(system) if no_overlap else op_time_for(system)
+    return plan_step(get_model(model), strategy_text(tp, pp, v, column), gpus, None,
+                     op_time, comm_time, device_mem_bytes=float(dev.mem_bytes),
+                     peak_flops=dev.peak_tflops * 1e12)
 
 
-def predict(model: str, tp: int, pp: int, v: int, gpus: int, column: str, eff: float):
-    if column == "full":
-        strategy = f"tp={tp},pp={pp},v={v},recompute=full"
-    else:
-        strategy = f"tp={tp},pp={pp},v={v},recompute=selective,sp=true"
-    return plan_step(get_model(model), strategy, gpus, None, a100_op_time(eff),
-                     selene_comm_time, device_mem_bytes=80e9, peak_flops=PEAK_FLOPS)
-
-
-def calibrate() -> float:
-    model, column = CALIBRATION_ROW
+def calibrate(system, comm_time) -> float:
+    """Matrix efficiency of ``DEVICES["a100"]`` that makes CALIBRATION_CELL hit its measured
+    time (bisection; the step time falls monotonically with the efficiency)."""
+    model, column = CALIBRATION_CELL
     row = next(r for r in ROWS if r[0] == model)
     target = row[5] if column == "full" else row[6]
-    lo, hi = 0.2, 1.0
-    for _ in range(50):
+    lo, hi = 0.05, 1.0
+    for _ in range(40):
         mid = 0.5 * (lo + hi)
-        if predict(*row[:5], column, mid).step_s > target:
+        dev = replace(DEVICES["a100"], matrix_efficiency=mid)
+        if predict(replace(system, device=dev), comm_time, row, column).step_s > target:
             lo = mid
         else:
             hi = mid
     return 0.5 * (lo + hi)
 
 
-def main() -> None:
-    t0 = time.perf_counter()
-    eff = calibrate()
-    rows, out, errors = [], [], []
-    for model, tp, pp, v, gpus, full_s, seqsel_s in ROWS:
-        for column, measured in (("full", full_s), ("seq+sel", seqsel_s)):
-            r = predict(model, tp, pp, v, gpus, column, eff)
+def run_variant(label: str, system, comm_time, calibrated: bool,
+                no_overlap: bool = False) -> dict:
+    cells = []
+    for row in ROWS:
+        for column, measured in zip(COLUMNS, row[5:7]):
+            r = predict(system, comm_time, row, column, no_overlap)
             err = 100.0 * (r.step_s - measured) / measured
-            calib = (model, column) == CALIBRATION_ROW
-            if not calib:
-                errors.append(abs(err))
-            rows.append([model, column, f"{measured:.2f}", f"{r.step_s:.2f}",
-                         f"{err:+.1f}" + (" (calibration)" if calib else ""),
-                         f"{r.compute_s:.2f}", f"{r.exposed_tp_s:.2f}", f"{r.bubble_s:.2f}",
-                         f"{r.exposed_pp_s:.3f}", f"{100 * r.mfu:.1f}",
-                         f"{r.memory['total'] / 1e9:.1f}"])
-            out.append({"model": model, "column": column, "measured_s": measured,
-                        "predicted_s": r.step_s, "error_pct": err, "calibration": calib,
-                        "report": r.to_dict()})
+            calib = calibrated and (row[0], column) == CALIBRATION_CELL
+            cells.append({"model": row[0], "column": column, "measured_s": measured,
+                          "predicted_s": r.step_s, "error_pct": err, "calibration": calib,
+                          "compute_s": r.compute_s, "tp_s": r.exposed_tp_s,
+                          "bubble_s": r.bubble_s, "pp_s": r.exposed_pp_s,
+                          "optimizer_s": r.optimizer_s, "mfu": r.mfu,
+                          "mem_gb": r.memory["total"] / 1e9, "report": r.to_dict()})
+    errs = [abs(c["error_pct"]) for c in cells if not c["calibration"]]
+    return {"variant": label, "device": system.device.name,
+            "matrix_efficiency": system.device.matrix_efficiency, "cells": cells,
+            "validation_cells": len(errs), "mean_abs_error_pct": sum(errs) / len(errs),
+            "max_abs_error_pct": max(errs)}
+
+
+def selene_nvlink(selene, efficiency: float):
+    """``selene`` with the NVSwitch level's link efficiency replaced (sensitivity runs)."""
+    levels = [(8, "switch", {"gbps": 300.0, "latency_ns": 350.0, "efficiency": efficiency}),
+              (64, "switch", {"gbps": 25.0, "latency_ns": 1000.0, "efficiency": 0.9})]
+    topo = hierarchical(levels, name=selene.topology.name)
+    if topo.n_ranks != selene.topology.n_ranks or not np.array_equal(
+            topo.link_gbps, selene.topology.link_gbps):
+        raise RuntimeError("selene_nvlink: levels differ from sim_configs/systems/selene.toml")
+    return replace(selene, topology=topo)
+
+
+class TimedComm:
+    """Wraps a ``comm_time`` callback and adds up the wall time spent in it."""
+
+    def __init__(self, fn):
+        self.fn, self.wall_s, self.keys = fn, 0.0, set()
+
+    def __call__(self, op, nbytes, groups):
+        t = time.perf_counter()
+        out = self.fn(op, nbytes, groups)
+        self.wall_s += time.perf_counter() - t
+        self.keys.add((op, float(nbytes), tuple(tuple(g) for g in groups)))
+        return out
+
+
+def error_line(label: str, res: dict) -> str:
+    return (f"{label:>44}: mean |error| {res['mean_abs_error_pct']:5.2f} %, max "
+            f"{res['max_abs_error_pct']:5.2f} % over {res['validation_cells']} validation cells")
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    t0 = time.perf_counter()
+    selene = load_system(SYSTEM)
+    comm_sim = TimedComm(comm_time_for(selene))        # cached per (op, bytes, groups)
+
+    t_cal = time.perf_counter()
+    eff = calibrate(selene, comm_sim)
+    t_cal = time.perf_counter() - t_cal
+    devices = {"datasheet": DEVICES["a100"],
+               "flat-calibrated": replace(DEVICES["a100"], matrix_efficiency=eff),
+               "calculon-curves": DEVICES["a100-calculon"],
+               "calculon-no-overlap": DEVICES["a100-calculon"]}
+    results = {}
+    for label in VARIANTS:
+        results[label] = run_variant(label, replace(selene, device=devices[label]), comm_sim,
+                                     calibrated=(label == "flat-calibrated"),
+                                     no_overlap=(label == "calculon-no-overlap"))
+    # Sensitivity: (1) the same planner with closed-form collectives instead of the simulated
+    # network; (2) Calculon's own NVLink efficiency (0.6 in its a100_80g.json, 0.8 here).
+    comm_an = TimedComm(comm_time_for(selene, mode="analytic"))
+    sens = {
+        "flat-calibrated, analytic network": run_variant(
+            "flat-calibrated, analytic network",
+            replace(selene, device=devices["flat-calibrated"]), comm_an, calibrated=True),
+        "calculon-no-overlap, NVLink efficiency 0.6": run_variant(
+            "calculon-no-overlap, NVLink efficiency 0.6",
+            replace(selene_nvlink(selene, 0.6), device=DEVICES["a100-calculon"]),
+            comm_time_for(selene_nvlink(selene, 0.6)), calibrated=False, no_overlap=True),
+    }
     wall = time.perf_counter() - t0
-    print(f"matrix efficiency calibrated on {CALIBRATION_ROW[0]} ({CALIBRATION_ROW[1]}): "
-          f"{eff:.4f} of {PEAK_FLOPS / 1e12:.0f} TFLOP/s")
-    print(table(["model", "column", "measured s", "npulab s", "error %", "compute s", "tp s",
-                 "bubble s", "pp s", "MFU %", "mem GB"], rows))
-    mean, worst = sum(errors) / len(errors), max(errors)
-    print(f"validation cells (7): mean |error| {mean:.2f} %, max {worst:.2f} %   "
-          f"(Calculon: mean {CALCULON['mean']} %, max {CALCULON['max']} %)")
-    print(f"wall time {wall:.1f} s (including calibration)")
+
+    d = selene.topology.describe()
+    print(f"system {SYSTEM}: {d['ranks']} ranks, {d['switches']} switches, "
+          f"{d['directed_links']} directed links; collectives simulated with contention "
+          f"(hw.system.collectives), {len(comm_sim.keys)} distinct "
+          f"collectives, {comm_sim.wall_s:.2f} s of wall time in comm_time")
+    print(f"(b) matrix efficiency calibrated on {CALIBRATION_CELL[0]} ({CALIBRATION_CELL[1]}): "
+          f"{eff:.4f} of 312 TFLOP/s")
+    head = ["model", "column", "measured s"]
+    for label in VARIANTS:
+        head += [f"{label} s", "err %"]
+    rows = []
+    for i, cell in enumerate(results[VARIANTS[0]]["cells"]):
+        line = [cell["model"], cell["column"], f"{cell['measured_s']:.2f}"]
+        for label in VARIANTS:
+            c = results[label]["cells"][i]
+            line += [f"{c['predicted_s']:.2f}",
+                     f"{c['error_pct']:+.1f}" + (" (cal)" if c["calibration"] else "")]
+        rows.append(line)
+    print(table(head, rows))
+    for label, res in results.items():
+        print(error_line(label, res))
+    print(f"{'Calculon (its own model and figures)':>44}: mean |error| {CALCULON['mean']:5.2f} "
+          f"%, max {CALCULON['max']:5.2f} %")
+    print("\nsensitivity")
+    for label, res in sens.items():
+        print(error_line(label, res) + "   errors: " + " ".join(
+            f"{c['error_pct']:+.1f}" for c in res["cells"]))
+    diff = max(abs(a["predicted_s"] - b["predicted_s"]) / b["predicted_s"] for a, b in zip(
+        sens["flat-calibrated, analytic network"]["cells"], results["flat-calibrated"]["cells"]))
+    print(f"analytic vs simulated network: largest step-time difference {100 * diff:.1e} %")
+    for label in ("flat-calibrated", "calculon-curves"):
+        print(f"\nbreakdown, {label} device (seconds; MFU of 312 TFLOP/s)")
+        print(table(["model", "column", "step", "compute", "of it recompute", "tp", "bubble",
+                     "pp sends", "optimizer", "MFU %", "mem GB"],
+                    [[c["model"], c["column"], f"{c['predicted_s']:.2f}",
+                      f"{c['compute_s']:.2f}", f"{c['report']['recompute_s']:.2f}",
+                      f"{c['tp_s']:.2f}", f"{c['bubble_s']:.2f}", f"{c['pp_s']:.3f}",
+                      f"{c['optimizer_s']:.3f}", f"{100 * c['mfu']:.1f}", f"{c['mem_gb']:.1f}"]
+                     for c in results[label]["cells"]]))
+    print(f"\nwall time {wall:.1f} s (calibration {t_cal:.1f} s = 40 bisection steps; "
+          f"simulated collectives {comm_sim.wall_s:.2f} s, analytic {comm_an.wall_s:.2f} s)")
+    for res in list(results.values()) + list(sens.values()):
+        for c in res["cells"]:
+            c["report"].pop("comm_calls", None)
     path = write_results("accuracy_megatron", {
-        "matrix_efficiency": eff, "calibration_row": CALIBRATION_ROW, "rows": out,
-        "mean_abs_error_pct": mean, "max_abs_error_pct": worst, "calculon": CALCULON,
-        "wall_s": wall, "machine": machine()})
+        "system": SYSTEM, "system_describe": selene.describe(),
+        "calibration_cell": CALIBRATION_CELL, "matrix_efficiency": eff,
+        "variants": results, "sensitivity": sens, "calculon": CALCULON, "wall_s": wall,
+        "comm_wall_s": {"sim": comm_sim.wall_s, "analytic": comm_an.wall_s},
+        "machine": machine()})
     print(f"wrote {path}")
 
 

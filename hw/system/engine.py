@@ -154,6 +154,48 @@ def messages_from_edges(src, dst, nbytes, delay_s=0.0, release_s=0.0, edges=None
 _OVER_SLOTS, _OVER_NODES, _OVER_HEAP, _OVER_PEND, _OVER_DONE = -1, -2, -3, -4, -5
 
 
+@njit(inline="always")
+def _heap_push(keys, vals, n, key, val):
+    """Sift ``(key, val)`` up a binary min-heap of ``n`` entries; returns the new size. Inlined
+    into the kernel at Numba IR level (no call overhead)."""
+    i = n
+    while i > 0:
+        pa = (i - 1) >> 1
+        if keys[pa] <= key:
+            break
+        keys[i] = keys[pa]
+        vals[i] = vals[pa]
+        i = pa
+    keys[i] = key
+    vals[i] = val
+    return n + 1
+
+
+@njit(inline="always")
+def _heap_pop(keys, vals, n):
+    """Remove the root of a binary min-heap of ``n`` entries (read it first); returns the new
+    size."""
+    n -= 1
+    lt = keys[n]
+    lc = vals[n]
+    i = 0
+    while True:
+        k = 2 * i + 1
+        if k >= n:
+            break
+        if k + 1 < n and keys[k + 1] < keys[k]:
+            k += 1
+        if keys[k] >= lt:
+            break
+        keys[i] = keys[k]
+        vals[i] = vals[k]
+        i = k
+    if n > 0:
+        keys[i] = lt
+        vals[i] = lc
+    return n
+
+
 @njit(cache=True)
 def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr, csucc,
          npred, roots, contention, start, sdone, finish, link_bytes, S, D, HC, PC):
@@ -243,25 +285,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
             while hn > 0 and ht[0] <= tb:
                 t = ht[0]
                 node = hh[0]
-                # pop the heap root
-                hn -= 1
-                lt = ht[hn]
-                lc = hh[hn]
-                i = 0
-                while True:
-                    k = 2 * i + 1
-                    if k >= hn:
-                        break
-                    if k + 1 < hn and ht[k + 1] < ht[k]:
-                        k += 1
-                    if ht[k] >= lt:
-                        break
-                    ht[i] = ht[k]
-                    hh[i] = hh[k]
-                    i = k
-                if hn > 0:
-                    ht[i] = lt
-                    hh[i] = lc
+                hn = _heap_pop(ht, hh, hn)
                 if c0_h == node:
                     c0_h = -1
                 if c1_h == node:
@@ -352,17 +376,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                         if hn == HC:
                             return _OVER_HEAP, batch, rate_updates, max_active
                         nd_next[s] = -1
-                        i = hn
-                        while i > 0:
-                            pa = (i - 1) >> 1
-                            if ht[pa] <= st:
-                                break
-                            ht[i] = ht[pa]
-                            hh[i] = hh[pa]
-                            i = pa
-                        ht[i] = st
-                        hh[i] = s
-                        hn += 1
+                        hn = _heap_push(ht, hh, hn, st, s)
                         c0_t = st
                         c0_h = s
             dc = 0
@@ -434,17 +448,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                         if hn == HC:
                             return _OVER_HEAP, batch, rate_updates, max_active
                         nd_next[node] = -1
-                        i = hn
-                        while i > 0:
-                            pa = (i - 1) >> 1
-                            if ht[pa] <= tp:
-                                break
-                            ht[i] = ht[pa]
-                            hh[i] = hh[pa]
-                            i = pa
-                        ht[i] = tp
-                        hh[i] = node
-                        hn += 1
+                        hn = _heap_push(ht, hh, hn, tp, node)
                         c1_t = tp
                         c1_h = node
             pn = 0
@@ -506,54 +510,16 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                         cap_rem[lk] = cap[lk]
                         cnt_unf[lk] = l_cnt[lk]
                         if l_cnt[lk] > 0:
-                            sh = cap[lk] / l_cnt[lk]
-                            j = lhn
-                            while j > 0:
-                                pa = (j - 1) >> 1
-                                if lht[pa] <= sh:
-                                    break
-                                lht[j] = lht[pa]
-                                lhc[j] = lhc[pa]
-                                j = pa
-                            lht[j] = sh
-                            lhc[j] = lk
-                            lhn += 1
+                            lhn = _heap_push(lht, lhc, lhn, cap[lk] / l_cnt[lk], lk)
                     while lhn > 0:
                         share = lht[0]
                         lk = lhc[0]
-                        lhn -= 1
-                        lt = lht[lhn]
-                        lc = lhc[lhn]
-                        j = 0
-                        while True:
-                            k = 2 * j + 1
-                            if k >= lhn:
-                                break
-                            if k + 1 < lhn and lht[k + 1] < lht[k]:
-                                k += 1
-                            if lht[k] >= lt:
-                                break
-                            lht[j] = lht[k]
-                            lhc[j] = lhc[k]
-                            j = k
-                        if lhn > 0:
-                            lht[j] = lt
-                            lhc[j] = lc
+                        lhn = _heap_pop(lht, lhc, lhn)
                         if cnt_unf[lk] == 0:
                             continue
                         cur = cap_rem[lk] / cnt_unf[lk]
                         if cur != share:
-                            j = lhn
-                            while j > 0:
-                                pa = (j - 1) >> 1
-                                if lht[pa] <= cur:
-                                    break
-                                lht[j] = lht[pa]
-                                lhc[j] = lhc[pa]
-                                j = pa
-                            lht[j] = cur
-                            lhc[j] = lk
-                            lhn += 1
+                            lhn = _heap_push(lht, lhc, lhn, cur, lk)
                             continue
                         e = l_head[lk]
                         while e >= 0:
@@ -597,17 +563,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     if hn == HC:
                         return _OVER_HEAP, batch, rate_updates, max_active
                     nd_next[node] = -1
-                    j = hn
-                    while j > 0:
-                        pa = (j - 1) >> 1
-                        if ht[pa] <= tp:
-                            break
-                        ht[j] = ht[pa]
-                        hh[j] = hh[pa]
-                        j = pa
-                    ht[j] = tp
-                    hh[j] = node
-                    hn += 1
+                    hn = _heap_push(ht, hh, hn, tp, node)
                     c1_t = tp
                     c1_h = node
     return 0, batch, rate_updates, max_active

@@ -47,7 +47,7 @@ from hw.memory.dram import DramConfig, DramModel, dram_config_from_dict, dram_pr
 from hw.memory.link import HostLinkConfig, host_link_from_dict
 from hw.program import Kind, Program
 from hw.systolic.config import ConfigError
-from hw.validate import read_toml
+from hw.validate import config_from_table, read_toml
 
 __all__ = ["CpuStream", "SocConfig", "AcceleratorResult", "SocResult", "run_soc",
            "soc_config_from_dict", "load_soc_config", "program_dram_extent", "CPU_KINDS"]
@@ -408,7 +408,6 @@ def _cpu_summary(stream: CpuStream, alone: _CpuRunner, shared: _CpuRunner) -> di
 # ---- TOML form --------------------------------------------------------------------------------
 _TOP_KEYS = ("soc", "dram", "host_link", "accelerator", "cpu")
 _SOC_KEYS = ("name",)
-_CPU_KEYS = ("nbytes", "kind", "chunk_bytes", "max_outstanding", "gbps", "start_ns")
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -484,20 +483,7 @@ def soc_config_from_dict(data: dict, where: str = "<soc>", *, base_dir: Path | N
         chips.extend([chip] * count)
     cpu = None
     if "cpu" in data:
-        table = data["cpu"]
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where}: cpu = {table!r}: must be a [cpu] table")
-        for key in table:
-            if key not in _CPU_KEYS:
-                raise ConfigError(f"{where}: cpu.{key}: unknown key; allowed keys in [cpu]: "
-                                  f"{', '.join(_CPU_KEYS)}")
-        if "nbytes" not in table:
-            raise ConfigError(f"{where}: cpu.nbytes: missing; the [cpu] stream needs a size")
-        cpu = object.__new__(CpuStream)
-        for key, default in (("kind", "copy"), ("chunk_bytes", 4096), ("max_outstanding", 10),
-                             ("gbps", 0.0), ("start_ns", 0.0), ("nbytes", None)):
-            object.__setattr__(cpu, key, table.get(key, default))
-        cpu.validate(where)
+        cpu = config_from_table(CpuStream, data["cpu"], where, "cpu.")
     if len(chips) > 64:
         raise ConfigError(f"{where}: accelerator: {len(chips)} in all: must be 1..64")
     soc_cfg = object.__new__(SocConfig)

@@ -40,8 +40,8 @@ from hw.system.topology import (
 from hw.systolic.config import ConfigError
 from hw.validate import _number_in, config_from_table, read_toml
 
-__all__ = ["RooflineDevice", "ChipDevice", "Protocol", "SystemConfig", "PRESETS", "DEVICES", "system_names",
-           "load_system", "system_from_dict", "systems_dir"]
+__all__ = ["RooflineDevice", "ChipDevice", "Protocol", "SystemConfig", "PRESETS", "DEVICES",
+           "system_names", "load_system", "system_from_dict", "systems_dir"]
 
 
 @dataclass(frozen=True)
@@ -167,13 +167,15 @@ class Protocol:
     source: str = ""
 
     def __post_init__(self) -> None:
-        where = f"protocol {self.name!r}"
+        self.validate(f"protocol {self.name!r}")
+
+    def validate(self, where: str, prefix: str = "") -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ConfigError(f"protocol: name = {self.name!r}: must be a non-empty string")
-        object.__setattr__(self, "overhead_ns", _number_in(self.overhead_ns, "overhead_ns",
+            raise ConfigError(f"{where}: {prefix}name = {self.name!r}: must be a non-empty string")
+        object.__setattr__(self, "overhead_ns", _number_in(self.overhead_ns, prefix + "overhead_ns",
                                                            where, 0.0, 1e12))
         object.__setattr__(self, "bandwidth_factor", _number_in(
-            self.bandwidth_factor, "bandwidth_factor", where, 0.0, 1.0, lo_open=True))
+            self.bandwidth_factor, prefix + "bandwidth_factor", where, 0.0, 1.0, lo_open=True))
 
 
 @dataclass(frozen=True)
@@ -439,21 +441,8 @@ def _protocol_tables(tables, where: str) -> tuple:
     """``[[protocol]]`` arrays of tables: name, overhead_ns, bandwidth_factor, source."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"{where}: protocol = {tables!r}: must be [[protocol]] tables")
-    allowed = tuple(f.name for f in fields(Protocol))
-    out = []
-    for i, table in enumerate(tables):
-        for key in table:
-            if key not in allowed:
-                raise ConfigError(f"{where}: protocol[{i}].{key}: unknown key; allowed keys: "
-                                  f"{', '.join(allowed)}")
-        for key in ("name", "overhead_ns"):
-            if key not in table:
-                raise ConfigError(f"{where}: protocol[{i}].{key}: missing; this key is required")
-        try:
-            out.append(Protocol(**table))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: protocol[{i}]: {exc}") from None
-    return tuple(out)
+    return tuple(config_from_table(Protocol, table, where, f"protocol[{i}].")
+                 for i, table in enumerate(tables))
 
 
 def _topology_table(table, where, base, overrides):

@@ -812,7 +812,11 @@ def _route_stats(topo, src, dst):
     """(max route latency s, min bottleneck bandwidth bytes/s) over the pairs."""
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
-    ptr, links = topo.routes(src, dst)
+    return _routes_stats(topo, *topo.routes(src, dst))
+
+
+def _routes_stats(topo, ptr, links):
+    """:func:`_route_stats` of routes already in CSR form."""
     lat = np.asarray(topo.link_latency_ns, float)[links] * 1e-9
     bw = np.asarray(topo.link_bytes_per_s, float)[links]
     cs = np.concatenate(([0.0], np.cumsum(lat)))
@@ -849,11 +853,11 @@ def _analytic(topo, system, op, n, algorithm, groups, root, chunks, reduce_gbps,
         for order, share in rings:
             od = np.asarray(order)
             ptr, links = topo.routes(od, np.roll(od, -1))
-            np.add.at(load, np.unique(links), share)
-            routes.append(np.unique(links))
-        for (order, share), used in zip(rings, routes):
-            od = np.asarray(order)
-            lat, _ = _route_stats(topo, od, np.roll(od, -1))
+            used = np.unique(links)
+            load[used] += share
+            routes.append((ptr, links, used))
+        for (order, share), (ptr, links, used) in zip(rings, routes):
+            lat, _ = _routes_stats(topo, ptr, links)
             bw = float(np.min(np.asarray(topo.link_bytes_per_s)[used] * share / load[used]))
             s = share * nb / pp / c / bw
             red = (pp - 1) * gamma * share * nb / pp / c     # p-1 reductions in a row

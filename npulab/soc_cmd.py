@@ -18,11 +18,15 @@ import json
 import sys
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from compiler.frontends import zoo
 from compiler.lower import CompileOptions, compile_graph
 from hw.configfile import load_chip_config
 from hw.memory.dram import DRAM_PRESETS, dram_preset
-from hw.system.soc import CpuStream, SocConfig, SocResult, load_soc_config, run_soc
+
+if TYPE_CHECKING:   # hw.system.soc (and the executor) load when the command runs (CLI start-up)
+    from hw.system.soc import SocConfig, SocResult
 
 __all__ = ["add_parser", "main", "build_soc", "run", "render_table"]
 
@@ -67,6 +71,7 @@ def _user_error(message: str) -> Exception:
 
 
 def build_soc(args) -> SocConfig:
+    from hw.system.soc import CpuStream, SocConfig, load_soc_config
     """The SoC the command line asks for."""
     from npulab.cli import resolve_config
     cpu = None
@@ -97,6 +102,7 @@ def build_soc(args) -> SocConfig:
 
 
 def run(args) -> tuple[str, SocResult]:
+    from hw.system.soc import run_soc
     """Compile the model for each accelerator and run the SoC; (model name, result)."""
     soc = build_soc(args)
     params = {k: getattr(args, k) for k in ("batch", "image_size", "seq_len")

@@ -21,7 +21,13 @@ import json
 import re
 import sys
 
-from hw.system.system import PRESETS, SystemConfig, load_system
+from typing import TYPE_CHECKING
+
+# Only the names go into the parser: the models load when a command runs (CLI start-up).
+from hw.system import ALGORITHMS, OPS, PRESETS
+
+if TYPE_CHECKING:
+    from hw.system.system import SystemConfig
 
 __all__ = ["add_parsers", "main", "parse_bytes", "format_bytes", "load"]
 
@@ -84,7 +90,6 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
 def add_parsers(subparsers) -> None:
     """Register ``system`` and ``collective`` on an argparse subparsers object."""
     from compiler.parallel import model_names
-    from hw.system.collectives import ALGORITHMS, OPS
     fmt = argparse.RawDescriptionHelpFormatter
     c = subparsers.add_parser(
         "collective", formatter_class=fmt, help="time a collective on a multi-chip system",
@@ -147,6 +152,7 @@ def add_parsers(subparsers) -> None:
 
 
 def load(args) -> SystemConfig:
+    from hw.system.system import load_system
     return load_system(args.system, link_gbps=args.link_gbps,
                        link_latency_ns=args.link_latency_ns)
 

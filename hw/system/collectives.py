@@ -48,15 +48,13 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from hw.system import ALGORITHMS, OPS
 from hw.system import analytic as af
 from hw.system.engine import Messages, messages_from_edges, simulate
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveResult", "collective", "compare_algorithms",
            "applicable_algorithms", "build_messages"]
 
-OPS = ("broadcast", "scatter", "gather", "reduce", "allreduce", "allgather", "reducescatter",
-       "alltoall")
-ALGORITHMS = ("auto", "ring", "tree", "rhd", "direct", "hierarchical", "ps")
 MODES = ("sim", "analytic")
 
 #: which algorithms implement which op (besides "auto")

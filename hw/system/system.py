@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hw.system import PRESETS
 from hw.system.topology import (
     Topology, TopologyError, fattree, fully_connected, hierarchical, topology_from_dict,
     topology_from_spec, with_host,
@@ -286,8 +287,6 @@ DEVICES: dict[str, RooflineDevice] = {
 #: GPU-to-GPU NVLink latency leaves ~1.4 us of software overhead per step.
 _INLINE_DEVICE = "a100"
 _INLINE_OVERHEAD_NS = 1400.0
-
-PRESETS = ("dgx-a100", "hgx-a100-4", "hgx-h100", "tpu-v3-32", "pcie4-x4")
 
 
 def systems_dir() -> Path:

@@ -28,18 +28,24 @@ movement) get no commands: their output is taken to be in DRAM as soon as their 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 from compiler.ir import Conv2d, Gemm, Graph
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
-from compiler.tiling import ORDERS, TileChoice, TileProblem, choose_tiling, loop_nest, tile_sizes
+from compiler.tiling import (
+    ORDERS, TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
+)
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
-__all__ = ["CompileOptions", "compile_graph", "output_elements", "CONV_LOWERINGS", "SRAM_LAYOUTS"]
+__all__ = ["CompileOptions", "compile_graph", "output_elements", "CONV_LOWERINGS", "SRAM_LAYOUTS",
+           "MAP_MODES"]
 
 CONV_LOWERINGS = ("direct", "im2col")
 SRAM_LAYOUTS = ("matched", "row-major")
+#: ``CompileOptions.map`` values -> the mapper's objective (:func:`compiler.mapper.map_op`).
+MAP_MODES = {"best-latency": "latency", "best-energy": "energy", "best-edp": "edp"}
 _ALIGN = 4096
 
 
@@ -61,6 +67,13 @@ class CompileOptions:
         layout, so some edges read strided vectors and may hit bank conflicts.
     objective:
         What the tiler minimises per op: ``"latency"`` (default) or ``"traffic"`` (DRAM bytes).
+    map:
+        ``None`` (default: the tiler above) or ``"best-latency"``, ``"best-energy"``,
+        ``"best-edp"``: every matrix op is tiled by the mapper (:func:`compiler.mapper.map_op`),
+        which searches tile sizes and loop orders (all six, or ``loop_order``) on the chip's
+        dataflow for that objective.
+    tech:
+        Energy table the mapper costs energy with (name or TOML path; default ``"45nm"``).
     """
 
     conv_lowering: str = "direct"
@@ -68,6 +81,8 @@ class CompileOptions:
     keep_on_chip: bool = True
     sram_layout: str = "matched"
     objective: str = "latency"
+    map: str | None = None
+    tech: str = "45nm"
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -80,6 +95,14 @@ class CompileOptions:
         if self.sram_layout not in SRAM_LAYOUTS:
             raise ValueError(f"sram_layout = {self.sram_layout!r}: must be one of "
                              f"{', '.join(SRAM_LAYOUTS)}")
+        if self.map is not None and self.map not in MAP_MODES:
+            raise ValueError(f"map = {self.map!r}: must be None (the tiler) or one of "
+                             f"{', '.join(MAP_MODES)}")
+        if self.map is not None and self.objective != "latency":
+            raise ValueError(f"objective = {self.objective!r} is the tiler's; with map = "
+                             f"{self.map!r} the mapper's objective is the map mode")
+        if not isinstance(self.tech, str) or not self.tech:
+            raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")
 
 
 def output_elements(op) -> int:
@@ -171,13 +194,11 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         choice = None
         if keep_out:
             try:
-                choice = choose_tiling(problem, chip, input_resident=input_resident,
-                                       output_resident=True, order=options.loop_order, objective=options.objective)
+                choice = _tile(problem, chip, options, input_resident, True)
             except ValueError:
                 keep_out = False
         if choice is None:
-            choice = choose_tiling(problem, chip, input_resident=input_resident,
-                                   output_resident=False, order=options.loop_order, objective=options.objective)
+            choice = _tile(problem, chip, options, input_resident, False)
         b_src = op.inputs[1] if len(op.inputs) >= 2 else None
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
             problem.count * problem.k * problem.n * eb * 2)  # pre-tiled weights (edge slack)
@@ -206,8 +227,38 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    k_tile=choice.k_units * problem.k_unit, order=choice.order, tiles=choice.tiles,
                    ifmap_tile_bytes=choice.ifmap_bytes, filter_tile_bytes=choice.filter_bytes,
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
-                   output_resident=keep_out, estimated_cycles=choice.estimated_cycles)))
+                   output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
+                   dataflow=None if choice.dataflow is None else choice.dataflow.value)))
     return pb.build()
+
+
+def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input_resident: bool,
+          output_resident: bool) -> TileChoice:
+    """The op's tiling: the tiler's, or the mapper's when ``options.map`` is set."""
+    if options.map is None:
+        return choose_tiling(problem, chip, input_resident=input_resident,
+                             output_resident=output_resident, order=options.loop_order,
+                             objective=options.objective)
+    try:
+        return _mapped(replace(problem, name=""), chip, options.map, options.tech,
+                       options.loop_order, input_resident, output_resident)
+    except TilingError:
+        # the same message, naming the op
+        choose_tiling(problem, chip, input_resident=input_resident,
+                      output_resident=output_resident, order=options.loop_order)
+        raise
+
+
+@functools.lru_cache(maxsize=256)
+def _mapped(problem: TileProblem, chip: ChipConfig, mode: str, tech: str, order: str | None,
+            input_resident: bool, output_resident: bool) -> TileChoice:
+    """The mapper's choice, memoised per op shape (networks repeat layer shapes)."""
+    from compiler.mapper import map_op
+    dataflows = tuple(Dataflow) if chip.array.reconfigurable else None
+    choice = map_op(problem, chip, MAP_MODES[mode], tech=tech, orders=order, dataflows=dataflows,
+                    input_resident=input_resident, output_resident=output_resident).tile_choice
+    # The dataflow travels with the layer only when the array can switch it.
+    return replace(choice, dataflow=choice.dataflow if chip.array.reconfigurable else None)
 
 
 def _input_bytes(op, eb: int) -> int:
@@ -236,12 +287,11 @@ def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptio
     return True
 
 
-def _edge_strides(chip: ChipConfig, options: CompileOptions, mt: int, nt: int, kt: int,
+def _edge_strides(df: Dataflow, options: CompileOptions, mt: int, nt: int, kt: int,
                   eb: int) -> tuple[int, int]:
     """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions)."""
     if options.sram_layout == "matched":
         return eb, eb
-    df = chip.array.dataflow
     if df is Dataflow.OS:
         return kt * eb, eb          # left: a column of the A tile; top: a row of B
     if df is Dataflow.WS:
@@ -332,7 +382,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                         deps=[c_slot_free[s], last_store], tile=tile))
                 c_visits[key] = visits + 1
                 c_key = key
-            left, top = _edge_strides(chip, options, mt, nsz, kt, eb)
+            left, top = _edge_strides(choice.dataflow or chip.array.dataflow, options, mt, nsz, kt, eb)
             comp = pb.compute(layer, gsz, mt, nsz, kt, left, top, deps=cdeps, tile=tile)
             last_use["a"][cur["a"]] = comp
             last_use["b"][cur["b"]] = comp

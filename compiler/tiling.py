@@ -147,6 +147,7 @@ class TileChoice:
     compute_cycles: int
     estimated_cycles: int
     tiles: int
+    dataflow: Dataflow | None = None   # set by the mapper on a reconfigurable array
 
 
 def _candidates(extent: int, granule: int) -> list[int]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba import njit
@@ -335,8 +335,11 @@ class _ChipRun:
         self.setup = chip.dma.descriptor_setup_cycles
         self.max_out = chip.dma.max_outstanding
         self.clocks = None if dram is None else _Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
-        self.left_sram = chip.filter_sram if arr.dataflow is Dataflow.IS else chip.ifmap_sram
-        self.top_sram = chip.ifmap_sram if arr.dataflow is Dataflow.IS else chip.filter_sram
+        # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
+        # mapper's choice rides in the layer's Tiling).
+        self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
+                       else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
+                       for ls in program.layers]
         self.move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
         self.req_bytes = 0 if dram is None else dram_cfg.request_bytes
         # array timeline
@@ -420,15 +423,17 @@ class _ChipRun:
         row = self.counters[lay]
         t_dram = 0
         if kind == Kind.COMPUTE:
-            arr = chip.array
+            arr = self.arrays[lay]
+            left_sram, top_sram = ((chip.filter_sram, chip.ifmap_sram) if arr.dataflow is Dataflow.IS
+                                   else (chip.ifmap_sram, chip.filter_sram))
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
             vec = tile_counters(arr, m, nn, k, count)
             cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
             writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
             lanes_l, lanes_t = _tile_lanes(arr, m, nn, k, count)
             stretch = 0
-            vl = vector_access_cycles(self.left_sram, lanes_l, self.eb, int(cols["left_stride"][i]))
-            vt = vector_access_cycles(self.top_sram, lanes_t, self.eb, int(cols["top_stride"][i]))
+            vl = vector_access_cycles(left_sram, lanes_l, self.eb, int(cols["left_stride"][i]))
+            vt = vector_access_cycles(top_sram, lanes_t, self.eb, int(cols["top_stride"][i]))
             if vl > 1 or vt > 1:
                 stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
             t1 = t0 + cyc + stretch

@@ -78,6 +78,7 @@ class Tiling:
     input_resident: bool   # the whole input was already on chip (kept from the previous layer)
     output_resident: bool  # the whole output stays on chip for the next layer
     estimated_cycles: int  # the tiler's own estimate (the executor's number is the real one)
+    dataflow: str | None = None  # the layer's dataflow on a reconfigurable array (None: the chip's)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -22,7 +22,7 @@ soon as their inputs are), and the totals say how many there were.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from compiler.ir import Graph
 from compiler.lower import CompileOptions, compile_graph
@@ -220,7 +220,11 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         if op.gemm_shape() is None:
             layers.append(_idle_layer(op))
             continue
-        base = _array_layer(op, chip, "compute")
+        t = ls.tiling
+        # A reconfigurable array runs each layer in the dataflow the mapper chose for it.
+        lchip = chip if t.dataflow in (None, chip.array.dataflow.value) else replace(
+            chip, array=replace(chip.array, dataflow=Dataflow(t.dataflow)))
+        base = _array_layer(op, lchip, "compute")
         cycles = c["cycles"]
         dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
         dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
@@ -230,7 +234,6 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         # spent working for this layer).
         demand = {"compute": c["array_busy_cycles"], "dram": c["dram_transfer_cycles"],
                   "link": c["link_transfer_cycles"]}
-        t = ls.tiling
         layers.append(LayerResult(
             **{**asdict(base),
                "cycles": cycles,
@@ -247,9 +250,10 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                "bound": max(demand, key=demand.get),
                "tiling": (f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
                           f"{t.order}{' in:sram' if t.input_resident else ''}"
-                          f"{' out:sram' if t.output_resident else ''}"),
+                          f"{' out:sram' if t.output_resident else ''}"
+                          f"{' ' + t.dataflow if t.dataflow else ''}"),
                "actions": array_actions(
-                   chip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
+                   lchip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
                    c["ofmap_sram_writes"], c["ofmap_sram_reads"],
                    (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
                     c["ofmap_sram_drain_bytes"]),

@@ -102,6 +102,12 @@ class ArrayConfig:
         binary32. Defaults to 32 for int8, 64 for int16.
     overflow:
         :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for fp16.
+    reconfigurable:
+        The array can switch its dataflow per layer, as in Eyeriss v2's flexible PEs or
+        Flexagon (default False: the dataflow is fixed in silicon). It only changes what the
+        mapper may choose (``npulab run --map``): each layer then runs OS, WS or IS, whichever
+        its objective prefers; without ``--map`` every layer runs ``dataflow``. The extra
+        multiplexers' area and energy are not modelled.
     """
 
     rows: int = 32
@@ -110,6 +116,7 @@ class ArrayConfig:
     precision: Precision = Precision.INT8
     acc_bits: int | None = None
     overflow: Overflow = Overflow.WRAP
+    reconfigurable: bool = False
 
     def __post_init__(self) -> None:
         self.validate("ArrayConfig")
@@ -122,6 +129,9 @@ class ArrayConfig:
         set_("dataflow", _enum_value(Dataflow, self.dataflow, prefix + "dataflow", where))
         set_("precision", _enum_value(Precision, self.precision, prefix + "precision", where))
         set_("overflow", _enum_value(Overflow, self.overflow, prefix + "overflow", where))
+        if not isinstance(self.reconfigurable, bool):
+            raise ConfigError(f"{where}: {prefix}reconfigurable = {self.reconfigurable!r}: must be "
+                              f"true or false")
         if self.acc_bits is None:
             set_("acc_bits", self.precision.default_acc_bits)
         if self.precision.is_float:

@@ -102,7 +102,7 @@ def test_toml_output_is_valid_and_complete():
     assert data["chip"] == {"name": "npulab-default", "clock_mhz": 1000.0,
                             "model_input": "host", "model_output": "host"}
     assert data["array"] == {"rows": 32, "cols": 32, "dataflow": "ws", "precision": "int8",
-                             "acc_bits": 32, "overflow": "wrap"}
+                             "acc_bits": 32, "overflow": "wrap", "reconfigurable": False}
     assert [data["sram"][n]["capacity_kib"] for n in ("ifmap", "filter", "ofmap")] == [512, 256 * 2, 256]
     assert data["dram"]["preset"] == "ddr4-3200" and data["dram"]["channels"] == 1
     assert data["host_link"]["generation"] == 4 and data["host_link"]["lanes"] == 16

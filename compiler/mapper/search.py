@@ -1,0 +1,497 @@
+"""Search the mapping space of one op: exhaustive when small, pruned with a guarantee when large.
+
+* **Exhaustive** when the feasible space (tile combos x allowed orders x dataflows) has at most
+  ``exhaustive_limit`` mappings: every one is costed.
+* **Pruned** otherwise, in three deterministic phases:
+
+  1. the structured grid of :func:`compiler.tiling.choose_tiling` (powers of two times the array
+     granule plus the full extent, all orders) for every dataflow, completely -- so the result
+     is never worse than the default tiler's space under the same cost;
+  2. ``samples`` uniform samples of the feasible tile combos x dataflows (rejection sampling
+     with ``numpy.random.Generator(PCG64(seed))``), each costed under every allowed order. A
+     uniform sample lands in the best ``q`` fraction of the space with probability ``>= q``,
+     so with ``n`` samples the best of them is in the best ``q`` fraction with probability
+     ``>= 1 - (1 - q)^n`` (n = 20,000: the best 0.023 % with probability 99 %);
+  3. a local refinement from the best so far: a coordinate search (every option of one tile
+     dimension with the others fixed, and one-option steps in two dimensions at once, under
+     every dataflow and order), repeated from the new best while it improves.
+
+The ranking key is ``(objective, latency, DRAM bytes, tiles, candidate index)``; the index is
+a fixed enumeration of the full space, so ties always break the same way and a run is
+reproducible to the bit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.mapper import cost as C
+from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
+from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
+from hw.chip import SRAM_NAMES, ChipConfig
+from hw.systolic.config import Dataflow
+
+__all__ = ["map_op", "Mapping", "MapResult", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
+           "DEFAULT_SAMPLES", "mapper_parameters"]
+
+OBJECTIVES = ("latency", "energy", "edp")
+#: Largest space searched exhaustively: about a second of kernel time on one core.
+DEFAULT_EXHAUSTIVE_LIMIT = 1_000_000
+#: Uniform samples of the pruned search (top 0.023 % of the space with probability 99 %).
+DEFAULT_SAMPLES = 20_000
+#: Bytes of the read that measures the DRAM's streaming rate for the latency estimate.
+STREAM_PROBE_BYTES = 256 * 1024
+_CHUNK = 16384          # candidates per kernel call
+_REFINE_ROUNDS = 64
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One costed mapping. Tile sizes as :class:`compiler.tiling.TileChoice` (``m_units`` in
+    output rows for direct convolutions, ``k_units`` in input channels) plus the GEMM-element
+    sizes ``m_tile``/``k_tile`` the schedule reports; costs as in :mod:`compiler.mapper.cost`."""
+
+    group_tile: int
+    m_units: int
+    n_tile: int
+    k_units: int
+    order: str
+    dataflow: Dataflow
+    m_tile: int
+    k_tile: int
+    latency_cycles: int
+    compute_cycles: int
+    dram_bytes: int
+    dram_bus_bytes: int
+    tiles: int
+    energy_j: float
+    edp_js: float
+    objective: float
+    energy_breakdown_j: dict
+    counters: dict
+    ifmap_bytes: int
+    filter_bytes: int
+    ofmap_bytes: int
+    index: int
+
+    @property
+    def tile_choice(self) -> TileChoice:
+        """The :class:`~compiler.tiling.TileChoice` the compiler's emitter consumes."""
+        return TileChoice(group_tile=self.group_tile, m_units=self.m_units, n_tile=self.n_tile,
+                          k_units=self.k_units, order=self.order, ifmap_bytes=self.ifmap_bytes,
+                          filter_bytes=self.filter_bytes, ofmap_bytes=self.ofmap_bytes,
+                          dram_bytes=self.dram_bytes, compute_cycles=self.compute_cycles,
+                          estimated_cycles=self.latency_cycles, tiles=self.tiles,
+                          dataflow=self.dataflow)
+
+    def describe(self) -> str:
+        return (f"g{self.group_tile} m{self.m_tile} n{self.n_tile} k{self.k_tile} {self.order} "
+                f"{self.dataflow.value}")
+
+    def to_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["dataflow"] = self.dataflow.value
+        return out
+
+
+@dataclass(frozen=True)
+class MapResult:
+    """The outcome of :func:`map_op`: the best mapping, the ``ranked`` best few (best first),
+    how many mappings were costed (``evaluated``, per phase in ``phases``), the size of the
+    feasible space and whether it was searched exhaustively."""
+
+    op: str
+    objective: str
+    best: Mapping
+    ranked: tuple[Mapping, ...]
+    evaluated: int
+    space_size: int
+    exhaustive: bool
+    phases: dict
+    seconds: float = field(compare=False)
+
+    @property
+    def tile_choice(self) -> TileChoice:
+        return self.best.tile_choice
+
+    @property
+    def mappings_per_s(self) -> float:
+        return self.evaluated / self.seconds if self.seconds > 0 else math.inf
+
+    def top(self, k: int = 10) -> list[Mapping]:
+        """The best ``k`` mappings found (at most ``len(ranked)``), best first."""
+        return list(self.ranked[:k])
+
+    def table(self, k: int = 10) -> str:
+        """A plain-text ranking of the best ``k``."""
+        head = (f"{'#':>3}  {'mapping':<32} {'latency cyc':>12} {'compute cyc':>12} "
+                f"{'DRAM B':>12} {'energy uJ':>10} {'EDP J*s':>10}")
+        lines = [head]
+        for i, mp in enumerate(self.top(k), 1):
+            lines.append(f"{i:>3}  {mp.describe():<32} {mp.latency_cycles:>12,} "
+                         f"{mp.compute_cycles:>12,} {mp.dram_bytes:>12,} "
+                         f"{mp.energy_j * 1e6:>10.3f} {mp.edp_js:>10.3e}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "objective": self.objective, "evaluated": self.evaluated,
+                "space_size": self.space_size, "exhaustive": self.exhaustive,
+                "phases": dict(self.phases), "seconds": self.seconds,
+                "ranked": [m.to_dict() for m in self.ranked]}
+
+
+def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
+                      input_resident: bool, output_resident: bool, macs: int | None = None,
+                      dram_kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's integer and float parameters: chip, energy table, problem flags.
+
+    Energies per action are :mod:`npulab.metrics`' (same table entries, same bank sizes, same
+    area and leakage rule)."""
+    from hw.energy import dram_kind_for_preset
+    arr = chip.array
+    pint = np.zeros(C.P_INT, np.int64)
+    pflt = np.zeros(C.P_FLOAT, np.float64)
+    setup = chip.dma.descriptor_setup_cycles
+    in_bytes = 0
+    if input_resident:
+        from compiler.lower import _resident_input_bytes
+        in_bytes = _resident_input_bytes(p)
+    move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
+    pint[C.PI_COUNT] = p.count
+    pint[C.PI_IN_RES] = int(input_resident)
+    pint[C.PI_OUT_RES] = int(output_resident)
+    pint[C.PI_SETUP] = setup
+    pint[C.PI_FIRST_A] = setup + -(-in_bytes // move_bw)
+    pint[C.PI_OP_BITS] = arr.precision.bits
+    pint[C.PI_ACC_BITS] = arr.acc_bits
+    pint[C.PI_MACS] = p.count * p.m * p.n * p.k if macs is None else macs
+    pint[C.PI_IN_BYTES] = in_bytes
+    pint[C.PI_IDEAL] = int(chip.dram.is_ideal)
+    pint[C.PI_OBJECTIVE] = OBJECTIVES.index(objective)
+    pint[C.PI_EB] = p.elem_bytes
+    pflt[C.PF_BWINV] = 0.0 if chip.dram.is_ideal else 1.0 / stream_bytes_per_cycle(
+        chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
+    pflt[C.PF_CLOCK] = chip.clock_hz
+    precision, acc = arr.precision.value, arr.acc_bits
+    area = {"mac": arr.pes * tech.mac_area_um2(precision, acc) / 1e6}
+    for name in SRAM_NAMES:
+        area[f"sram.{name}"] = tech.sram_area_mm2(int(chip.sram(name).capacity_kib * 1024))
+    pflt[C.PF_STATIC_W] = tech.leakage_w(sum(area.values()))
+    pflt[C.PF_MAC] = tech.mac_pj(precision, acc)
+    pflt[C.PF_REG] = tech.register_pj_per_bit
+    for name, (r, w) in (("ifmap", (C.PF_IF_R, C.PF_IF_W)), ("filter", (C.PF_FI_R, C.PF_FI_W)),
+                         ("ofmap", (C.PF_OF_R, C.PF_OF_W))):
+        s = chip.sram(name)
+        bank = int(s.capacity_kib * 1024) / s.banks
+        pflt[r] = tech.sram_pj_per_bit(bank)
+        pflt[w] = tech.sram_pj_per_bit(bank, write=True)
+    kind = dram_kind or dram_kind_for_preset(chip.dram.preset) or "ddr4"
+    pflt[C.PF_DRAM] = tech.dram_energy_pj_per_bit(kind)
+    return pint, pflt
+
+
+@functools.lru_cache(maxsize=64)
+def stream_bytes_per_cycle(dram, max_outstanding: int, clock_mhz: float) -> float:
+    """The DRAM's sustained read rate in bytes per core cycle: the cycle-level DRAM model
+    (:mod:`hw.memory.dram`) streaming one :data:`STREAM_PROBE_BYTES` read with the DMA's
+    outstanding-request window (one DDR4-3200 channel at a 1 GHz core: about 14.3 B/cycle, 56 %
+    of peak; the tiler's ``0.8 x peak`` is optimistic for it)."""
+    from hw.memory.dram import DramModel
+    done = DramModel(dram).transfer(0, STREAM_PROBE_BYTES, False, 0, max_outstanding)
+    core_cycles = done * clock_mhz / dram.clock_mhz
+    return STREAM_PROBE_BYTES / max(core_cycles, 1e-9)
+
+
+class _Search:
+    """Costs candidate batches with the kernel and keeps the best ``keep`` by the ranking key."""
+
+    def __init__(self, space: MappingSpace, chip: ChipConfig, dataflows, orders, pint, pflt,
+                 keep: int):
+        self.space, self.keep = space, keep
+        self.dfs = np.array([[DATAFLOW_CODES[df], chip.array.rows, chip.array.cols]
+                             for df in dataflows], np.int64)
+        self.df_codes = self.dfs[:, 0].copy()
+        self.order_ok = np.array([o in orders for o in ORDERS], np.bool_)
+        self.n_orders = int(self.order_ok.sum())
+        self.pint, self.pflt = pint, pflt
+        self.evaluated = 0
+        nG, nM, nN, nK = space.shape
+        self.radix = (nG, nM, nN, nK)
+        self.best = None       # columns: obj, lat, dram, tiles, gid, ig, im, in, ik, idf, o
+        self._empty_i = np.zeros((0, 6, len(C.DETAIL_INT)), np.int64)
+        self._empty_f = np.zeros((0, 6, len(C.DETAIL_FLOAT)), np.float64)
+
+    def gid(self, ig, im, i_n, ik, idf):
+        nG, nM, nN, nK = self.radix
+        return ((((self.df_codes[idf] * nG + ig) * nM + im) * nN + i_n) * nK + ik) * 6
+
+    def run(self, ig, im, i_n, ik, idf, detail: bool = False):
+        s = self.space
+        out = None
+        for lo in range(0, len(ig), _CHUNK):
+            sl = slice(lo, lo + _CHUNK)
+            cg, cm, cn, ck, cd = (np.ascontiguousarray(x[sl], np.int64)
+                                  for x in (ig, im, i_n, ik, idf))
+            n = len(cg)
+            obj = np.empty((n, 6))
+            lat = np.empty((n, 6), np.int64)
+            dram = np.empty((n, 6), np.int64)
+            tiles = np.empty((n, 6), np.int64)
+            det_i = np.zeros((n, 6, len(C.DETAIL_INT)), np.int64) if detail else self._empty_i
+            det_f = np.zeros((n, 6, len(C.DETAIL_FLOAT))) if detail else self._empty_f
+            C.evaluate(cg, cm, cn, ck, cd, s.g, s.m, s.n, s.k, s.a, s.b, s.c, self.dfs,
+                       self.order_ok, self.pint, self.pflt, obj, lat, dram, tiles, det_i, det_f)
+            self.evaluated += n * self.n_orders
+            if detail:
+                out = (det_i, det_f)
+            self._merge(obj, lat, dram, tiles, cg, cm, cn, ck, cd)
+        return out
+
+    def _merge(self, obj, lat, dram, tiles, cg, cm, cn, ck, cd):
+        flat = obj.ravel()
+        keep = self.keep
+        if flat.size > keep:
+            thr = np.partition(flat, keep - 1)[keep - 1]
+            sel = np.flatnonzero(flat <= thr)
+        else:
+            sel = np.arange(flat.size)
+        sel = sel[np.isfinite(flat[sel])]
+        row, o = np.divmod(sel, 6)
+        gid = self.gid(cg[row], cm[row], cn[row], ck[row], cd[row]) + o
+        cols = [flat[sel], lat.ravel()[sel], dram.ravel()[sel], tiles.ravel()[sel], gid,
+                cg[row], cm[row], cn[row], ck[row], cd[row], o]
+        if self.best is not None:
+            cols = [np.concatenate([a, b]) for a, b in zip(self.best, cols)]
+        _, first = np.unique(cols[4], return_index=True)
+        cols = [c[first] for c in cols]
+        rank = np.lexsort((cols[4], cols[3], cols[2], cols[1], cols[0]))[:keep]
+        self.best = [c[rank] for c in cols]
+
+    def head(self):
+        """``(ig, im, in, ik, idf, o)`` of the best so far, and its key."""
+        b = self.best
+        return tuple(int(b[j][0]) for j in range(5, 11)), tuple(b[j][0] for j in range(5))
+
+
+def _as_dataflows(dataflows, chip: ChipConfig) -> tuple[Dataflow, ...]:
+    if dataflows is None:
+        return (chip.array.dataflow,)
+    if isinstance(dataflows, (str, Dataflow)):
+        dataflows = (dataflows,)
+    out = []
+    for df in dataflows:
+        if not isinstance(df, Dataflow):
+            try:
+                df = Dataflow(str(df).lower())
+            except ValueError:
+                raise ValueError(f"map_op: dataflows: {df!r}: must be one of "
+                                 f"{', '.join(d.value for d in Dataflow)}") from None
+        if df not in out:
+            out.append(df)
+    if not out:
+        raise ValueError("map_op: dataflows = (): give at least one dataflow (or None for the "
+                         "chip's own)")
+    return tuple(out)
+
+
+def _int_arg(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise ValueError(f"map_op: {name} = {value!r}: must be an integer >= {lo}")
+    return int(value)
+
+
+def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *,
+           tech="45nm", dataflows=None, input_resident: bool = False,
+           output_resident: bool = False, orders=None,
+           exhaustive_limit: int = DEFAULT_EXHAUSTIVE_LIMIT, samples: int = DEFAULT_SAMPLES,
+           seed: int = 0, keep: int = 10, macs: int | None = None,
+           dram_kind: str | None = None) -> MapResult:
+    """The best mapping of ``problem`` on ``chip`` for ``objective`` (``"latency"``,
+    ``"energy"`` or ``"edp"``); see :mod:`compiler.mapper`.
+
+    ``tech``: energy table (name, TOML path or :class:`~hw.energy.Technology`). ``dataflows``:
+    the dataflows to search (default: the chip's own). ``input_resident`` /
+    ``output_resident``: the tiler's capacity variants. ``orders``: loop orders allowed (default
+    all six). ``exhaustive_limit``: largest feasible space costed exhaustively; above it the
+    pruned search runs with ``samples`` seeded samples (``seed``). ``keep``: how many ranked
+    mappings to return. ``macs``: the op's MACs if they differ from ``count*m*n*k``;
+    ``dram_kind``: the DRAM energy type (default from the DRAM preset, as the metrics).
+
+    Raises :class:`~compiler.tiling.TilingError` when no tile fits the scratchpads, ValueError
+    for bad arguments.
+    """
+    from hw.energy import Technology, load_technology
+    t0 = time.perf_counter()
+    if not isinstance(problem, TileProblem):
+        raise ValueError(f"map_op: problem = {problem!r}: must be a compiler.tiling.TileProblem")
+    if not isinstance(chip, ChipConfig):
+        raise ValueError(f"map_op: chip = {chip!r}: must be a hw.chip.ChipConfig")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"map_op: objective = {objective!r}: must be one of "
+                         f"{', '.join(OBJECTIVES)}")
+    dfs = _as_dataflows(dataflows, chip)
+    if orders is None:
+        orders = ORDERS
+    elif isinstance(orders, str):
+        orders = (orders,)
+    bad = [o for o in orders if o not in ORDERS]
+    if bad or not orders:
+        raise ValueError(f"map_op: orders = {orders!r}: must be a non-empty subset of "
+                         f"{', '.join(ORDERS)}")
+    exhaustive_limit = _int_arg("exhaustive_limit", exhaustive_limit, 0)
+    samples = _int_arg("samples", samples, 0)
+    seed = _int_arg("seed", seed, 0)
+    keep = _int_arg("keep", keep, 1)
+    tech = tech if isinstance(tech, Technology) else load_technology(tech)
+    space = build_space(problem, chip, dfs, input_resident=input_resident,
+                        output_resident=output_resident)
+    combos = space.combos()
+    if combos == 0:
+        choose_tiling(problem, chip, input_resident=input_resident,
+                      output_resident=output_resident)   # raises the tiler's TilingError
+        raise TilingError(f"{problem.name}: no tiling fits the scratchpads")
+    pint, pflt = mapper_parameters(problem, chip, tech, objective, input_resident=input_resident,
+                                   output_resident=output_resident, macs=macs,
+                                   dram_kind=dram_kind)
+    search = _Search(space, chip, dfs, orders, pint, pflt, keep)
+    size = combos * len(dfs) * search.n_orders
+    phases = {}
+    n_df = len(dfs)
+    if size <= exhaustive_limit:
+        ig, im, i_n, ik = space.all_combos()
+        idf = np.repeat(np.arange(n_df), len(ig))
+        search.run(np.tile(ig, n_df), np.tile(im, n_df), np.tile(i_n, n_df), np.tile(ik, n_df),
+                   idf)
+        phases["exhaustive"] = search.evaluated
+        exhaustive = True
+    else:
+        exhaustive = False
+        # 1. the tiler's grid, completely
+        for j, df in enumerate(dfs):
+            ig, im, i_n, ik = space.grid_combos(df)
+            search.run(ig, im, i_n, ik, np.full(len(ig), j))
+        phases["grid"] = search.evaluated
+        # 2. uniform samples of the feasible combos x dataflows
+        before = search.evaluated
+        drawn = _sample(space, n_df, samples, seed)
+        search.run(*drawn)
+        phases["samples"] = search.evaluated - before
+        phases["samples_drawn"] = len(drawn[0])
+        # 3. local refinement from the best
+        before = search.evaluated
+        _refine(search, space, n_df)
+        phases["refine"] = search.evaluated - before
+    ranked = _details(search, space, problem, dfs)
+    return MapResult(op=problem.name, objective=objective, best=ranked[0], ranked=ranked,
+                     evaluated=search.evaluated, space_size=size, exhaustive=exhaustive,
+                     phases=phases, seconds=time.perf_counter() - t0)
+
+
+def _sample(space: MappingSpace, n_df: int, samples: int, seed: int):
+    """``samples`` uniform draws (with replacement) of feasible (combo, dataflow) pairs, by
+    rejection from the tile-combo index space; duplicates removed (first draw kept)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    nG, nM, nN, nK = space.shape
+    p1 = nM * nN * nK
+    p2 = len(space.g_full)
+    total = p1 + p2
+    got = [np.zeros(0, np.int64)] * 5
+    have = 0
+    tries = 0
+    while have < samples and tries < 200 * max(samples, 1):
+        want = max(2 * (samples - have), 1024)
+        tries += want
+        u = rng.integers(0, total, want)
+        d = rng.integers(0, n_df, want)
+        base = u < p1
+        im, rest = np.divmod(np.where(base, u, 0), nN * nK)
+        i_n, ik = np.divmod(rest, nK)
+        ig = np.full(want, space.g_one, np.int64)
+        extra = ~base
+        if p2:
+            ig[extra] = space.g_full[u[extra] - p1]
+            im[extra], i_n[extra], ik[extra] = space.m_full, space.n_full, space.k_full
+        ok = space.feasible(ig, im, i_n, ik)
+        cols = [x[ok] for x in (ig, im, i_n, ik, d)]
+        take = min(samples - have, len(cols[0]))
+        got = [np.concatenate([g, c[:take]]) for g, c in zip(got, cols)]
+        have += take
+    key = np.stack(got, 1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    first.sort()
+    return tuple(g[first] for g in got)
+
+
+def _refine(search: _Search, space: MappingSpace, n_df: int) -> None:
+    """Coordinate search from the best: every option of one tile dimension at a time (the
+    others fixed) plus one-option steps in two dimensions at once, under every dataflow and
+    order; repeated from the new best while it improves."""
+    lim = np.array(space.shape)
+    pairs = [(d1, s1, d2, s2) for d1 in range(1, 4) for d2 in range(d1 + 1, 4)
+             for s1 in (-1, 1) for s2 in (-1, 1)]
+    seen = set()
+    for _ in range(_REFINE_ROUNDS):
+        cur, key = search.head()
+        if cur[:4] in seen:
+            break
+        seen.add(cur[:4])
+        base = np.array(cur[:4], np.int64)
+        cands = []
+        for d in range(4):
+            line = np.repeat(base[None, :], lim[d], 0)
+            line[:, d] = np.arange(lim[d])
+            cands.append(line)
+        for d1, s1, d2, s2 in pairs:
+            v = base.copy()
+            v[d1] += s1
+            v[d2] += s2
+            cands.append(v[None, :])
+        cand = np.concatenate(cands)
+        cand = cand[((cand >= 0) & (cand < lim)).all(1)]
+        cand = np.unique(cand, axis=0)
+        cand = cand[space.feasible(cand[:, 0], cand[:, 1], cand[:, 2], cand[:, 3])]
+        idf = np.repeat(np.arange(n_df), len(cand))
+        cand = np.tile(cand, (n_df, 1))
+        search.run(cand[:, 0], cand[:, 1], cand[:, 2], cand[:, 3], idf)
+        if search.head()[1] == key:
+            break
+
+
+def _details(search: _Search, space: MappingSpace, p: TileProblem, dfs) -> tuple[Mapping, ...]:
+    """Re-cost the kept candidates with every counter and energy component."""
+    b = search.best
+    ig, im, i_n, ik, idf, o = (b[j].astype(np.int64) for j in range(5, 11))
+    gids = b[4]
+    keep, search.best = search.best, None
+    evaluated = search.evaluated
+    det_i, det_f = search.run(ig, im, i_n, ik, idf, detail=True)
+    search.best, search.evaluated = keep, evaluated
+    out = []
+    eb, ab = p.elem_bytes, p.acc_bytes
+    for j in range(len(ig)):
+        di = det_i[j, o[j]]
+        dfv = det_f[j, o[j]]
+        counters = {name: int(v) for name, v in zip(C.DETAIL_INT, di)}
+        energy = {name: float(v) for name, v in zip(C.DETAIL_FLOAT[:7], dfv[:7])}
+        gt = int(space.g[ig[j], TILE])
+        mu = int(space.m[im[j], TILE])
+        nt = int(space.n[i_n[j], TILE])
+        ku = int(space.k[ik[j], TILE])
+        a_fp = int(space.a[im[j], ik[j], 2])
+        in_res = bool(search.pint[C.PI_IN_RES])
+        obj = float(b[0][j])
+        out.append(Mapping(
+            group_tile=gt, m_units=mu, n_tile=nt, k_units=ku, order=ORDERS[o[j]],
+            dataflow=dfs[idf[j]], m_tile=mu * p.unit_pixels, k_tile=ku * p.k_unit,
+            latency_cycles=counters["latency_cycles"], compute_cycles=counters["compute_cycles"],
+            dram_bytes=counters["dram_bytes"], dram_bus_bytes=counters["dram_bus_bytes"],
+            tiles=counters["tiles"], energy_j=float(dfv[7]), edp_js=float(dfv[8]),
+            objective=obj, energy_breakdown_j=energy, counters=counters,
+            ifmap_bytes=0 if in_res else gt * a_fp, filter_bytes=gt * ku * p.k_unit * nt * eb,
+            ofmap_bytes=gt * mu * p.unit_pixels * nt * ab, index=int(gids[j])))
+    return tuple(out)

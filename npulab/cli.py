@@ -20,7 +20,7 @@ from compiler.ir import IRError
 from hw.configfile import chip_config_to_toml, load_chip_config
 from hw.systolic.config import ConfigError
 from npulab.report import FORMATS, render
-from compiler.lower import CONV_LOWERINGS, SRAM_LAYOUTS, CompileOptions
+from compiler.lower import CONV_LOWERINGS, MAP_MODES, SRAM_LAYOUTS, CompileOptions
 from compiler.tiling import ORDERS, TilingError
 from npulab.simulate import TIMING_MODES, simulate
 
@@ -161,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="native timing: always write layer outputs to DRAM")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
+    run.add_argument("--map", choices=tuple(MAP_MODES),
+                     help="native timing: tile every layer with the mapper, which searches "
+                          "tile sizes and loop orders for the lowest estimated latency, energy "
+                          "(with --tech's table) or energy-delay product, and on an array with "
+                          "array.reconfigurable=true the dataflow too (default: the tiler's "
+                          "latency heuristic)")
     run.add_argument("--precision", choices=("int8", "int16", "fp16"),
                      help="NVDLA builds: data type of the network (default int8; int16/fp16 "
                           "need nv_full); systolic chips take --set array.precision=...")
@@ -207,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     nvdla_cmd.add_parser(sub)
     soc_cmd.add_parser(sub)
     system_cmd.add_parsers(sub)
+    from npulab import sweep_cmd
+    sweep_cmd.add_parser(sub)
+    from npulab import map_cmd
+    map_cmd.add_parser(sub)
     return parser
 
 
@@ -220,7 +230,7 @@ def _zoo_params(args) -> dict:
 
 
 _SYSTOLIC_ONLY = (("timing", "native"), ("conv_lowering", "direct"), ("loop_order", None),
-                  ("no_keep_on_chip", False), ("sram_layout", "matched"))
+                  ("no_keep_on_chip", False), ("sram_layout", "matched"), ("map", None))
 
 
 def cmd_run(args) -> int:
@@ -267,9 +277,12 @@ def cmd_run(args) -> int:
             raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
                             f"them)") from None
     else:
+        if args.map is not None and args.timing != "native":
+            raise UserError(f"--map applies to --timing native (the mapper tiles layers for "
+                            f"the full chip); --timing {args.timing} does not tile")
         options = CompileOptions(conv_lowering=args.conv_lowering, loop_order=args.loop_order,
                                  keep_on_chip=not args.no_keep_on_chip,
-                                 sram_layout=args.sram_layout)
+                                 sram_layout=args.sram_layout, map=args.map, tech=args.tech)
         result = simulate(graph, chip, args.timing, progress=progress, options=options)
     metrics = _metrics(result, args)
     sys.stdout.write(render(result, args.format, metrics))
@@ -357,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "soc":
             from npulab import soc_cmd
             return soc_cmd.main(args)
+        if args.command == "sweep":
+            from npulab import sweep_cmd
+            return sweep_cmd.main(args)
+        if args.command == "map":
+            from npulab import map_cmd
+            return map_cmd.main(args)
         parser.print_help()
         return 2
     except (UserError, *USER_ERRORS) as exc:

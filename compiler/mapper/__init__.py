@@ -12,9 +12,9 @@ the mapper chose (``CompileOptions(map="best-latency" | "best-energy" | "best-ed
 """
 
 from compiler.mapper.search import (
-    DEFAULT_EXHAUSTIVE_LIMIT, DEFAULT_SAMPLES, OBJECTIVES, MapResult, Mapping, map_op,
+    DEFAULT_EXHAUSTIVE_LIMIT, DEFAULT_SAMPLES, OBJECTIVES, MapResult, Mapping, cost_mapping, map_op,
 )
 from compiler.mapper.space import MappingSpace, build_space, distinct_trip_sizes
 
-__all__ = ["map_op", "MapResult", "Mapping", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
+__all__ = ["map_op", "cost_mapping", "MapResult", "Mapping", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
            "DEFAULT_SAMPLES", "MappingSpace", "build_space", "distinct_trip_sizes"]

@@ -36,7 +36,7 @@ from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.systolic.config import Dataflow
 
-__all__ = ["map_op", "Mapping", "MapResult", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
+__all__ = ["map_op", "cost_mapping", "Mapping", "MapResult", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
            "DEFAULT_SAMPLES", "mapper_parameters"]
 
 OBJECTIVES = ("latency", "energy", "edp")
@@ -460,6 +460,42 @@ def _refine(search: _Search, space: MappingSpace, n_df: int) -> None:
         search.run(cand[:, 0], cand[:, 1], cand[:, 2], cand[:, 3], idf)
         if search.head()[1] == key:
             break
+
+
+def cost_mapping(problem: TileProblem, chip: ChipConfig, choice: TileChoice,
+                 objective: str = "latency", *, tech="45nm", dataflow: Dataflow | None = None,
+                 input_resident: bool = False, output_resident: bool = False,
+                 dram_kind: str | None = None) -> Mapping:
+    """One given tiling (e.g. :func:`compiler.tiling.choose_tiling`'s) costed by the mapper's
+    cost model: the :class:`Mapping` :func:`map_op` reports for it. ``dataflow`` defaults to
+    ``choice.dataflow`` or the chip's own.
+
+    Raises :class:`~compiler.tiling.TilingError` when the tiling is not in the mapping space
+    (a tile size the space does not hold, or one that does not fit the scratchpads)."""
+    from hw.energy import Technology, load_technology
+    if objective not in OBJECTIVES:
+        raise ValueError(f"cost_mapping: objective = {objective!r}: must be one of "
+                         f"{', '.join(OBJECTIVES)}")
+    tech = tech if isinstance(tech, Technology) else load_technology(tech)
+    df = Dataflow(dataflow or choice.dataflow or chip.array.dataflow)
+    space = build_space(problem, chip, (df,), input_resident=input_resident,
+                        output_resident=output_resident)
+    index = []
+    for table, value, what in ((space.g, choice.group_tile, "group"),
+                               (space.m, choice.m_units, "m"), (space.n, choice.n_tile, "n"),
+                               (space.k, choice.k_units, "k")):
+        hit = np.flatnonzero(table[:, TILE] == value)
+        if len(hit) == 0:
+            raise TilingError(f"{problem.name}: {what} tile {value} is not in the mapping space "
+                              f"(or does not fit its scratchpad)")
+        index.append(np.array([hit[0]], np.int64))
+    pint, pflt = mapper_parameters(problem, chip, tech, objective, input_resident=input_resident,
+                                   output_resident=output_resident, dram_kind=dram_kind)
+    search = _Search(space, chip, (df,), (choice.order,), pint, pflt, keep=1)
+    search.run(*index, np.zeros(1, np.int64))
+    if search.best is None or len(search.best[0]) == 0:
+        raise TilingError(f"{problem.name}: tiling {choice} does not fit the scratchpads")
+    return _details(search, space, problem, (df,))[0]
 
 
 def _details(search: _Search, space: MappingSpace, p: TileProblem, dfs) -> tuple[Mapping, ...]:

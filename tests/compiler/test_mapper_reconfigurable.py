@@ -108,3 +108,19 @@ def test_reconfigurable_must_be_a_boolean(tmp_path):
         load_chip_config(path)
     assert load_chip_config(None, ["array.reconfigurable=true"]).array.reconfigurable is True
     assert replace(ChipConfig().array, reconfigurable=True).reconfigurable
+
+
+def test_npulab_map_searches_every_dataflow_on_a_reconfigurable_chip(capsys):
+    import json
+
+    from npulab.cli import main
+    args = ["map", "--gemm", "4,64,64", "--set", "array.rows=8", "--set", "array.cols=8",
+            "--objective", "edp", "--format", "json", "--tech", "45nm"]
+    assert main(args) == 0
+    fixed = json.loads(capsys.readouterr().out)
+    assert main(args + ["--set", "array.reconfigurable=true"]) == 0
+    free = json.loads(capsys.readouterr().out)
+    # Three dataflows: the space is the sum of the three per-dataflow spaces, so larger.
+    assert free["space_size"] > fixed["space_size"]
+    assert free["dataflows"] == ["os", "ws", "is"] and fixed["dataflows"] == ["ws"]
+    assert free["ranked"][0]["objective"] <= fixed["ranked"][0]["objective"]

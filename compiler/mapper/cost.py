@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from hw.systolic.mapping import K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES
 from hw.systolic.timing import _timing_kernel
 
 __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_DIMS"]
@@ -166,12 +167,12 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
                             sr, sc, t = ksz, msz, nsz
                         _timing_kernel(code == 0, rows, cols, gsz, sr, sc, t, buf)
                         w = gcnt * mcnt * ncnt * kcnt
-                        comp += w * buf[0]
-                        busy += w * buf[1]
-                        left += w * buf[2]
-                        top += w * buf[3]
-                        writes += w * buf[4]
-                        psum += w * buf[5]
+                        comp += w * buf[K_CYCLES]
+                        busy += w * buf[K_BUSY]
+                        left += w * buf[K_LEFT_READS]
+                        top += w * buf[K_TOP_READS]
+                        writes += w * buf[K_WRITES]
+                        psum += w * buf[K_PSUM_READS]
         if code == 2:
             if_reads, fi_reads = top, left
         else:

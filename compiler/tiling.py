@@ -190,6 +190,39 @@ def _psum_resident(order: str, trips: dict[str, int]) -> bool:
     return not loops or loops[-1] == "k" or "k" not in loops
 
 
+def tile_capacities(p: TileProblem, chip: ChipConfig,
+                    output_resident: bool = False) -> tuple[int, int, int]:
+    """Bytes one ifmap, filter and ofmap tile may take (one buffer of each scratchpad); with
+    ``output_resident`` the whole output must also fit the ofmap scratchpad."""
+    cap_a = chip.ifmap_sram.tile_capacity_bytes
+    cap_b = chip.filter_sram.tile_capacity_bytes
+    cap_c = chip.ofmap_sram.tile_capacity_bytes
+    if output_resident:
+        out_total = p.count * p.m * p.n * p.elem_bytes
+        cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
+                    // (2 if chip.ofmap_sram.double_buffer else 1))
+    return cap_a, cap_b, cap_c
+
+
+def grid_candidates(p: TileProblem, arr, dataflow: Dataflow) -> tuple[list, list, list]:
+    """The tiler's candidate tile sizes (in units) for M, N and K: powers of two times the
+    array dimension each GEMM dimension is spread over under ``dataflow`` (its granule), plus
+    the full extent; direct convolutions tile M as rows inside an image or whole images."""
+    if dataflow is Dataflow.OS:
+        gm, gn, gk = arr.rows, arr.cols, 16
+    elif dataflow is Dataflow.WS:
+        gm, gn, gk = 16, arr.cols, arr.rows
+    else:
+        gm, gn, gk = arr.cols, 16, arr.rows
+    m_cands = _candidates(p.m_units, max(1, -(-gm // p.unit_pixels)))
+    if p.lowering == "direct":
+        m_cands = sorted({u for u in m_cands if u < p.out_h}
+                         | {p.out_h * i for i in _candidates(p.batch, 1)})
+    k_cands = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
+    n_cands = _candidates(p.n, gn)
+    return m_cands, n_cands, k_cands
+
+
 def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = False,
                   output_resident: bool = False, order: str | None = None,
                   objective: str = "latency") -> TileChoice:
@@ -206,29 +239,10 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
     arr = chip.array
     eb, ab = p.elem_bytes, p.acc_bytes
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
-    cap_a = chip.ifmap_sram.tile_capacity_bytes
-    cap_b = chip.filter_sram.tile_capacity_bytes
-    cap_c = chip.ofmap_sram.tile_capacity_bytes
-    out_total = p.count * p.m * p.n * eb
-    if output_resident:
-        cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
-                    // (2 if chip.ofmap_sram.double_buffer else 1))
+    cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)
     bw = chip.dram_bytes_per_cycle * DRAM_EFFICIENCY
-    # Granules: the array dimension each GEMM dimension is spread over.
-    if arr.dataflow is Dataflow.OS:
-        gm, gn, gk = arr.rows, arr.cols, 16
-    elif arr.dataflow is Dataflow.WS:
-        gm, gn, gk = 16, arr.cols, arr.rows
-    else:
-        gm, gn, gk = arr.cols, 16, arr.rows
     unit_px = p.unit_pixels
-    m_cands = _candidates(p.m_units, max(1, -(-gm // unit_px)))
-    if p.lowering == "direct":
-        # Row tiles inside an image, or whole images.
-        m_cands = sorted({u for u in m_cands if u < p.out_h}
-                         | {p.out_h * i for i in _candidates(p.batch, 1)})
-    k_cands = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
-    n_cands = _candidates(p.n, gn)
+    m_cands, n_cands, k_cands = grid_candidates(p, arr, arr.dataflow)
     orders = ORDERS if order is None else (order,)
     best = None
     best_key = None

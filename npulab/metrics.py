@@ -116,9 +116,8 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
     kind = dram_kind or dram_kind_for_preset(preset)
     assumed = kind is None
     kind = kind or "ddr4"
-    area = {"mac": macs_per_cycle * tech.mac_area_um2(precision, acc) / 1e6}
-    for name, s in srams.items():
-        area[f"sram.{name}"] = tech.sram_area_mm2(s["capacity_bytes"])
+    area = tech.chip_area_mm2(macs_per_cycle, precision, acc,
+                              {name: s["capacity_bytes"] for name, s in srams.items()})
     return {
         "clock_hz": clock_mhz * 1e6, "precision": precision, "acc_bits": acc,
         "peak_macs_per_cycle": macs_per_cycle,

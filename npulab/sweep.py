@@ -769,15 +769,10 @@ def evaluate(job: dict) -> dict:
 def _evaluate_chip(job: dict) -> dict:
     from compiler.frontends import zoo
     from compiler.lower import CompileOptions
-    from hw.configfile import chip_config_from_dict
-    from hw.validate import read_toml
+    from hw.configfile import load_chip_config
     from npulab.metrics import compute_metrics
     from npulab.simulate import simulate
-    if job["config"] is None:
-        data, where = {}, "default config"
-    else:
-        data, where = read_toml(job["config"]), job["config"]
-    chip = chip_config_from_dict(data, where, job["overrides"])
+    chip = load_chip_config(job["config"], job["overrides"])
     try:
         # the sweep's energy table also costs the mapper's choices ([run] map = "best-energy")
         options = CompileOptions(**{"tech": job["tech"], **job["run"]})

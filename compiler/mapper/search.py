@@ -178,9 +178,8 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
         chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
     pflt[C.PF_CLOCK] = chip.clock_hz
     precision, acc = arr.precision.value, arr.acc_bits
-    area = {"mac": arr.pes * tech.mac_area_um2(precision, acc) / 1e6}
-    for name in SRAM_NAMES:
-        area[f"sram.{name}"] = tech.sram_area_mm2(int(chip.sram(name).capacity_kib * 1024))
+    area = tech.chip_area_mm2(arr.pes, precision, acc,
+                              {name: int(chip.sram(name).capacity_kib * 1024) for name in SRAM_NAMES})
     pflt[C.PF_STATIC_W] = tech.leakage_w(sum(area.values()))
     pflt[C.PF_MAC] = tech.mac_pj(precision, acc)
     pflt[C.PF_REG] = tech.register_pj_per_bit

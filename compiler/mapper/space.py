@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.tiling import TileProblem, _candidates
+from compiler.tiling import TileProblem, _candidates, grid_candidates, tile_capacities
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
@@ -148,26 +148,10 @@ def _dim_table(extent: int, tiles, unit: int = 1) -> np.ndarray:
     return np.array(rows, np.int64).reshape(-1, 6)
 
 
-def _granules(chip: ChipConfig, df: Dataflow) -> tuple[int, int, int]:
-    """The array dimension each GEMM dimension spreads over (as the tiler)."""
-    arr = chip.array
-    if df is Dataflow.OS:
-        return arr.rows, arr.cols, 16
-    if df is Dataflow.WS:
-        return 16, arr.cols, arr.rows
-    return arr.cols, 16, arr.rows
-
-
 def _grid_sizes(p: TileProblem, chip: ChipConfig, df: Dataflow):
     """The tiler's candidate sizes (units) per dimension for dataflow ``df``."""
-    gm, gn, gk = _granules(chip, df)
-    m = _candidates(p.m_units, max(1, -(-gm // p.unit_pixels)))
-    if p.lowering == "direct":
-        m = sorted({u for u in m if u < p.out_h} | {p.out_h * i for i in _candidates(p.batch, 1)})
-    k = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
-    n = _candidates(p.n, gn)
-    g = _candidates(p.count, 1)
-    return g, m, n, k
+    m, n, k = grid_candidates(p, chip.array, df)
+    return _candidates(p.count, 1), m, n, k
 
 
 def _m_tiles(p: TileProblem, mu: int) -> Counter:
@@ -197,13 +181,7 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
     """The mapping space of ``p`` on ``chip`` for ``dataflows`` (see the module docstring)."""
     eb, ab = p.elem_bytes, p.acc_bytes
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
-    cap_a = chip.ifmap_sram.tile_capacity_bytes
-    cap_b = chip.filter_sram.tile_capacity_bytes
-    cap_c = chip.ofmap_sram.tile_capacity_bytes
-    if output_resident:
-        out_total = p.count * p.m * p.n * eb
-        cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
-                    // (2 if chip.ofmap_sram.double_buffer else 1))
+    cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)
     grids = {df: _grid_sizes(p, chip, df) for df in dataflows}
     # ---- per-dimension options: distinct trip counts plus the tiler's grid
     if p.lowering == "direct":

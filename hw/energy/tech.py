@@ -172,6 +172,15 @@ class Technology:
     def leakage_w(self, area_mm2: float) -> float:
         return self.leakage_mw_per_mm2 * area_mm2 / 1e3
 
+    def chip_area_mm2(self, macs: int, precision: str, acc_bits: int | None,
+                      sram_bytes: dict[str, float]) -> dict[str, float]:
+        """The area leakage is charged on: ``macs`` MAC units (``"mac"``) and one entry
+        ``"sram.<name>"`` per scratchpad of ``sram_bytes[name]`` bytes."""
+        area = {"mac": macs * self.mac_area_um2(precision, acc_bits) / 1e6}
+        for name, capacity in sram_bytes.items():
+            area[f"sram.{name}"] = self.sram_area_mm2(capacity)
+        return area
+
     def to_dict(self) -> dict:
         """Plain data for reports: name, file, and every entry with its unit and citation."""
         return {"name": self.name, "node_nm": self.node_nm, "description": self.description,

@@ -58,6 +58,63 @@ class Metrics:
         return {"technology": self.technology, "chip": self.chip, "network": self.network,
                 "layers": self.layers}
 
+    # ---- notebook API ------------------------------------------------------------------------
+
+    def summary_lines(self) -> list[str]:
+        n = self.network
+        total = n["energy_j"] or 1.0
+        parts = sorted(n["energy_breakdown_j"].items(), key=lambda kv: -kv[1])
+        shares = ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in parts[:4])
+        bounds = ", ".join(f"{k} {v}" for k, v in sorted(n["bound_counts"].items()))
+        per_mac = (f" ({n['energy_per_mac_j'] * 1e12:.3g} pJ/MAC)"
+                   if n["energy_per_mac_j"] else "")
+        return [
+            f"energy {format_si(n['energy_per_inference_j'], 'J')} per inference{per_mac}: "
+            f"{shares}",
+            f"power {format_si(n['average_power_w'], 'W')} average, "
+            f"{format_si(n['peak_power_w'], 'W')} peak layer; {n['tops_per_w']:.3g} TOPS/W",
+            f"time {format_si(n['seconds'], 's')}, {n['inferences_per_s']:.4g} inferences/s, "
+            f"compute utilization {100 * n['compute_utilization']:.1f} %",
+            f"layer bounds (roofline): {bounds or '-'}; {n['layers_costed']} layers costed "
+            f"(to_pandas() for the table)",
+        ]
+
+    def __repr__(self) -> str:
+        return "\n".join([f"Metrics ({self.technology.get('name', '?')} energy table)"]
+                         + ["  " + line for line in self.summary_lines()])
+
+    def table(self) -> tuple[list[str], list[list]]:
+        """Header and rows of :meth:`to_pandas` (Python values, ``None`` where undefined)."""
+        from npulab.report import _METRIC_COLUMNS
+        components = ordered_components(sorted({k for m in self.layers
+                                                for k in m["energy_breakdown_j"]}))
+        levels = ordered_components(sorted({k for m in self.layers for k in m["memory"]}))
+        head = ["name", "op", "engine", "cycles", "macs"]
+        header = (head + [c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
+                  + [f"{lv}_utilization" for lv in levels])
+        rows = []
+        for m in self.layers:
+            rows.append([m[k] for k in head] + [get(m) for _, get in _METRIC_COLUMNS]
+                        + [m["energy_breakdown_j"].get(c) for c in components]
+                        + [m["memory"].get(lv, {}).get("utilization") for lv in levels])
+        return header, rows
+
+    def to_pandas(self):
+        """One row per costed layer: name, op, engine, cycles, MACs and the metric columns of
+        ``layers.csv`` (seconds, energy and power, TOPS/W, ops per DRAM byte, roofline bound,
+        energy per component, utilization per memory level). Needs pandas."""
+        from hw._notebook import frame
+        return frame(*self.table())
+
+    def _repr_html_(self) -> str:
+        from hw._notebook import html_table
+        header, rows = self.table()
+        cols = ["name", "cycles", "energy_j", "power_w", "tops_per_w", "ops_per_dram_byte",
+                "roofline_bound"]
+        idx = [header.index(c) for c in cols]
+        return html_table(f"Metrics ({self.technology.get('name', '?')} energy table)",
+                          cols, [[r[i] for i in idx] for r in rows], lines=self.summary_lines())
+
 
 def ordered_components(keys) -> list[str]:
     """``keys`` (energy components, or memory levels) in :data:`COMPONENT_ORDER`, every

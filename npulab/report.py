@@ -9,7 +9,7 @@ from dataclasses import fields
 
 from npulab.simulate import LayerResult, RunResult
 
-__all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv"]
+__all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv", "csv_table"]
 
 FORMATS = ("table", "json", "csv")
 
@@ -221,9 +221,9 @@ _METRIC_COLUMNS = (
 )
 
 
-def to_csv(result: RunResult, metrics=None) -> str:
-    """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
-    (the nested ``actions``/``units`` are in the JSON)."""
+def csv_table(result: RunResult, metrics=None) -> tuple[list[str], list[list]]:
+    """The header and rows of :func:`to_csv` as Python values (``None`` for an empty cell);
+    :meth:`RunResult.to_pandas` builds its DataFrame from the same rows."""
     from npulab.metrics import ordered_components
     names = [f.name for f in fields(LayerResult) if f.name not in ("actions", "units")]
     by_name = {}
@@ -235,20 +235,30 @@ def to_csv(result: RunResult, metrics=None) -> str:
         levels = ordered_components(sorted({k for m in metrics.layers for k in m["memory"]}))
         extra = ([c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
                  + [f"{lv}_utilization" for lv in levels])
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(names + extra)
+    rows = []
     for layer in result.layers:
-        row = ["" if getattr(layer, n) is None else getattr(layer, n) for n in names]
+        row = [getattr(layer, n) for n in names]
         m = by_name.get(layer.name)
         if extra:
             if m is None:
-                row += [""] * len(extra)
+                row += [None] * len(extra)
             else:
-                row += [_blank(get(m)) for _, get in _METRIC_COLUMNS]
-                row += [_blank(m["energy_breakdown_j"].get(c)) for c in components]
-                row += [_blank(m["memory"].get(lv, {}).get("utilization")) for lv in levels]
-        writer.writerow(row)
+                row += [get(m) for _, get in _METRIC_COLUMNS]
+                row += [m["energy_breakdown_j"].get(c) for c in components]
+                row += [m["memory"].get(lv, {}).get("utilization") for lv in levels]
+        rows.append(row)
+    return names + extra, rows
+
+
+def to_csv(result: RunResult, metrics=None) -> str:
+    """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
+    (the nested ``actions``/``units`` are in the JSON)."""
+    header, rows = csv_table(result, metrics)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_blank(v) for v in row])
     return buf.getvalue()
 
 

@@ -5,7 +5,8 @@ Verilog of the array (deterministic). ``npulab rtl synth ... [--target generic|i
 [--json]`` synthesizes it with Yosys and prints the cell counts. ``npulab rtl verify ...
 [--cases N] [--vcd DIR] [--mutate NAME] [--sim amaranth|verilator]`` runs random GEMMs through
 the RTL and the register-level model, compares every register every cycle, and exits 0 only
-when all agree (1 when a case differs; 2 for a usage error).
+when all agree (1 when a case differs; 2 for a usage error). ``npulab rtl wave ... --m M --k K
+--n N -o DIR`` co-simulates one GEMM and writes its waveform, passing or not.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from hw.systolic.config import ArrayConfig, ConfigError
 
-__all__ = ["add_parser", "main", "array_config_from_args"]
+__all__ = ["add_parser", "main", "array_config_from_args", "wave_operands"]
 
 
 def _array_args(p: argparse.ArgumentParser) -> None:
@@ -46,7 +47,8 @@ def array_config_from_args(args) -> ArrayConfig:
 
 
 def add_parser(subparsers) -> None:
-    """Register ``rtl`` (``verilog``, ``synth``, ``verify``) on an argparse subparsers object."""
+    """Register ``rtl`` (``verilog``, ``synth``, ``verify``, ``wave``) on an argparse
+    subparsers object."""
     from hw.systolic.rtl.mutations import MUTATIONS
 
     fmt = argparse.RawDescriptionHelpFormatter
@@ -55,7 +57,8 @@ def add_parser(subparsers) -> None:
         description="Amaranth RTL of the systolic array (docs/rtl.md).",
         epilog="examples:\n  npulab rtl verilog --rows 4 --cols 4 --dataflow ws -o array.v\n"
                "  npulab rtl synth --rows 2 --cols 2 --target ice40 --json\n"
-               "  npulab rtl verify --rows 3 --cols 4 --dataflow os --cases 20 --vcd waves/")
+               "  npulab rtl verify --rows 3 --cols 4 --dataflow os --cases 20 --vcd waves/\n"
+               "  npulab rtl wave --rows 4 --cols 4 --dataflow os --m 4 --k 4 --n 4 -o waves/")
     sub = rtl.add_subparsers(dest="rtl_command", metavar="SUBCOMMAND")
     v = sub.add_parser("verilog", formatter_class=fmt, help="write the array's Verilog",
                        description="Write the Verilog of the array (deterministic output).")
@@ -85,11 +88,39 @@ def add_parser(subparsers) -> None:
                    help="verify a deliberately broken PE instead (see below)")
     f.add_argument("--sim", default="amaranth", choices=["amaranth", "verilator"],
                    help="RTL simulator (default amaranth; verilator needs it on PATH)")
+    w = sub.add_parser("wave", formatter_class=fmt,
+                       help="co-simulate one GEMM and write its waveform (VCD + GTKWave file)",
+                       description="Run one GEMM a (M x K) @ b (K x N) through the RTL and the "
+                                   "register-level model, compare every register every cycle, "
+                                   "and write the waveform whether it passes or fails. Exit 0 "
+                                   "when it passes, 1 when it differs.",
+                       epilog="operands:\n  ramp: a[m][k] = 1 + m*K + k, b[k][n] = -(1 + k*N + n)"
+                              " (wrapped into the precision's range)\n  random: uniform over "
+                              "the precision's range, from --seed\n\nexample:\n  npulab rtl "
+                              "wave --rows 4 --cols 4 --dataflow os --m 4 --k 4 --n 4 -o waves/")
+    _array_args(w)
+    w.add_argument("--m", type=int, default=4, help="rows of a and of the output (default 4)")
+    w.add_argument("--k", type=int, default=4, help="columns of a, rows of b (default 4)")
+    w.add_argument("--n", type=int, default=4, help="columns of b and of the output (default 4)")
+    w.add_argument("--operands", default="ramp", choices=["ramp", "random"],
+                   help="operand values (default ramp: easy to follow in the viewer)")
+    w.add_argument("--seed", type=int, default=0, help="seed for --operands random (default 0)")
+    w.add_argument("--mutate", metavar="NAME", choices=list(MUTATIONS),
+                   help="use a deliberately broken PE (see npulab rtl verify --help)")
+    w.add_argument("-o", "--out", metavar="DIR", required=True,
+                   help="folder for <dataflow>_<R>x<C>_<precision>_m<M>_k<K>_n<N>.vcd and .gtkw")
     rtl.set_defaults(rtl_parser=rtl)
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"\r[{done}/{total}] GEMMs", end="" if done < total else "\n", file=sys.stderr)
+
+
+def _progress():
+    """``progress(done, total)`` for verify: a bar on stderr when it is a terminal (nothing in
+    pipes, logs and CI, so the output stays the summary line)."""
+    from npulab.progress import Progress
+
+    bar = Progress()
+    return lambda done, total: bar(done, total, "GEMMs")
 
 
 def _table(reports: list[dict]) -> str:
@@ -118,6 +149,12 @@ def _main(args) -> int:
     if cmd is None:
         args.rtl_parser.print_help()
         return 2
+    if cmd == "wave":
+        for key in ("m", "k", "n"):
+            value = getattr(args, key)
+            if not 1 <= value <= 256:
+                raise ConfigError(f"npulab rtl wave: --{key} = {value}: must be an integer in "
+                                  f"1..256 (the waveform is for small GEMMs)")
     if cmd == "verify" and args.cases < 1:
         raise ConfigError(f"npulab rtl verify: --cases = {args.cases}: must be at least 1")
     cfg = array_config_from_args(args)
@@ -141,11 +178,51 @@ def _main(args) -> int:
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2) if args.json
               else _table(reports))
         return 0
+    if cmd == "wave":
+        return _wave(args, cfg)
     if args.sim == "verilator":
         from hw.systolic.rtl.verilator import verify_verilator as run
     else:
         from hw.systolic.rtl.cosim import verify as run
     report = run(cfg, cases=args.cases, seed=args.seed, deskew=args.deskew,
-                 mutation=args.mutate, vcd_dir=args.vcd, progress=_progress)
+                 mutation=args.mutate, vcd_dir=args.vcd, progress=_progress())
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def wave_operands(cfg: ArrayConfig, m: int, k: int, n: int, kind: str = "ramp", seed: int = 0):
+    """The operands of ``npulab rtl wave``: ``ramp`` (a[m][k] = 1 + m*K + k,
+    b[k][n] = -(1 + k*N + n), wrapped into the precision's range) or seeded ``random``."""
+    import numpy as np
+
+    lo, hi = cfg.precision.operand_range
+    if kind == "random":
+        rng = np.random.default_rng(seed)
+        return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
+    span = hi - lo + 1
+    a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
+    b = -(1 + np.arange(k)[:, None] * n + np.arange(n)[None, :])
+    return (a - lo) % span + lo, (b - lo) % span + lo
+
+
+def _wave(args, cfg: ArrayConfig) -> int:
+    from hw.systolic.rtl.cosim import cosim_gemm
+    from hw.systolic.rtl.mutations import pe_class_for
+
+    a, b = wave_operands(cfg, args.m, args.k, args.n, args.operands, args.seed)
+    stem = (f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}"
+            f"_m{args.m}_k{args.k}_n{args.n}")
+    vcd = Path(args.out) / f"{stem}.vcd"
+    cycles, mismatch = cosim_gemm(cfg, a, b, deskew=args.deskew,
+                                  pe_class=pe_class_for(cfg, args.mutate), vcd_path=vcd,
+                                  vcd_always=True)
+    what = (f"{cfg.dataflow.value.upper()} {cfg.rows}x{cfg.cols} {cfg.precision.value} "
+            f"acc{cfg.acc_bits} {cfg.overflow.value}{' deskew' if args.deskew else ''}"
+            f"{f' mutation={args.mutate}' if args.mutate else ''}")
+    shape = f"M={args.m} K={args.k} N={args.n} ({args.operands} operands)"
+    if mismatch is None:
+        print(f"PASS {what}: {shape}, {cycles} cycles, every register equal every cycle")
+    else:
+        print(f"FAIL {what}: {shape}: {mismatch}")
+    print(f"wrote {vcd} and {vcd.with_suffix('.gtkw')}")
+    return 0 if mismatch is None else 1

@@ -91,6 +91,15 @@ class LayerResult:
     # for the timeline; None where the runner has the command-level trace instead.
     units: dict | None = None
 
+    def __repr__(self) -> str:
+        if self.cycles is None:
+            return f"LayerResult({self.name}: {self.op}, not simulated (engine {self.engine}))"
+        gemm = (f", GEMM {self.gemm_count}x {self.gemm_m}x{self.gemm_n}x{self.gemm_k}"
+                if self.gemm_m is not None else "")
+        bound = f", bound {self.bound}" if self.bound else ""
+        return (f"LayerResult({self.name}: {self.op}{gemm}, {self.cycles:,} cycles, "
+                f"{self.macs:,} MACs, util {self.utilization_pct:.1f} %{bound})")
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -110,6 +119,106 @@ class RunResult:
         """Plain data (JSON-ready); the execution trace is left out."""
         return {f: (getattr(self, f) if f != "layers" else [asdict(x) for x in self.layers])
                 for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
+
+    # ---- notebook API: short repr, HTML table, DataFrame, metrics and plots ------------------
+
+    def _clock_mhz(self) -> float:
+        if self.timing == "nvdla":
+            return self.config["nvdla"]["clock_mhz"]
+        return self.config["chip"]["clock_mhz"]
+
+    def _hardware(self) -> str:
+        if self.timing == "nvdla":
+            n = self.config["nvdla"]
+            return f"NVDLA {n['atomic_c']}x{n['atomic_k']} atomic C x K"
+        a = self.config["array"]
+        return f"{a['rows']}x{a['cols']} {a['dataflow']} {a['precision']}"
+
+    def summary_lines(self) -> list[str]:
+        """The headline numbers, one short line each (``repr`` and the HTML view show them)."""
+        t = self.totals
+        lines = [
+            f"cycles {t['cycles']:,} = {t['latency_s'] * 1e3:.4g} ms at {self._clock_mhz():g} MHz",
+            f"MACs {t['macs']:,}, utilization {t['utilization_pct']:.1f} %, "
+            f"{t['effective_tops']:.3g} of {t['peak_tops']:.3g} TOPS",
+        ]
+        if t.get("dram_read_bytes") is not None:
+            ai = t.get("arithmetic_intensity")
+            lines.append(f"DRAM {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B "
+                         f"written, {t['dram_bandwidth_gbps']:.3g} GB/s, "
+                         + (f"{ai:.3g} MACs/B" if ai else "no DRAM bytes"))
+        if t.get("memory_bound_layers") is not None:
+            lines.append(f"memory-bound layers {t['memory_bound_layers']} of "
+                         f"{t['layers_simulated']}")
+        done = t.get("layers_simulated", len(self.layers))
+        lines.append(f"layers {done} simulated, {len(self.layers) - done} not "
+                     f"(to_pandas() for the table, metrics() for energy and power)")
+        return lines
+
+    def __repr__(self) -> str:
+        head = (f"RunResult: {self.model} on {self.chip} ({self._hardware()}), timing "
+                f"{self.timing}, {len(self.layers)} layers")
+        return "\n".join([head] + ["  " + line for line in self.summary_lines()])
+
+    def _repr_html_(self) -> str:
+        from hw._notebook import html_table
+        from npulab.report import csv_table
+        cols = ["name", "op", "cycles", "macs", "utilization_pct", "bound", "dram_read_bytes",
+                "dram_write_bytes", "stall_dram_cycles"]
+        header, rows = csv_table(self)
+        idx = [header.index(c) for c in cols]
+        keep = [i for i in idx if any(r[i] is not None for r in rows)]
+        return html_table(
+            f"RunResult: {self.model} on {self.chip} ({self._hardware()}), timing {self.timing}",
+            [header[i] for i in keep], [[r[i] for i in keep] for r in rows],
+            lines=self.summary_lines())
+
+    def metrics(self, tech=None, *, dram_kind: str | None = None, link_kind: str = "pcie"):
+        """:func:`npulab.metrics.compute_metrics` of this run (energy, power, roofline), with
+        the energy table ``tech`` (a name such as ``"45nm"``/``"7nm"``, a TOML path or a
+        :class:`hw.energy.Technology`; default: ``npulab run``'s ``--tech`` default,
+        :data:`npulab.cli.DEFAULT_TECH`), so the numbers equal the CLI's."""
+        from npulab.metrics import compute_metrics
+        if tech is None:
+            from npulab.cli import DEFAULT_TECH as tech
+        return compute_metrics(self, tech, dram_kind=dram_kind, link_kind=link_kind)
+
+    def to_pandas(self, metrics=None):
+        """One row per layer, the columns of ``layers.csv`` (:func:`npulab.report.to_csv`):
+        every scalar :class:`LayerResult` field, plus the per-layer metric columns when
+        ``metrics`` (from :meth:`metrics`) is given -- ``npulab run -o DIR`` writes
+        ``layers.csv`` with the metrics of ``--tech``, :meth:`metrics`' default). Needs pandas."""
+        from hw._notebook import frame
+        from npulab.report import csv_table
+        header, rows = csv_table(self, metrics)
+        return frame(header, rows)
+
+    def summary(self, metrics=None) -> dict:
+        """The ``summary.json`` dict (``npulab run -o``) of this run; ``metrics`` default to
+        :meth:`metrics` (the CLI's default energy table)."""
+        from npulab.output import summary_dict
+        return summary_dict(self, metrics if metrics is not None else self.metrics())
+
+    def plot_roofline(self, metrics=None):
+        """The roofline of every layer (:func:`npulab.plots.roofline`): a matplotlib Figure
+        (a notebook shows it inline; ``fig.savefig(path)`` writes it)."""
+        from npulab.plots import roofline
+        return roofline(self.summary(metrics))
+
+    def plot_breakdown(self, metrics=None):
+        """Compute and stall cycles per layer, stacked (:func:`npulab.plots.cycle_breakdown`)."""
+        from npulab.plots import cycle_breakdown
+        return cycle_breakdown(self.summary(metrics))
+
+    def plot_energy(self, metrics=None):
+        """Energy by component, network and per layer (:func:`npulab.plots.energy_breakdown`)."""
+        from npulab.plots import energy_breakdown
+        return energy_breakdown(self.summary(metrics))
+
+    def plot_utilization(self, metrics=None):
+        """Compute and memory-level utilization per layer (:func:`npulab.plots.utilization`)."""
+        from npulab.plots import utilization
+        return utilization(self.summary(metrics))
 
 
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:

@@ -143,6 +143,23 @@ class SystemPlan:
     def scaling_efficiency(self) -> float:
         return self.report.scaling_efficiency(self.baseline)
 
+    def __repr__(self) -> str:
+        dev = getattr(self.system.device, "name", str(self.system.device))
+        lines = [f"SystemPlan: {self.report.model} on {self.system.name} ({dev}, "
+                 f"{self.system.topology.n_ranks} ranks), comm {self.comm_mode}"]
+        lines += ["  " + x for x in self.report.summary_lines()]
+        lines.append(f"  scaling efficiency {100 * self.scaling_efficiency:.1f} % vs one chip "
+                     f"({self.baseline.samples_per_s:.4g} samples/s)")
+        return "\n".join(lines)
+
+    def to_pandas(self):
+        """One row per pipeline stage (:meth:`compiler.parallel.StepReport.to_pandas`)."""
+        return self.report.to_pandas()
+
+    def plot_breakdown(self):
+        """The step time by part (:meth:`compiler.parallel.StepReport.plot_breakdown`)."""
+        return self.report.plot_breakdown()
+
     def to_dict(self) -> dict:
         out = {"system": self.system.name, "ranks_in_system": self.system.topology.n_ranks,
                "device": getattr(self.system.device, "name", str(self.system.device)),

@@ -98,6 +98,10 @@ class Mapping:
         out["dataflow"] = self.dataflow.value
         return out
 
+    def __repr__(self) -> str:
+        return (f"Mapping({self.describe()}: {self.latency_cycles:,} cycles, "
+                f"{self.dram_bytes:,} DRAM B, {self.energy_j * 1e6:.4g} uJ, {self.tiles:,} tiles)")
+
 
 @dataclass(frozen=True)
 class MapResult:
@@ -137,6 +141,75 @@ class MapResult:
                          f"{mp.compute_cycles:>12,} {mp.dram_bytes:>12,} "
                          f"{mp.energy_j * 1e6:>10.3f} {mp.edp_js:>10.3e}")
         return "\n".join(lines)
+
+    # ---- notebook API ------------------------------------------------------------------------
+
+    _SCALARS = ("dataflow", "order", "group_tile", "m_tile", "n_tile", "k_tile", "m_units",
+                "k_units", "latency_cycles", "compute_cycles", "dram_bytes", "dram_bus_bytes",
+                "tiles", "energy_j", "edp_js", "objective", "ifmap_bytes", "filter_bytes",
+                "ofmap_bytes", "index")
+
+    def rows(self) -> tuple[list[str], list[list]]:
+        """Header and rows of :meth:`to_pandas`: ``rank`` (1 = best), ``mapping`` (as
+        :meth:`Mapping.describe`), the scalar fields of :meth:`Mapping.to_dict` (the names of
+        ``npulab map --format json``'s ``ranked`` entries) and ``energy_<component>_j``."""
+        comps = list(dict.fromkeys(k for mp in self.ranked for k in mp.energy_breakdown_j))
+        header = (["rank", "mapping"] + list(self._SCALARS)
+                  + [f"energy_{c}_j" for c in comps])
+        rows = []
+        for i, mp in enumerate(self.ranked, 1):
+            d = mp.to_dict()
+            rows.append([i, mp.describe()] + [d[k] for k in self._SCALARS]
+                        + [mp.energy_breakdown_j.get(c) for c in comps])
+        return header, rows
+
+    def to_pandas(self):
+        """One row per ranked mapping, best first (:meth:`rows`). Needs pandas."""
+        from hw._notebook import frame
+        return frame(*self.rows())
+
+    def _lines(self) -> list[str]:
+        b = self.best
+        how = "exhaustive" if self.exhaustive else "pruned search"
+        return [f"best: {b.describe()}, {b.latency_cycles:,} cycles, {b.dram_bytes:,} DRAM B, "
+                f"{b.energy_j * 1e6:.4g} uJ, EDP {b.edp_js:.3g} J*s",
+                f"{self.evaluated:,} mappings costed of {self.space_size:,} ({how}), "
+                f"{len(self.ranked)} ranked (to_pandas(), top(k), table(k))"]
+
+    def __repr__(self) -> str:
+        return "\n".join([f"MapResult: {self.op}, objective {self.objective}"]
+                         + ["  " + line for line in self._lines()])
+
+    def _repr_html_(self) -> str:
+        from hw._notebook import html_table
+        header, rows = self.rows()
+        cols = ["rank", "mapping", "latency_cycles", "compute_cycles", "dram_bytes", "energy_j",
+                "edp_js"]
+        idx = [header.index(c) for c in cols]
+        return html_table(f"MapResult: {self.op}, objective {self.objective}", cols,
+                          [[r[i] for i in idx] for r in rows], lines=self._lines())
+
+    def plot(self, x: str = "latency_cycles", y: str = "energy_j"):
+        """The ranked mappings as points of two :meth:`rows` columns (default latency against
+        energy), the best one starred: a matplotlib Figure."""
+        from hw._notebook import figure
+        header, rows = self.rows()
+        for key, name in (("x", x), ("y", y)):
+            if name not in header[2:] or name in ("dataflow", "order"):
+                raise ValueError(f"{key} = {name!r}: must be a numeric column of "
+                                 f"MapResult.rows(): {', '.join(header[4:])}")
+        fig = figure(6.5, 4.5)
+        ax = fig.add_subplot()
+        xi, yi = header.index(x), header.index(y)
+        ax.scatter([r[xi] for r in rows[1:]], [r[yi] for r in rows[1:]], s=24, label="ranked")
+        ax.scatter([rows[0][xi]], [rows[0][yi]], marker="*", s=160, color="gold",
+                   edgecolors="black", zorder=3, label=f"best: {rows[0][1]}")
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.set_title(f"{self.op}: {len(rows)} best mappings by {self.objective}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        return fig
 
     def to_dict(self) -> dict:
         return {"op": self.op, "objective": self.objective, "evaluated": self.evaluated,

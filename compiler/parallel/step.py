@@ -360,6 +360,50 @@ class StepReport:
         base = baseline.samples_per_s / baseline.n_ranks
         return mine / base
 
+    # ---- notebook API ------------------------------------------------------------------------
+
+    def breakdown(self) -> dict:
+        """Seconds of the step by part: ``compute`` (incl. recompute), exposed ``tp``/``pp``/
+        ``dp`` communication, pipeline ``bubble``, ``optimizer``."""
+        return {"compute": self.compute_s, "tp": self.exposed_tp_s, "pp": self.exposed_pp_s,
+                "dp": self.exposed_dp_s, "bubble": self.bubble_s, "optimizer": self.optimizer_s}
+
+    def summary_lines(self) -> list[str]:
+        st = self.strategy
+        mfu = f", MFU {100 * self.mfu:.1f} %" if self.mfu is not None else ""
+        fits = {None: "", True: " (fits)", False: " (does NOT fit)"}[self.fits]
+        return [
+            f"strategy dp={st.get('dp')} tp={st.get('tp')} pp={st.get('pp')} on {self.n_ranks} "
+            f"ranks, {self.microbatches} micro-batches",
+            f"step {self.step_s * 1e3:.4g} ms: compute {self.compute_s * 1e3:.4g} ms, exposed comm "
+            f"{self.exposed_comm_s * 1e3:.4g} ms, bubble {self.bubble_s * 1e3:.4g} ms",
+            f"{self.samples_per_s:.4g} samples/s, {self.tokens_per_s:.4g} tokens/s{mfu}",
+            f"memory {self.memory['total'] / 1e9:.3g} GB on the busiest rank{fits}",
+        ]
+
+    def __repr__(self) -> str:
+        return "\n".join([f"StepReport: {self.model}"] + ["  " + x for x in self.summary_lines()])
+
+    def to_pandas(self):
+        """One row per pipeline stage: its bytes of parameters, gradients, optimizer state,
+        activations and total (the ``stage_memory_bytes`` entries). Needs pandas."""
+        from hw._notebook import frame
+        keys = list(dict.fromkeys(k for d in self.stage_memory_bytes for k in d))
+        return frame(keys, [[d.get(k) for k in keys] for d in self.stage_memory_bytes])
+
+    def plot_breakdown(self):
+        """The step time by part (:meth:`breakdown`) as horizontal bars: a matplotlib Figure."""
+        from hw._notebook import figure
+        parts = self.breakdown()
+        fig = figure(6.5, 3.2)
+        ax = fig.add_subplot()
+        ax.barh(list(parts), [v * 1e3 for v in parts.values()], color="#1f77b4")
+        ax.invert_yaxis()
+        ax.set_xlabel("ms per step (busiest rank)")
+        ax.set_title(f"{self.model}: step {self.step_s * 1e3:.4g} ms", fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
     def to_dict(self) -> dict:
         out = asdict(self)
         for key in ("exposed_comm_s", "samples_per_s", "tokens_per_s", "mfu", "fits"):

@@ -59,26 +59,45 @@ class DramConfig:
     Attributes
     ----------
     preset: name of the preset this config was built from (``"custom"`` if none).
-    channels, ranks, bankgroups, banks_per_group, rows: organisation (powers of two).
+    channels: independent channels (controllers), a power of two.
+    ranks: ranks per channel, a power of two.
+    bankgroups: bank groups per rank, a power of two.
+    banks_per_group: banks per bank group, a power of two.
+    rows: rows per bank, a power of two.
     columns: columns of ``bus_width_bits`` bits per row (DRAMsim3's physical columns; HBM counts
         two per ini column); a row holds ``columns / burst_length`` bursts.
     bus_width_bits: data bus width of one channel.
     burst_length: beats per column access; ``request_bytes = bus_width_bits / 8 * burst_length``.
     transfers_per_clock: data beats per tCK (DDR 2; HBM3 4; LPDDR5 with WCK:CK 4:1, 8).
     tck_ns: command clock period.
-    cl, cwl: read and write latency (AL folded in). trcd: ACT to RD (and to WR unless ``trcdwr``
-        is set, HBM's tRCDWR; 0 = same as trcd). trp, tras: PRE to ACT, ACT to PRE; tRC =
-        tras + trp. trrd_s/_l, tccd_s/_l, twtr_s/_l: other/same bank group. tfaw: four-activate
-        window. twr: write recovery (end of write data to PRE). trtp: RD to PRE. trfc, trefi:
-        refresh time and interval (one all-bank refresh per rank every trefi, staggered). trtrs:
-        rank-to-rank switch. tppd: PRE to PRE (LPDDR4/5).
+    cl: read latency, RD to first data (AL folded in).
+    cwl: write latency, WR to first data.
+    trcd: ACT to RD (and to WR unless ``trcdwr`` is set).
+    trp: PRE to ACT of the same bank.
+    tras: ACT to PRE of the same bank; tRC = tras + trp.
+    trrd_s: ACT to ACT, different bank group.
+    trrd_l: ACT to ACT, same bank group.
+    tccd_s: column command to column command, different bank group.
+    tccd_l: column command to column command, same bank group.
+    twtr_s: end of write data to RD, different bank group.
+    twtr_l: end of write data to RD, same bank group.
+    tfaw: four-activate window: at most four ACTs per rank in any tfaw.
+    twr: write recovery, end of write data to PRE.
+    trtp: RD to PRE.
+    trfc: refresh cycle time: a rank is busy this long per refresh.
+    trefi: refresh interval: one all-bank refresh per rank every trefi (staggered across ranks).
+    trcdwr: ACT to WR when it differs from trcd (HBM's tRCDWR); 0 = same as trcd.
+    trtrs: rank-to-rank switch time on the data bus.
+    tppd: PRE to PRE (LPDDR4/5); 0 = no constraint.
     address_mapping: DRAMsim3 notation, e.g. ``"rochrababgco"``: fields most to least significant
         above the ``log2(request_bytes)`` offset bits.
     page_policy: ``"open"`` (rows stay open) or ``"closed"`` (auto-precharge: RDA/WRA).
-    queue_structure: ``"per_bank"`` or ``"per_rank"`` command queues, of ``queue_depth`` entries.
+    queue_structure: ``"per_bank"`` or ``"per_rank"`` command queues.
+    queue_depth: entries per command queue.
     transaction_queue_depth: requests a channel buffers before its command queues.
     dual_command_issue: a row and a column command may issue in the same cycle (HBM).
-    refresh: model refresh. ideal: zero latency, unlimited bandwidth (finish = offer cycle).
+    refresh: model refresh.
+    ideal: zero latency, unlimited bandwidth (finish = offer cycle).
     """
 
     preset: str = "custom"
@@ -581,6 +600,29 @@ class ReplayResult:
             if v is not None:
                 out[f.name] = v
         return out
+
+    def __repr__(self) -> str:
+        n = self.reads + self.writes
+        hits = 100 * self.row_hits / n if n else 0.0
+        return (f"ReplayResult: {n:,} requests ({self.reads:,} reads, {self.writes:,} writes) in "
+                f"{self.total_cycles:,} DRAM cycles, {self.bandwidth_gbps:.4g} GB/s\n"
+                f"  row buffer {self.row_hits:,} hits ({hits:.1f} %), {self.row_misses:,} misses, "
+                f"{self.row_conflicts:,} conflicts; {self.activates:,} ACT, "
+                f"{self.precharges:,} PRE, {self.refreshes:,} REF\n"
+                f"  latency mean {self.mean_latency_cycles:.1f} cycles, max "
+                f"{int(self.latency_cycles.max()) if len(self.latency_cycles) else 0:,}")
+
+    def to_pandas(self):
+        """One row per request, in the order given: ``index``, ``issue_cycle``,
+        ``finish_cycle``, ``latency_cycles`` (the columns of ``npulab dram replay
+        --per-request`` without the address and op, which the caller holds). Needs pandas."""
+        from hw._notebook import import_pandas
+        pd = import_pandas()
+        fin = np.asarray(self.finish_cycles, dtype=np.int64)
+        lat = np.asarray(self.latency_cycles, dtype=np.int64)
+        return pd.DataFrame({"index": np.arange(len(fin), dtype=np.int64),
+                             "issue_cycle": fin - lat, "finish_cycle": fin,
+                             "latency_cycles": lat})
 
 
 def _as_requests(addresses, is_write, issue_cycles):

@@ -56,21 +56,28 @@ class NvdlaConfig:
     name: preset name (``nv_full``, ...).
     clock_mhz: core clock (the primer's figures assume 1 GHz).
     precisions: supported data types; int8 always, int16/fp16 only where the spec enables them.
-    atomic_c, atomic_k: input channels per atomic operation and kernels computed in parallel
-        (int8; 16-bit precisions compute ``atomic_k // 2`` kernels, each multiplier pair fused).
+    atomic_c: input channels per atomic operation (int8).
+    atomic_k: kernels computed in parallel (int8; 16-bit precisions compute ``atomic_k // 2``
+        kernels, each multiplier pair fused).
     memory_atom_bytes: smallest memory access (one 1x1xatom cube of a surface).
-    cbuf_banks, cbuf_bank_width_bytes, cbuf_bank_depth: the convolution buffer.
-    dram_bus_bits, dram_latency_cycles, dram_max_burst: the primary memory interface
-        (``PRIMARY_MEMIF_WIDTH``, ``_LATENCY``, ``_MAX_BURST_LENGTH`` in memory atoms).
+    cbuf_banks: banks of the convolution buffer (CBUF).
+    cbuf_bank_width_bytes: bytes per CBUF bank entry.
+    cbuf_bank_depth: entries per CBUF bank.
+    dram_bus_bits: width of the primary memory interface (``PRIMARY_MEMIF_WIDTH``).
+    dram_latency_cycles: latency of the primary memory interface (``PRIMARY_MEMIF_LATENCY``).
+    dram_max_burst: longest burst of the primary memory interface
+        (``PRIMARY_MEMIF_MAX_BURST_LENGTH``), in memory atoms.
     dram_gbps: bandwidth of the memory behind the interface in GB/s (the presets use the
         primer's figure for their MAC count, e.g. 20 for 2048 MACs); 0 = only the bus limits.
     dram: optional npulab DRAM preset (``hw.memory.dram``, e.g. ``"lpddr4-3200"``); when set, the
         CDMA gets ``dram_gbps`` (or the DRAM's peak when 0) times the sustained efficiency that
         the DRAM model measures for a stream of this build's requests
         (``memory_atom_bytes * dram_max_burst`` bytes each), see :mod:`hw.nvdla.memory`.
-    sdp_bs_throughput, sdp_bn_throughput, sdp_ew_throughput: SDP X1 (bias), X2 (batch-norm) and
-        Y (element-wise) elements per cycle; 0 where the unit is absent.
-    pdp_throughput, cdp_throughput: pooling and LRN elements per cycle.
+    sdp_bs_throughput: SDP X1 (bias) elements per cycle.
+    sdp_bn_throughput: SDP X2 (batch-norm) elements per cycle.
+    sdp_ew_throughput: SDP Y (element-wise) elements per cycle; 0 where the unit is absent.
+    pdp_throughput: pooling (PDP) elements per cycle.
+    cdp_throughput: LRN (CDP) elements per cycle.
     features: enabled optional features, from :data:`FEATURES`.
     max_batch: largest FC batch (1 without the batch feature).
     """

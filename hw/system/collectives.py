@@ -100,6 +100,22 @@ class CollectiveResult:
         d["time_us"] = self.time_s * 1e6
         return d
 
+    def __repr__(self) -> str:
+        proto = f", protocol {self.protocol}" if self.protocol else ""
+        return (f"CollectiveResult: {self.op} of {self.nbytes:,.0f} B over {self.ranks} ranks "
+                f"({self.groups} group{'s' if self.groups != 1 else ''}), {self.algorithm} "
+                f"({self.mode}{proto})\n"
+                f"  time {self.time_s * 1e6:.4g} us, algbw {self.algbw_gbps:.4g} GB/s, busbw "
+                f"{self.busbw_gbps:.4g} GB/s, {self.messages:,} messages, busiest link "
+                f"{100 * self.max_link_utilization:.1f} % used")
+
+    def to_pandas(self):
+        """One row per group: ``group`` (index) and ``time_s`` (that group's own time).
+        Needs pandas."""
+        from hw._notebook import frame
+        times = self.group_times_s or (self.time_s,)
+        return frame(["group", "time_s"], [[i, float(t)] for i, t in enumerate(times)])
+
 
 # --------------------------------------------------------------------------- DAG builder
 

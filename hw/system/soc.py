@@ -219,6 +219,25 @@ class SocResult:
             out["dram_peak_gbps"] = None
         return out
 
+    def __repr__(self) -> str:
+        worst = max((a.slowdown for a in self.accelerators), default=1.0)
+        peak = "" if math.isinf(self.dram_peak_gbps) else f" of {self.dram_peak_gbps:.4g}"
+        cpu = (f"\n  CPU stream slowdown {self.cpu['slowdown']:.3f}x"
+               if self.cpu and self.cpu.get("slowdown") is not None else "")
+        return (f"SocResult: {self.name}, {len(self.accelerators)} accelerators on {self.dram}\n"
+                f"  makespan {self.makespan_s * 1e3:.4g} ms, worst slowdown {worst:.3f}x\n"
+                f"  DRAM {self.dram_bus_bytes:,} B, {self.dram_achieved_gbps:.4g}{peak} GB/s "
+                f"({100 * self.dram_utilization:.1f} %), row hits {self.row_hits:,}, misses "
+                f"{self.row_misses:,}, conflicts {self.row_conflicts:,}{cpu}")
+
+    def to_pandas(self):
+        """One row per accelerator (the :class:`AcceleratorResult` fields). Needs pandas."""
+        from dataclasses import fields as _fields
+
+        from hw._notebook import frame
+        names = [f.name for f in _fields(AcceleratorResult)]
+        return frame(names, [[getattr(a, n) for n in names] for a in self.accelerators])
+
 
 def program_dram_extent(program: Program) -> int:
     """One past the highest DRAM byte ``program``'s transfers touch (0 if none)."""

@@ -160,7 +160,15 @@ class Protocol:
     per-message software overhead and the fraction of link bandwidth its wire format leaves for
     payload. A system with protocols times every collective under each and keeps the fastest,
     as NCCL's tuner does (NVIDIA/nccl src/graph/tuning.cc: it picks the protocol with the least
-    predicted time per size). ``source`` says where the figures come from."""
+    predicted time per size).
+
+    Attributes
+    ----------
+    name: the protocol's name (``"LL"``, ``"LL128"``, ``"Simple"``).
+    overhead_ns: software overhead per message; replaces the system's ``overhead_ns``.
+    bandwidth_factor: fraction of link bandwidth left for payload, in (0, 1].
+    source: where the figures come from.
+    """
 
     name: str
     overhead_ns: float

@@ -93,9 +93,11 @@ class ArrayConfig:
         PE grid shape. Rows are the vertical dimension (partial sums flow down the columns in
         WS/IS; operands stream in from the left edge, one per row).
     dataflow:
-        :class:`Dataflow`.
+        :class:`Dataflow`: what stays in the PEs while operands stream through: ``"os"``
+        output-stationary (each PE accumulates one output), ``"ws"`` weight-stationary (each PE
+        holds one weight), ``"is"`` input-stationary (each PE holds one input activation).
     precision:
-        :class:`Precision` of both operands.
+        :class:`Precision` of both operands: ``"int8"``, ``"int16"`` or ``"fp16"``.
     acc_bits:
         Accumulator width in bits for integer precisions: twice the operand width up to 64
         (16..64 for int8, 32..64 for int16). For fp16 it must be 32: accumulation is IEEE

@@ -591,6 +591,16 @@ class RegisterResult:
     trace_valid: np.ndarray | None = None
     snapshots: np.ndarray | None = None
 
+    def __repr__(self) -> str:
+        c = self.counters
+        extra = [name for name in ("trace_value", "snapshots") if getattr(self, name) is not None]
+        return (f"RegisterResult: output {'x'.join(map(str, self.output.shape))} "
+                f"{self.output.dtype}, {c.cycles:,} cycles, {c.folds:,} folds, "
+                f"{c.pe_busy_cycles:,} PE-busy cycles\n"
+                f"  SRAM: {c.ifmap_reads:,} ifmap reads, {c.filter_reads:,} filter reads, "
+                f"{c.ofmap_writes:,} ofmap writes, {c.ofmap_reads:,} psum reads"
+                + (f"\n  recorded: {', '.join(extra)}" if extra else ""))
+
 
 def snapshot_layout(cfg: ArrayConfig) -> dict[str, tuple[int, int]]:
     """Where each register bank sits in a snapshot row: ``name -> (offset, length)``.

@@ -267,14 +267,23 @@ def _gtkw_traces(top: SystolicArray) -> list:
 
 
 def cosim_gemm(cfg: ArrayConfig, a, b, *, deskew: bool = False, pe_class=None,
-               vcd_path: str | os.PathLike | None = None) -> tuple[int, Mismatch | None]:
+               vcd_path: str | os.PathLike | None = None,
+               vcd_always: bool = False) -> tuple[int, Mismatch | None]:
     """Run ``a @ b`` through the model and the RTL; return (model cycles, first mismatch).
 
-    With ``vcd_path`` a waveform of a failing run is written there (and a ``.gtkw`` beside it).
+    With ``vcd_path`` a waveform of a failing run is written there (and a ``.gtkw`` beside it);
+    with ``vcd_always`` too, the waveform is written whether the run passes or fails (one
+    simulation, dumped as it runs: ``npulab rtl wave``).
     """
     check_rtl_config(cfg, "cosim")
     model = run_gemm(cfg, a, b, snapshots=True)
     snaps = model.snapshots  # for IS: of the transposed problem, which the hardware runs
+    if vcd_always and vcd_path is not None:
+        mismatch = _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class, vcd_path=vcd_path)
+        if mismatch is not None:
+            mismatch = Mismatch(mismatch.cycle, mismatch.signal, mismatch.rtl, mismatch.model,
+                                str(vcd_path))
+        return int(model.counters.cycles), mismatch
     mismatch = _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class)
     if mismatch is not None and vcd_path is not None:
         _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class, vcd_path=vcd_path)

@@ -1432,15 +1432,8 @@ def write_report(out_dir: str | Path, *, heatmap: tuple[str, str] | None = None,
     with more than one value); ``objective``: the metric of the heatmap and sensitivity plots
     (default: the first objective). Returns the paths written."""
     out = Path(out_dir)
-    store_path = out / STORE_NAME
-    if not store_path.is_file():
-        raise SweepError(f"{out}: no {STORE_NAME} (run npulab sweep SPEC -o {out} first)")
-    with SweepStore(store_path) as store:
-        meta = store.meta()
-        if meta.get("schema") != SCHEMA:
-            raise SweepError(f"{store_path}: not an npulab sweep store")
-        info = meta["spec"]
-        rows = _report_rows(store, info)
+    loaded = load_results(out)
+    info, rows = loaded.info, loaded.rows
     objectives = [tuple(o) for o in info["objectives"]]
     directions = dict(objectives)
     if objective is None:

@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--regen", action="store_true", help="rewrite the generated reference pages")
     ap.add_argument("--no-examples", action="store_true", help="build only; do not run the examples")
     ap.add_argument("--labs", action="store_true", help="also run the lab sheets' examples")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                    help="pages run at once (default: the number of cores)")
     args = ap.parse_args(argv)
 
     t0 = time.monotonic()
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
     traces = ROOT.parent / "shared" / "nvdla" / "traces"    # NVIDIA's trace tests (nvdla.md)
     if "NPULAB_NVDLA_TRACES" not in env and traces.is_dir():
         env["NPULAB_NVDLA_TRACES"] = str(traces)
-    ran, skipped, failures = doccheck.check_files(pages, ROOT, env=env)
+    ran, skipped, failures = doccheck.check_files(pages, ROOT, env=env, jobs=args.jobs)
     for f in failures:
         print(f"\nFAILED {f}", file=sys.stderr)
     print(f"build_docs: {ran} examples run, {skipped} skipped, {len(failures)} failed "

@@ -54,11 +54,13 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -307,37 +309,59 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> list[Failure]:
     return failures
 
 
+def _check_file(path, root: Path, cwd: Path | None, env: dict[str, str], select: str | None):
+    """Run one file's blocks; returns (ran, skipped, failures, log lines)."""
+    lines: list[str] = []
+    blocks, file_skip = read_blocks(path)
+    runnable = [b for b in blocks if b.lang in RUN_LANGS and b.commands]
+    if select:
+        runnable = [b for b in runnable if select in b.body or select in b.where]
+    if file_skip:
+        return 0, len(runnable), [], [f"{path}: skipped ({file_skip})"]
+    work = cwd if cwd is not None else make_workdir(root)
+    ran = skipped = 0
+    failures: list[Failure] = []
+    for block in runnable:
+        if block.skip:
+            skipped += 1
+            lines.append(f"{block.where}: skip ({block.skip})")
+            continue
+        t0 = time.monotonic()
+        found = run_block(block, work, env)
+        ran += 1
+        state = "FAIL" if found else "ok"
+        first = block.commands[0].text.splitlines()[0]
+        lines.append(f"{block.where}: {state} {time.monotonic() - t0:5.1f} s  {block.lang}: "
+                     f"{shlex.quote(first) if ' ' not in first else first}")
+        failures.extend(found)
+    if cwd is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return ran, skipped, failures, lines
+
+
 def check_files(paths, root: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-                select: str | None = None, log=print) -> tuple[int, int, list[Failure]]:
-    """Run every runnable block of ``paths``; returns (blocks run, blocks skipped, failures)."""
+                select: str | None = None, log=print, jobs: int = 1
+                ) -> tuple[int, int, list[Failure]]:
+    """Run every runnable block of ``paths``; returns (blocks run, blocks skipped, failures).
+
+    ``jobs`` > 1 runs that many files at once (the blocks of one file always run in order); each
+    file's log lines are printed together when it finishes. Every file gets its own temporary
+    working directory unless ``cwd`` is given."""
     env = dict(os.environ if env is None else env)
     env.setdefault("COLUMNS", "100")
     env["MPLBACKEND"] = "Agg"
+    for path in paths:              # a malformed file fails before anything runs
+        read_blocks(path)
     ran = skipped = 0
     failures: list[Failure] = []
-    for path in paths:
-        blocks, file_skip = read_blocks(path)
-        runnable = [b for b in blocks if b.lang in RUN_LANGS and b.commands]
-        if select:
-            runnable = [b for b in runnable if select in b.body or select in b.where]
-        if file_skip:
-            log(f"{path}: skipped ({file_skip})")
-            skipped += len(runnable)
-            continue
-        work = cwd if cwd is not None else make_workdir(root)
-        for block in runnable:
-            if block.skip:
-                skipped += 1
-                log(f"{block.where}: skip ({block.skip})")
-                continue
-            t0 = time.monotonic()
-            found = run_block(block, work, env)
-            ran += 1
-            state = "FAIL" if found else "ok"
-            first = block.commands[0].text.splitlines()[0]
-            log(f"{block.where}: {state} {time.monotonic() - t0:5.1f} s  "
-                f"{block.lang}: {shlex.quote(first) if ' ' not in first else first}")
-            failures.extend(found)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(_check_file, p, root, cwd, env, select) for p in paths]
+        for future in futures:
+            r, s, f, lines = future.result()
+            for line in lines:
+                log(line)
+            ran, skipped = ran + r, skipped + s
+            failures.extend(f)
     return ran, skipped, failures
 
 
@@ -349,11 +373,12 @@ def main(argv=None) -> int:
                          "(default: this checkout)")
     ap.add_argument("--cwd", help="run in this directory instead of a fresh temporary one")
     ap.add_argument("-k", dest="select", help="only blocks whose text or FILE:LINE contains this")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="files run at once (default 1)")
     args = ap.parse_args(argv)
     try:
         ran, skipped, failures = check_files(
             [Path(f) for f in args.files], Path(args.root),
-            cwd=Path(args.cwd) if args.cwd else None, select=args.select)
+            cwd=Path(args.cwd) if args.cwd else None, select=args.select, jobs=args.jobs)
     except (DocCheckError, OSError) as e:
         print(f"doccheck: error: {e}", file=sys.stderr)
         return 2

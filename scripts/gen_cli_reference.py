@@ -108,22 +108,8 @@ def render() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 when the committed page differs from the generated one")
-    args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
-        if current != text:
-            print(f"gen_cli_reference: {OUT.relative_to(ROOT)} is out of date: run "
-                  f"python scripts/gen_cli_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    from gen_config_reference import write_or_check
+    return write_or_check("gen_cli_reference", OUT, render, argv, __doc__)
 
 
 if __name__ == "__main__":

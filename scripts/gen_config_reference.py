@@ -323,27 +323,33 @@ def render() -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def write_or_check(tool: str, out: Path, render_page, argv=None, doc: str = "") -> int:
+    """The command line of a page generator: write ``out`` from ``render_page()``, or with
+    ``--check`` exit 1 when the committed page differs (shared by the reference generators)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when the committed page differs from the generated one")
     args = ap.parse_args(argv)
     try:
-        text = render()
+        text = render_page()
     except ReferenceError as e:
-        print(f"gen_config_reference: error: {e}", file=sys.stderr)
+        print(f"{tool}: error: {e}", file=sys.stderr)
         return 2
     if args.check:
-        current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
+        current = out.read_text(encoding="utf-8") if out.exists() else ""
         if current != text:
-            print(f"gen_config_reference: {OUT.relative_to(ROOT)} is out of date: run "
-                  f"python scripts/gen_config_reference.py", file=sys.stderr)
+            print(f"{tool}: {out.relative_to(ROOT)} is out of date: run python scripts/{tool}.py",
+                  file=sys.stderr)
             return 1
         return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
     return 0
+
+
+def main(argv=None) -> int:
+    return write_or_check("gen_config_reference", OUT, render, argv, __doc__)
 
 
 if __name__ == "__main__":

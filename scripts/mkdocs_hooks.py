@@ -6,8 +6,10 @@
   scripts work. The instructor answers (``examples/labs/instructor/``) are not published.
 * A link from a page to a repository file outside ``docs/`` (``../benchmarks/bench_mapper.py``,
   ``../../sim_configs/default.toml``) is rewritten to a copy of that file published under
-  ``repo/``, so the site is complete offline. A link to a missing file or to a directory without
-  a page is left as written, and MkDocs' strict link validation fails the build on it.
+  ``repo/``, so the site is complete offline. A link to a missing file, to a directory without
+  a page, or to a Markdown file outside ``docs/`` and the labs (which would become a page
+  outside the navigation, with links of its own) is left as written, and MkDocs' strict link
+  validation fails the build on it.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _site_path(repo_file: Path, docs_dir: Path, lab_paths: dict[Path, str]) -> s
         return repo_file.relative_to(docs_dir).as_posix()
     except ValueError:
         pass
-    if repo_file.is_file():
+    if repo_file.is_file() and repo_file.suffix != ".md":
         return "repo/" + repo_file.relative_to(ROOT).as_posix()
     if repo_file.is_dir() and (repo_file / "README.md").resolve() in lab_paths:
         return lab_paths[(repo_file / "README.md").resolve()]

@@ -69,3 +69,10 @@ def test_a_broken_link_fails_the_build(tmp_path, link):
     proc = _mini_site(tmp_path, f"# Home\n\nSee [it]({link}).\n")
     assert proc.returncode != 0
     assert "Aborted" in proc.stdout and link.split("#")[0].split("/")[-1] in proc.stdout
+
+
+def test_a_link_to_markdown_outside_docs_fails_the_build(tmp_path):
+    """It would become a page outside the navigation whose own links nobody checks."""
+    proc = _mini_site(tmp_path, f"# Home\n\nSee [the benchmarks]({ROOT}/benchmarks/README.md).\n"
+                      .replace(str(ROOT), "../" * len(tmp_path.parts) + str(ROOT).lstrip("/")))
+    assert proc.returncode != 0 and "Aborted" in proc.stdout

@@ -64,6 +64,7 @@ BACKGROUND_CHECKS = {
 _results: dict[str, tuple[int, str]] = {}
 _done: dict[str, threading.Event] = {}
 _procs: list[subprocess.Popen] = []
+_outdirs: list[Path] = []
 
 
 def _run_background(names: list[str], out: Path) -> None:
@@ -96,15 +97,20 @@ def pytest_collection_finish(session):
     for name in names:
         _done[name] = threading.Event()
     out = Path(tempfile.mkdtemp(prefix="npulab-bg-"))
+    _outdirs.append(out)
     threading.Thread(target=_run_background, args=(names, out), daemon=True).start()
 
 
 def pytest_sessionfinish(session, exitstatus):
     import os
     import signal
+    import shutil
     for proc in _procs:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    for out in _outdirs:                         # the built site of the docs check
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def background_check(name: str) -> tuple[int, str]:

@@ -309,10 +309,12 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> list[Failure]:
     return failures
 
 
-def _check_file(path, root: Path, cwd: Path | None, env: dict[str, str], select: str | None):
-    """Run one file's blocks; returns (ran, skipped, failures, log lines)."""
+def _check_file(path, parsed, root: Path, cwd: Path | None, env: dict[str, str],
+                select: str | None):
+    """Run one file's blocks (``parsed``: its :func:`read_blocks`); returns (ran, skipped,
+    failures, log lines)."""
     lines: list[str] = []
-    blocks, file_skip = read_blocks(path)
+    blocks, file_skip = parsed
     runnable = [b for b in blocks if b.lang in RUN_LANGS and b.commands]
     if select:
         runnable = [b for b in runnable if select in b.body or select in b.where]
@@ -350,12 +352,12 @@ def check_files(paths, root: Path, cwd: Path | None = None, env: dict[str, str] 
     env = dict(os.environ if env is None else env)
     env.setdefault("COLUMNS", "100")
     env["MPLBACKEND"] = "Agg"
-    for path in paths:              # a malformed file fails before anything runs
-        read_blocks(path)
+    parsed = [read_blocks(path) for path in paths]   # a malformed file fails before any runs
     ran = skipped = 0
     failures: list[Failure] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_check_file, p, root, cwd, env, select) for p in paths]
+        futures = [pool.submit(_check_file, p, b, root, cwd, env, select)
+                   for p, b in zip(paths, parsed)]
         for future in futures:
             r, s, f, lines = future.result()
             for line in lines:

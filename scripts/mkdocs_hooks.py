@@ -26,8 +26,10 @@ _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\s+\"[^\"]*\")?\)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LAB_FILES = (".md", ".py", ".toml", ".csv", ".txt", ".json")
 
-# site path (src_uri) -> repository file, for every page and file this hook adds
+# site path (src_uri) -> repository file, for every page and file this hook adds, and the
+# inverse for the lab files (set by on_files, read by on_page_markdown)
 _SOURCES: dict[str, Path] = {}
+_LAB_PATHS: dict[Path, str] = {}
 
 
 def _lab_files() -> dict[str, Path]:
@@ -96,7 +98,9 @@ def on_files(files: Files, config) -> Files:
     for uri, path in labs.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
         _SOURCES[uri] = path
-    lab_paths = {p.resolve(): uri for uri, p in _SOURCES.items()}
+    _LAB_PATHS.clear()
+    _LAB_PATHS.update({p.resolve(): uri for uri, p in _SOURCES.items()})
+    lab_paths = _LAB_PATHS
     pages = [(Path(f.abs_src_path), f.src_uri) for f in files if f.src_uri.endswith(".md")
              and f.abs_src_path]
     present = {f.src_uri for f in files}
@@ -119,7 +123,7 @@ def on_files(files: Files, config) -> Files:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     docs_dir = Path(config["docs_dir"]).resolve()
     source = Path(page.file.abs_src_path).resolve()
-    lab_paths = {p.resolve(): uri for uri, p in _SOURCES.items()}
+    lab_paths = _LAB_PATHS
     page_dir = posixpath.dirname(page.file.src_uri)
     lines = markdown.splitlines(keepends=True)
     edits: dict[int, list] = {}

@@ -40,6 +40,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from compiler.options import ORDERS
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import K_CYCLES
@@ -47,8 +48,6 @@ from hw.systolic.timing import tile_counters
 
 __all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "ORDERS", "DRAM_EFFICIENCY"]
 
-#: Loop orders over the (m, n, k) tile loops, outermost first.
-ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
 #: Fraction of DRAM peak the tiler's estimate assumes for streaming tile loads.
 DRAM_EFFICIENCY = 0.8
 

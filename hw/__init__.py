@@ -1,8 +1,5 @@
 """Hardware models: what the silicon does, cycle by cycle.
 
-``hw`` never imports ``compiler`` or ``npulab``.
+``hw`` never imports ``compiler`` or ``npulab``. Kernel modules take ``njit`` from
+:mod:`hw._jitcache`, which keeps every compiled kernel in one cache per installed version.
 """
-
-from hw._jitcache import guard as _guard_numba_cache
-
-_guard_numba_cache()

@@ -43,10 +43,11 @@ from hw.memory.dma import dma_config_from_dict, dma_config_to_dict
 from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
+from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, preset_path
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import config_from_table, read_toml, toml_value
 
-__all__ = ["load_chip_config", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
+__all__ = ["load_chip_config", "resolve_chip_path", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
            "parse_override", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
@@ -141,13 +142,29 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return merged
 
 
+def resolve_chip_path(name_or_path: str | Path) -> Path:
+    """A config file path, or the file of a shipped preset named ``name_or_path`` (chip presets
+    and NVDLA builds alike: :mod:`hw.presets`). The command line's ``--config`` resolves the same
+    way."""
+    if looks_like_path(name_or_path):
+        return Path(name_or_path)
+    found = preset_path(str(name_or_path))
+    if found is None:
+        raise ConfigError(f"{name_or_path}: no such config file or preset; presets: "
+                          f"{', '.join(chip_preset_names())}; NVDLA builds: "
+                          f"{', '.join(nvdla_preset_names())}")
+    return found
+
+
 def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:
-    """Load a chip config from a TOML file (``None``: the built-in default), then apply
-    ``--set``-style overrides with the same validation as the file."""
+    """Load a chip config from a TOML file or a shipped preset by name (``"gemmini_like"``;
+    ``None``: the built-in default), then apply ``--set``-style overrides with the same
+    validation as the file."""
     if path is None:
         data: dict[str, Any] = {}
         where = "default config"
     else:
+        path = resolve_chip_path(path)
         where = str(path)
         data = read_toml(path)
     return chip_config_from_dict(data, where, overrides)

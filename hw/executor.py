@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.chip import ChipConfig
 from hw.memory import _dram_kernel as K

@@ -35,8 +35,10 @@ Floating point conventions (fp16 operands, fp32 accumulation)
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
+
+from hw._jitcache import njit
 
 __all__ = [
     "int_min",

@@ -8,12 +8,11 @@ argument, not a config value, and raises ``ValueError``).
 from __future__ import annotations
 
 import math
+import numbers
 import tomllib
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from hw.systolic.config import ConfigError
 
@@ -77,11 +76,22 @@ def toml_value(raw: str) -> Any:
         return raw
 
 
+def _is_bool(value) -> bool:
+    """Python's or numpy's bool (numpy's is not registered as a number; checked by type name so
+    that reading a config does not import numpy)."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy"
+                                       and type(value).__name__ in ("bool", "bool_"))
+
+
+def _is_int(value) -> bool:
+    """An integer, Python's or numpy's, and not a bool."""
+    return not _is_bool(value) and isinstance(value, numbers.Integral)
+
+
 def _number_in(value, key: str, where: str, lo: float, hi: float, *,
                lo_open: bool = False) -> float:
     """A finite real in [lo, hi] (or (lo, hi] with ``lo_open``), returned as float."""
-    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer,
-                                                                        np.floating))
+    ok = (not _is_bool(value) and isinstance(value, numbers.Real)
           and math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi)
     if not ok:
         interval = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
@@ -90,14 +100,13 @@ def _number_in(value, key: str, where: str, lo: float, hi: float, *,
 
 
 def _bool(value, key: str, where: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
+    if not _is_bool(value):
         raise ConfigError(f"{where}: {key} = {value!r}: must be true or false")
     return bool(value)
 
 
 def _one_of(value, key: str, where: str, allowed: tuple[int, ...]) -> int:
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
-            or value not in allowed):
+    if not _is_int(value) or value not in allowed:
         raise ConfigError(f"{where}: {key} = {value!r}: must be one of "
                           f"{', '.join(str(a) for a in allowed)}")
     return int(value)
@@ -105,6 +114,6 @@ def _one_of(value, key: str, where: str, allowed: tuple[int, ...]) -> int:
 
 def _nonneg_int(name: str, value) -> int:
     """An argument (not a config value) that must be an integer >= 0; ValueError otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+    if not _is_int(value) or value < 0:
         raise ValueError(f"{name} = {value!r}: must be an integer >= 0")
     return int(value)

@@ -7,12 +7,36 @@ models and ``compiler`` the workloads; this package glues them together.
 >>> result = simulate(zoo.get("resnet18"), load_chip_config())
 >>> result.totals["cycles"] > 0
 True
+
+The names below are imported on first use (PEP 562), so ``import npulab`` (and with it
+``npulab --version`` and every ``--help``) does not load Numba or the models.
 """
 
-from compiler.frontends import zoo
-from hw.configfile import load_chip_config
-from npulab.simulate import RunResult, simulate
+from __future__ import annotations
+
+import importlib
 
 __all__ = ["__version__", "simulate", "load_chip_config", "zoo", "RunResult"]
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "simulate": ("npulab.simulate", "simulate"),
+    "RunResult": ("npulab.simulate", "RunResult"),
+    "load_chip_config": ("hw.configfile", "load_chip_config"),
+    "zoo": ("compiler.frontends.zoo", None),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'npulab' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

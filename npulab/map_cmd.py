@@ -25,7 +25,7 @@ import math
 import re
 import sys
 
-from compiler.lower import CONV_LOWERINGS
+from compiler.options import CONV_LOWERINGS
 
 __all__ = ["add_parser", "main", "parse_gemm", "parse_conv", "cost_tiler_choice",
            "OBJECTIVES", "DEFAULT_SAMPLES", "DEFAULT_EXHAUSTIVE_LIMIT"]
@@ -54,7 +54,7 @@ _CONV_SYNTAX = ("HxWxCIN-COUTkKH[xKW][sSTRIDE][pPAD][gGROUPS] (HxCIN-... for a s
 
 def add_parser(subparsers) -> None:
     """Register ``map`` on an argparse subparsers object."""
-    from npulab.cli import DEFAULT_TECH, _add_config_args
+    from npulab.cli import DEFAULT_TECH, _add_config_args, _add_op_args
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
         "map", formatter_class=fmt, help="search the mapping space of one op (tilings, loop "
@@ -79,11 +79,7 @@ def add_parser(subparsers) -> None:
     src.add_argument("--model", "-m", metavar="NAME",
                      help=f"zoo model the op comes from (default {DEFAULT_MODEL}, with --layer "
                           f"{DEFAULT_LAYER} when no op is given)")
-    src.add_argument("--gemm", metavar="M,N,K",
-                     help="one GEMM out(MxN) = A(MxK) @ B(KxN), B a weight matrix (as a fully "
-                          "connected layer); --batch N makes N independent GEMMs")
-    src.add_argument("--conv", metavar="SPEC",
-                     help=f"one convolution: {_CONV_SYNTAX}; --batch N images")
+    _add_op_args(src)
     p.add_argument("--layer", "-l", metavar="LAYER",
                    help="op name in the zoo model (a Conv2d or Gemm), e.g. layer1.0.conv1")
     p.add_argument("--batch", metavar="N", help="batch size (zoo model, --conv images, --gemm "
@@ -119,6 +115,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dram-type", metavar="KIND",
                    help="DRAM device for energy: ddr4, lpddr4, lpddr5, hbm2, hbm3 (default: "
                         "from the DRAM preset, as npulab run)")
+    p.add_argument("--wall-time", action="store_true",
+                   help="with --format json: add the search's wall-clock seconds and mappings "
+                        "per second under \"wall_time\" (left out by default, so the same "
+                        "search gives byte-identical JSON)")
     p.add_argument("--format", "-f", metavar="|".join(FORMATS), default="table",
                    help="stdout format (default table)")
 
@@ -184,6 +184,23 @@ def parse_conv(spec: str) -> dict:
                 groups=v["g"] if v["g"] is not None else 1)
 
 
+def op_from_spec(gemm: str | None, conv: str | None, batch: int | None):
+    """The op of ``--gemm M,N,K`` or ``--conv SPEC`` (``npulab run`` and ``npulab map`` read
+    them alike): a :class:`compiler.ir.Gemm` named ``gemm MxNxK`` or a conv named ``conv SPEC``,
+    ``batch`` (default 1) independent GEMMs or images."""
+    from compiler.ir import Gemm, IRError, conv2d
+    from npulab.cli import check_bare_gemm
+    check_bare_gemm(gemm)
+    batch = _int("--batch", batch, 1) or 1
+    try:
+        if gemm:
+            m, n, k = parse_gemm(gemm)
+            return Gemm(name=f"gemm {m}x{n}x{k}", m=m, n=n, k=k, batch=batch)
+        return conv2d(f"conv {conv.strip()}", batch=batch, **parse_conv(conv))
+    except IRError as exc:
+        raise _error(f"{'--gemm ' + gemm if gemm else '--conv ' + conv}: {exc}") from None
+
+
 def _dataflows(spec: str, chip):
     from hw.systolic.config import Dataflow
     text = spec.strip().lower()
@@ -217,15 +234,8 @@ def _op(args):
     if args.gemm or args.conv:
         if image_size is not None or seq_len is not None:
             raise _error("--image-size/--seq-len apply to zoo models, not --gemm/--conv")
-        try:
-            if args.gemm:
-                m, n, k = parse_gemm(args.gemm)
-                return Gemm(name=f"gemm {m}x{n}x{k}", m=m, n=n, k=k, batch=batch or 1), "--gemm"
-            kw = parse_conv(args.conv)
-            return conv2d(f"conv {args.conv.strip()}", batch=batch or 1, **kw), "--conv"
-        except IRError as exc:
-            raise _error(f"{'--gemm ' + args.gemm if args.gemm else '--conv ' + args.conv}: "
-                         f"{exc}") from None
+        op = op_from_spec(args.gemm, args.conv, batch)
+        return op, ("--gemm" if args.gemm else "--conv")
     from compiler.frontends import zoo
     model = args.model or DEFAULT_MODEL
     if args.model is not None and args.layer is None:
@@ -319,7 +329,8 @@ def _pct_better(best: float, tiler: float) -> float:
 
 def main(args) -> int:
     """Run ``npulab map`` from parsed arguments."""
-    from npulab.cli import _load_nvdla, load_chip_config, preset_names, resolve_config
+    from hw.configfile import load_chip_config
+    from npulab.cli import _load_nvdla, presets_help, resolve_config
     objective = _choice("--objective", args.objective, OBJECTIVES)
     fmt = _choice("--format", args.format, FORMATS)
     lowering = _choice("--conv-lowering", args.conv_lowering, CONV_LOWERINGS)
@@ -338,7 +349,7 @@ def main(args) -> int:
     if nvdla is not None:
         raise _error(f"--config {args.config}: {nvdla.name} is an NVDLA build, whose mapping is "
                      f"fixed by its convolution pipeline; npulab map searches systolic chips "
-                     f"(presets: {', '.join(preset_names())})")
+                     f"({presets_help().split('; NVDLA')[0]})")
     chip = load_chip_config(path, args.set)
     dataflows = _dataflows(args.dataflows, chip)
     try:
@@ -366,8 +377,7 @@ def main(args) -> int:
                 macs=macs, pes=pes, chip=chip.name, chip_summary=_describe_chip(chip),
                 tech=tech.name, dataflows=[d.value for d in dataflows],
                 orders=[args.loop_order] if args.loop_order else list(ORDERS),
-                search="exhaustive" if result.exhaustive else "pruned",
-                mappings_per_s=result.mappings_per_s)
+                search="exhaustive" if result.exhaustive else "pruned")
     if not result.exhaustive:
         info["guarantee"] = {"samples": result.phases.get("samples_drawn", 0),
                              "confidence": CONFIDENCE,
@@ -381,6 +391,12 @@ def main(args) -> int:
                             tiler_estimated_cycles=choice.estimated_cycles,
                             better_pct=better)
         out["better_than_tiler_pct"] = better
+        # Wall-clock figures change from run to run: only on request, so JSON can be diffed.
+        seconds = out.pop("seconds")
+        if args.wall_time:
+            rate = result.mappings_per_s
+            out["wall_time"] = {"seconds": seconds,
+                                "mappings_per_s": rate if math.isfinite(rate) else None}
         sys.stdout.write(json.dumps(out, indent=2, allow_nan=False) + "\n")
         return 0
     sys.stdout.write(_table(result, info, tiler, better, top, objective))

@@ -15,11 +15,13 @@ redirected output stay clean.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
+from typing import Callable, Iterator
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "compile_notice"]
 
 
 def _clock_text(seconds: float) -> str:
@@ -35,7 +37,9 @@ class Progress:
     ``quiet``: draw nothing. ``min_interval``: seconds between redraws (default 0.1, i.e. at
     most ~10 per second). ``width``: bar characters. ``clock``: a monotonic time source in
     seconds (``time.monotonic``; tests pass a fake). Elapsed time counts from construction; the
-    ETA assumes the remaining items take as long on average as the finished ones.
+    ETA assumes the remaining items take as long on average as the finished ones, not counting
+    the seconds ``overhead()`` returns (one-off work such as compiling kernels: see
+    :func:`compile_notice`).
     """
 
     def __init__(self, stream=None, *, quiet: bool = False, min_interval: float = 0.1,
@@ -57,6 +61,7 @@ class Progress:
         self._open = False       # a line is drawn and not yet ended
         self._finished = False   # the last call drew the final state
         self.redraws = 0
+        self.overhead: Callable[[], float] = lambda: 0.0
 
     def __call__(self, done: int, total: int, name: str = "") -> None:
         for key, v in (("done", done), ("total", total)):
@@ -91,7 +96,8 @@ class Progress:
         digits = len(str(total))
         times = f"{_clock_text(elapsed)} elapsed"
         if 0 < done < total:
-            times += f", ETA {_clock_text(elapsed * (total - done) / done)}"
+            working = max(elapsed - self.overhead(), 0.0)
+            times += f", ETA {_clock_text(working * (total - done) / done)}"
         head = f"[{bar}] {done:>{digits}}/{total} {100.0 * frac:5.1f}%"
         columns = shutil.get_terminal_size((80, 24)).columns - 1
         room = columns - len(head) - len(times) - 4
@@ -106,6 +112,19 @@ class Progress:
         self._open = True
         self.redraws += 1
 
+    def note(self, text: str) -> None:
+        """Write one line of text above the bar (ending a bar line left open), when the bar
+        would be drawn (a terminal, not quiet)."""
+        if not self.enabled:
+            return
+        if self._open:
+            self.stream.write("\n")
+            self._open = False
+            self._shown = 0
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._last_draw = None
+
     def close(self) -> None:
         """End a line left open (a run stopped before ``done == total``)."""
         if self._open:
@@ -119,3 +138,21 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def compile_notice(progress: Progress | None = None, stream=None) -> Iterator[object]:
+    """While the body runs: say once, on a terminal, that Numba is compiling npulab's kernels (a
+    cold cache: the first run of an installed version), and keep ``progress``'s ETA free of the
+    seconds spent compiling. Yields the :class:`hw._jitcache.CompileWatch`."""
+    from hw._jitcache import CompileWatch
+    bar = progress if progress is not None else Progress(stream)
+
+    def first(cache_dir) -> None:
+        bar.note(f"npulab: compiling simulation kernels once for this version (cached in "
+                 f"{cache_dir}); later runs start at once")
+
+    watch = CompileWatch(on_first=first)
+    bar.overhead = watch.compiling_seconds
+    with watch:
+        yield watch

@@ -7,11 +7,12 @@ import io
 import json
 from dataclasses import fields
 
+from npulab.choices import RUN_FORMATS
 from npulab.simulate import LayerResult, RunResult
 
 __all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv", "csv_table"]
 
-FORMATS = ("table", "json", "csv")
+FORMATS = RUN_FORMATS
 
 _SHAPE_COLUMNS = [  # (header, attribute, format)
     ("layer", "name", "s"),

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from compiler.ir import Graph
+from npulab.choices import TIMING_MODES
 from compiler.lower import CompileOptions, compile_graph
 from hw.chip import ChipConfig
 from hw.configfile import chip_config_to_dict
@@ -36,14 +37,15 @@ from hw.systolic.timing import gemm_timing
 
 __all__ = ["TIMING_MODES", "LayerResult", "RunResult", "simulate", "SCOPE_NOTE", "graph_batch"]
 
-TIMING_MODES = ("native", "compute", "scalesim")
 SCOPE_NOTES = {
     "native": ("full chip: tiles scheduled over the scratchpads, cycle-level DRAM, host link and "
                "DMA; stalls included; pool/eltwise ops not simulated (no vector unit)"),
     "compute": ("compute-only: operands assumed resident in SRAM with unlimited bandwidth "
                 "(no DRAM, no stalls); layers run one after another on an empty array"),
     "scalesim": ("SCALE-Sim compute model (CALC): operands resident in SRAM, no DRAM, no stalls; "
-                 "layers run one after another"),
+                 "layers run one after another; each layer counts one cycle less than its folds "
+                 "take, as SCALE-Sim does (its last-cycle-index convention, issue 125), so a "
+                 "fully used array can show a hair over 100 % utilization"),
 }
 #: Kept for callers of the compute-only scope text.
 SCOPE_NOTE = SCOPE_NOTES["compute"]

@@ -21,8 +21,6 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from compiler.frontends import zoo
-from compiler.lower import CompileOptions, compile_graph
-from hw.configfile import load_chip_config
 from hw.memory.dram import DRAM_PRESETS, dram_preset
 
 if TYPE_CHECKING:   # hw.system.soc (and the executor) load when the command runs (CLI start-up)
@@ -96,6 +94,7 @@ def build_soc(args) -> SocConfig:
     if not 1 <= n <= MAX_ACCELERATORS:
         raise _user_error(f"--accelerators {n}: must be an integer in 1..{MAX_ACCELERATORS} "
                           f"(an SoC needs at least one accelerator)")
+    from hw.configfile import load_chip_config
     chip = load_chip_config(resolve_config(args.config), args.set)
     dram = dram_preset(args.dram) if args.dram is not None else chip.dram
     return SocConfig(name=f"{n}x{chip.name}", accelerators=(chip,) * n, dram=dram, cpu=cpu)
@@ -115,6 +114,7 @@ def run(args) -> tuple[str, SocResult]:
     for j in range(len(soc.accelerators)):
         chip = soc.chip(j)
         if chip not in cache:    # identical accelerators share one compiled program
+            from compiler.lower import CompileOptions, compile_graph
             cache[chip] = compile_graph(graph, chip, CompileOptions())
         programs.append(cache[chip])
     return graph.name, run_soc(soc, programs)

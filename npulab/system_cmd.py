@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING
 
 # Only the names go into the parser: the models load when a command runs (CLI start-up).
-from hw.system import ALGORITHMS, OPS, PRESETS
+from hw.system import ALGORITHMS, OPS, system_names
 
 if TYPE_CHECKING:
     from hw.system.system import SystemConfig
@@ -77,7 +77,7 @@ def _size_list(text: str) -> list[int]:
 
 def _add_system_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", "-s", required=True, metavar="PRESET|SPEC|FILE",
-                   help=f"a preset ({', '.join(PRESETS)}), an inline topology (ring:N, "
+                   help=f"a preset ({', '.join(system_names())}), an inline topology (ring:N, "
                         f"mesh2d:AxB, torus2d:AxB, torus3d:AxBxC, switch:N, fc:N, fattree:NxK) or "
                         f"a system TOML file")
     p.add_argument("--link-gbps", type=float, metavar="GB/s",
@@ -124,13 +124,16 @@ def add_parsers(subparsers) -> None:
                     "the network simulation, and print step time, compute, exposed "
                     "communication, pipeline bubble, per-chip memory and scaling efficiency vs "
                     "one chip.",
-        epilog="examples:\n  npulab system --system dgx-a100 --model gpt3-175b --strategy "
-               "tp=8 --global-batch 8\n"
-               "  npulab system --system hgx-a100-4 --model megatron-22b --strategy dp=1,tp=4 "
-               "--global-batch 4\n"
+        epilog="examples (each plan fits in the chips' memory):\n"
+               "  npulab system --system dgx-a100 --model megatron-22b --strategy "
+               "tp=8,recompute=full --global-batch 8\n"
+               "  npulab system --system hgx-a100-4 --model gpt2-small --strategy dp=2,tp=2 "
+               "--global-batch 16\n"
                "  npulab system --system ring:8 --model resnet50 --strategy dp=8 --batch 32\n"
                "  npulab system --system pcie4-x4 --model bert_base_layer --strategy dp=4\n"
-               f"\nLLM presets: {', '.join(model_names())}; zoo models train data-parallel.")
+               f"\nLLM presets: {', '.join(model_names())}; zoo models train data-parallel.\n"
+               "A plan that does not fit in a chip's memory prints a warning on stderr; "
+               "--strict makes it exit with status 1.")
     _add_system_args(s)
     s.add_argument("--model", "-m", required=True, help="an LLM preset or a zoo model")
     s.add_argument("--strategy", default="dp=1",
@@ -149,6 +152,9 @@ def add_parsers(subparsers) -> None:
                    help="collectives simulated with contention (default) or closed form")
     s.add_argument("--algorithm", default="auto", choices=ALGORITHMS,
                    help="collective algorithm (default auto)")
+    s.add_argument("--strict", action="store_true",
+                   help="exit with status 1 when the plan does not fit in a chip's memory "
+                        "(default: a warning on stderr, exit 0)")
 
 
 def load(args) -> SystemConfig:
@@ -213,10 +219,11 @@ def cmd_system(args) -> int:
     result = plan(system, model, args.strategy, comm_mode=args.comm, algorithm=args.algorithm,
                   microbatches=args.microbatches)
     r = result.report
+    status = _fit_status(r, args.strict)
     if args.format == "json":
         json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
         print()
-        return 0
+        return status
     st = r.strategy
     print(f"npulab system: {r.model} on {system.name} ({r.n_ranks} of "
           f"{system.topology.n_ranks} chips: dp={st['dp']} tp={st['tp']} pp={st['pp']}"
@@ -248,7 +255,17 @@ def cmd_system(args) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    return 0
+    return status
+
+
+def _fit_status(r, strict: bool) -> int:
+    """Warn on stderr when the plan does not fit in a chip's memory: 1 with ``--strict``, else 0."""
+    if r.fits is None or r.fits:
+        return 0
+    print(f"npulab: warning: the plan does not fit: {_gb(r.memory['total'])} per chip, "
+          f"{_gb(r.device_mem_bytes)} available (more tp/pp, zero=1..3 or recompute=full "
+          f"shrink it){'' if strict else '; --strict makes this an error'}", file=sys.stderr)
+    return 1 if strict else 0
 
 
 def main(args) -> int:

@@ -31,45 +31,16 @@ tiles) and, when asked, every counter and energy component.
 
 from __future__ import annotations
 
-import hashlib
 import math
-from pathlib import Path
 
 import numpy as np
-from numba import njit
 
+from hw._jitcache import njit  # its cache stamp covers hw/ too (callee _timing_kernel)
 from hw.systolic.mapping import K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES
 from hw.systolic.timing import _timing_kernel
 
 __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_DIMS"]
 
-
-def _guard_cache() -> None:
-    """Numba's cache does not see changes to jitted callees in other files (see
-    :mod:`hw._jitcache`): this kernel compiles ``hw.systolic``'s timing kernel into itself, so its
-    cache is dropped whenever this file or ``hw/systolic`` changes."""
-    import os
-
-    from hw._jitcache import MARKER, source_hash
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    here = Path(__file__).resolve().parent
-    systolic = Path(_timing_kernel.py_func.__code__.co_filename).resolve().parent
-    try:
-        digest = hashlib.sha256(source_hash(systolic).encode()
-                                + Path(__file__).read_bytes()).hexdigest()
-        marker = here / "__pycache__" / MARKER
-        if marker.is_file() and marker.read_text().strip() == digest:
-            return
-        for f in (*(here / "__pycache__").glob("*.nbi"), *(here / "__pycache__").glob("*.nbc")):
-            f.unlink(missing_ok=True)
-        marker.parent.mkdir(exist_ok=True)
-        marker.write_text(digest + "\n")
-    except OSError:
-        pass
-
-
-_guard_cache()
 
 #: Loop orders as dimension codes (0 = m, 1 = n, 2 = k), outermost first, in
 #: :data:`compiler.tiling.ORDERS` order.

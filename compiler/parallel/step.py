@@ -67,12 +67,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
-
 from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
 from compiler.parallel.backward import backward_ops, graph_params
 from compiler.parallel.llm import TransformerModel, get_model, model_flops
 from compiler.parallel.strategy import Strategy, parse_strategy
+from hw._lazy import lazy_module
+
+np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
 
 __all__ = [
     "OpTime", "CommTime", "StepReport", "plan_step", "PipelineResult", "simulate_pipeline",

@@ -82,7 +82,7 @@ same-group spacings are never shorter than other-group ones (``_L >= _S``, check
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 try:  # LLVM cttz; present in every Numba this project supports
     from numba.cpython.unsafe.numbers import trailing_zeros as _cttz

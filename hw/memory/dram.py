@@ -21,15 +21,18 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from hw.memory import _dram_kernel as K
+from hw._lazy import lazy_module
 from hw.systolic.config import ConfigError
-from hw.validate import read_config_text
+from hw.validate import _is_bool, _is_int, read_config_text
+
+np = lazy_module("numpy")                     # loaded when a model first runs,
+K = lazy_module("hw.memory._dram_kernel")   # so reading presets stays light
 
 __all__ = ["DramConfig", "DRAM_PRESETS", "DRAM_PRESET_SOURCES", "dram_preset", "dram_config_from_dict",
            "dram_config_to_dict", "dram_config_from_dramsim3_ini", "decode_address", "ReplayResult",
@@ -149,7 +152,7 @@ class DramConfig:
 
         def integer(key: str, lo: int, hi: int, pow2: bool = False) -> int:
             v = getattr(self, key)
-            if (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
+            if (not _is_int(v)
                     or not lo <= v <= hi or (pow2 and not _pow2(int(v)))):
                 fail(key, v, f"{'a power of two' if pow2 else 'an integer'} in {lo}..{hi}")
             object.__setattr__(self, key, int(v))
@@ -173,7 +176,7 @@ class DramConfig:
         if self.columns < self.burst_length:
             fail("columns", self.columns, f"at least burst_length = {self.burst_length}")
         tck = self.tck_ns
-        if (isinstance(tck, bool) or not isinstance(tck, (int, float, np.integer, np.floating))
+        if (_is_bool(tck) or not isinstance(tck, numbers.Real)
                 or not math.isfinite(tck) or not 0 < tck <= 100):
             fail("tck_ns", tck, "a number of nanoseconds in (0, 100]")
         object.__setattr__(self, "tck_ns", float(tck))
@@ -201,7 +204,7 @@ class DramConfig:
         integer("transaction_queue_depth", 1, 4096)
         for key in ("dual_command_issue", "refresh", "ideal"):
             v = getattr(self, key)
-            if not isinstance(v, (bool, np.bool_)):
+            if not _is_bool(v):
                 fail(key, v, "true or false")
             object.__setattr__(self, key, bool(v))
         if self.address_bits > 62:
@@ -713,11 +716,8 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 # ---- stateful model -----------------------------------------------------------------------
-_COUNTERS = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_HITS,
-             "row_misses": K.ST_ROW_MISSES, "row_conflicts": K.ST_ROW_CONFLICTS,
-             "activates": K.ST_ACTIVATES, "precharges": K.ST_PRECHARGES,
-             "refreshes": K.ST_REFRESHES, "data_cycles": K.ST_DATA_CYCLES,
-             "refresh_cycles": K.ST_REFRESH_CYCLES}
+_COUNTERS = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates",
+             "precharges", "refreshes", "data_cycles", "refresh_cycles")   # K.ST_<NAME>
 
 
 class DramModel:
@@ -760,4 +760,4 @@ class DramModel:
         hit = its column command needed no ACT; miss = bank closed, ACT only; conflict = another
         row open, PRE + ACT), activates, precharges, refreshes, data_cycles (data-bus busy cycles,
         summed over channels) and refresh_cycles (tRFC per refresh)."""
-        return {name: int(self.stats[i]) for name, i in _COUNTERS.items()}
+        return {name: int(self.stats[getattr(K, "ST_" + name.upper())]) for name in _COUNTERS}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.validate import _bool, _nonneg_int, _number_in, _one_of, config_from_table
 from hw.systolic.config import ConfigError, _int_in

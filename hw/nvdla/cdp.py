@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import wrap
 from hw.nvdla.lut import LutParams, _check_int, _lut_one, _signed, lut_counters

@@ -11,12 +11,12 @@ request the configuration cannot run (fp16 on nv_small, the LUT on nv_medium_512
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from hw.systolic.config import ConfigError
+from hw.presets import nvdla_preset_names, presets_dir
 from hw.validate import config_from_table, read_toml, toml_value
 
 __all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "load_nvdla_config", "nvdla_preset_names",
@@ -197,22 +197,7 @@ class NvdlaConfig:
 
 
 def _presets_dir() -> Path:
-    """``sim_configs/`` of a source checkout, or the installed ``npulab/sim_configs`` package
-    data (located without importing npulab: ``hw`` never imports the layers above it)."""
-    checkout = Path(__file__).resolve().parents[2] / "sim_configs"
-    if checkout.is_dir():
-        return checkout
-    spec = importlib.util.find_spec("npulab")
-    if spec is not None and spec.origin:
-        installed = Path(spec.origin).parent / "sim_configs"
-        if installed.is_dir():
-            return installed
-    return checkout
-
-
-def nvdla_preset_names() -> list[str]:
-    """The shipped NVDLA presets (``sim_configs/nv_*.toml``)."""
-    return sorted(p.stem for p in _presets_dir().glob("nv_*.toml"))
+    return presets_dir()
 
 
 def is_nvdla_config(data: dict[str, Any]) -> bool:

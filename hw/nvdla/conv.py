@@ -17,7 +17,7 @@ convolution, which the tests check against numpy.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import saturate
 from hw.nvdla.numerics import cacc_output_array, shift_right_sat

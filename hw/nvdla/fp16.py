@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import fp32_to_fp16_bits
 from hw.nvdla.conv import check_geometry

@@ -70,7 +70,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import saturate
 from hw.nvdla.numerics import shift_right_sat

@@ -34,7 +34,7 @@ unit to a whole tensor.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import round_shift, saturate, wrap
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.numerics import wrap
 from hw.nvdla.numerics import pdp_average, pdp_recip, round_half_away

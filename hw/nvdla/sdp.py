@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.nvdla.numerics import (
     ALU_EQL, ALU_MAX, ALU_MIN, ALU_SUM, cvt_operand, cvt_out, cvt_out_array, sdp_x, sdp_y,

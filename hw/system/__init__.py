@@ -13,3 +13,20 @@ ALGORITHMS = ("auto", "ring", "tree", "rhd", "direct", "hierarchical", "ps")
 #: The named system presets (files in sim_configs/systems/; see
 #: :func:`hw.system.system.load_system`).
 PRESETS = ("dgx-a100", "hgx-a100-4", "hgx-h100", "tpu-v3-32", "pcie4-x4")
+
+
+def systems_dir():
+    """``sim_configs/systems/`` (of the checkout or the installed package data:
+    :func:`hw.presets.presets_dir`)."""
+    from hw.presets import presets_dir
+    return presets_dir() / "systems"
+
+
+def system_names() -> tuple[str, ...]:
+    """The shipped systems: :data:`PRESETS`, then any other ``sim_configs/systems/*.toml`` with
+    a ``[system]`` table (e.g. ``dgx1-v100``); graph files alone are not systems."""
+    extra = []
+    for path in sorted(systems_dir().glob("*.toml")):
+        if path.stem not in PRESETS and "\n[system]" in "\n" + path.read_text(encoding="utf-8"):
+            extra.append(path.stem)
+    return PRESETS + tuple(extra)

@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 __all__ = ["Messages", "FlowResult", "simulate", "simulate_links", "messages_from_edges",
            "csr_from_edges"]

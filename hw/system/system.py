@@ -28,12 +28,11 @@ and what is allowed.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hw.system import PRESETS
+from hw.system import PRESETS, system_names, systems_dir
 from hw.system.topology import (
     Topology, TopologyError, fattree, fully_connected, hierarchical, topology_from_dict,
     topology_from_spec, with_host,
@@ -297,30 +296,6 @@ _INLINE_DEVICE = "a100"
 _INLINE_OVERHEAD_NS = 1400.0
 
 
-def systems_dir() -> Path:
-    """``sim_configs/systems/`` of a source checkout, or of the installed npulab package data
-    (found without importing npulab)."""
-    checkout = Path(__file__).resolve().parents[2] / "sim_configs" / "systems"
-    if checkout.is_dir():
-        return checkout
-    spec = importlib.util.find_spec("npulab")
-    if spec is not None and spec.origin:
-        installed = Path(spec.origin).parent / "sim_configs" / "systems"
-        if installed.is_dir():
-            return installed
-    return checkout
-
-
-def system_names() -> tuple[str, ...]:
-    """The shipped systems: :data:`PRESETS`, then any other ``sim_configs/systems/*.toml`` with
-    a ``[system]`` table (e.g. ``dgx1-v100``); graph files alone are not systems."""
-    extra = []
-    for path in sorted(systems_dir().glob("*.toml")):
-        if path.stem not in PRESETS and "\n[system]" in "\n" + path.read_text(encoding="utf-8"):
-            extra.append(path.stem)
-    return PRESETS + tuple(extra)
-
-
 # --------------------------------------------------------------------------------------------
 # loading
 # --------------------------------------------------------------------------------------------
@@ -341,8 +316,8 @@ def load_system(spec: str, *, link_gbps=None, link_latency_ns=None, device=None)
     :class:`ChipDevice`, a :data:`DEVICES` name, or a chip config name/path (-> ChipDevice).
     """
     if not isinstance(spec, (str, Path)) or not str(spec).strip():
-        raise ConfigError(f"system {spec!r}: must be a preset ({', '.join(PRESETS)}), a system "
-                          f"TOML file or an inline topology spec")
+        raise ConfigError(f"system {spec!r}: must be a preset ({', '.join(system_names())}), "
+                          f"a system TOML file or an inline topology spec")
     text = str(spec).strip()
     overrides = {"link_gbps": link_gbps, "link_latency_ns": link_latency_ns}
     if text in PRESETS or text in system_names():

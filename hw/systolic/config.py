@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import enum
+import numbers
 from dataclasses import dataclass
-
-import numpy as np
 
 __all__ = ["Dataflow", "Precision", "Overflow", "ArrayConfig", "ConfigError", "MAX_ARRAY_DIM"]
 
@@ -77,7 +76,8 @@ def _enum_value(enum_type, value, key: str, where: str):
 
 
 def _int_in(value, key: str, where: str, lo: int, hi: int) -> int:
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+    # numbers.Integral covers numpy's integers; numpy's bool_ is not Integral.
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
             or not lo <= value <= hi):
         raise ConfigError(f"{where}: {key} = {value!r}: must be an integer in {lo}..{hi}")
     return int(value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.systolic.config import ArrayConfig, Dataflow
 

@@ -74,9 +74,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
+from hw._jitcache import njit
 from hw.numerics import accumulate, observe
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
+from hw._jitcache import njit
 
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.mapping import (

@@ -100,7 +100,8 @@ def test_cli_reference_lists_every_command_and_option(script):
         assert f"\n## {path}\n" in text, path
         section = text.split(f"\n## {path}\n", 1)[1].split("\n## ", 1)[0]
         for action in parser._actions:
-            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings \
+                    or action.help == argparse.SUPPRESS:   # hidden: only explains an error
                 continue
             assert f"`{action.option_strings[0]}`" in section, (path, action.option_strings)
             n += 1

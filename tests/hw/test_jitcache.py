@@ -1,50 +1,112 @@
-"""The Numba cache guard (hw/_jitcache.py) on a throwaway package tree: cached kernels survive
-while the source is unchanged and are deleted once any source file changes."""
+"""npulab's Numba kernel cache (hw/_jitcache.py, issue 21 item 15): one cache folder per
+installed version under the user cache dir, keyed by a kernel's path inside the project, so the
+installed package and a source tree with the same code share compiled kernels; stamped with the
+source of every kernel file, so a changed callee in another file recompiles everything."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
-from hw._jitcache import MARKER, guard, source_hash
+import pytest
+
+from hw import _jitcache
+from hw._jitcache import KERNEL_PACKAGES, cache_root, kernel_cache_dir, source_stamp
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Compiles (or loads) one small cached kernel of hw.numerics and prints where its cache is and
+# how many kernels Numba had to compile.
+_PROBE = textwrap.dedent("""
+    import json, sys
+    from hw._jitcache import CompileWatch
+    with CompileWatch() as watch:
+        import hw.numerics as n
+        assert n.int_min(8) == -128
+    print(json.dumps({"compiled": watch.kernels, "file": n.__file__}))
+""")
 
 
-def _tree(tmp_path: Path) -> Path:
-    pkg = tmp_path / "pkg"
-    (pkg / "sub" / "__pycache__").mkdir(parents=True)
-    (pkg / "a.py").write_text("x = 1\n")
-    (pkg / "sub" / "b.py").write_text("y = 2\n")
-    return pkg
+def _probe(tree: Path, cache: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env["NPULAB_CACHE_DIR"] = str(cache)
+    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=tree, env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _kernels(pkg: Path) -> list[Path]:
-    (pkg / "sub" / "__pycache__" / "b.k-1.py311.nbi").write_bytes(b"index")
-    (pkg / "sub" / "__pycache__" / "b.k-1.py311.1.nbc").write_bytes(b"code")
-    return sorted((pkg / "sub" / "__pycache__").glob("*.nb?"))
+def _copy_tree(dest: Path) -> Path:
+    for package in ("hw", "compiler"):
+        shutil.copytree(REPO / package, dest / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
 
 
-def test_unchanged_source_keeps_the_cache(tmp_path, monkeypatch):
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    pkg = _tree(tmp_path)
-    assert guard(pkg) is True                      # first run: no marker yet
-    files = _kernels(pkg)
-    assert guard(pkg) is False and all(f.exists() for f in files)
-    assert (pkg / "__pycache__" / MARKER).read_text().strip() == source_hash(pkg)
+def test_cache_root_follows_npulab_cache_dir_then_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("NPULAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"
+    monkeypatch.delenv("NPULAB_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "npulab"
+    assert kernel_cache_dir().parent == tmp_path / "xdg" / "npulab" / "numba"
 
 
-def test_a_changed_callee_file_clears_every_cached_kernel(tmp_path, monkeypatch):
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    pkg = _tree(tmp_path)
-    guard(pkg)
-    files = _kernels(pkg)
-    (pkg / "a.py").write_text("x = 3\n")           # another file than the cached kernel's
-    assert guard(pkg) is True
-    assert not any(f.exists() for f in files)
-    assert (pkg / "sub" / "b.py").exists()         # sources are never touched
-    assert guard(pkg) is False
+def test_the_stamp_is_the_content_of_every_kernel_file(tmp_path):
+    copy = _copy_tree(tmp_path / "copy")
+    assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
+    callee = copy / "hw" / "memory" / "link.py"          # no kernel in it, but hw/ code
+    callee.write_text(callee.read_text() + "\n# changed\n")
+    assert source_stamp.__wrapped__(copy) != source_stamp.__wrapped__(REPO)
+    outside = copy / "compiler" / "frontends" / "zoo.py"  # no kernel code: not in the stamp
+    callee.write_text(callee.read_text().removesuffix("\n# changed\n"))
+    outside.write_text(outside.read_text() + "\n# changed\n")
+    assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
+    assert KERNEL_PACKAGES == ("hw", "compiler/mapper")
 
 
-def test_user_managed_cache_dir_is_left_alone(tmp_path, monkeypatch):
-    pkg = _tree(tmp_path)
-    files = _kernels(pkg)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
-    assert guard(pkg) is False and all(f.exists() for f in files)
+def test_source_tree_and_another_copy_share_one_cache_and_a_changed_callee_recompiles(tmp_path):
+    cache = tmp_path / "cache"
+    first = _probe(REPO, cache)                           # this checkout, cold cache
+    assert first["compiled"] >= 1
+    assert Path(first["file"]).parent == REPO / "hw"
+    again = _probe(REPO, cache)
+    assert again["compiled"] == 0                         # loaded from the cache
+    copy = _copy_tree(tmp_path / "elsewhere")             # e.g. the installed site-packages copy
+    moved = _probe(copy, cache)
+    assert Path(moved["file"]).parent == copy / "hw" and moved["compiled"] == 0
+    folders = {p.parent.relative_to(cache) for p in cache.rglob("*.nbi")}
+    assert len({f.parts[:2] for f in folders}) == 1       # one numba/<version>-pyXY folder
+    assert all(f.parts[2:] == ("hw",) for f in folders)
+    callee = copy / "hw" / "memory" / "link.py"           # another file than the kernel's
+    callee.write_text(callee.read_text() + "\n# changed\n")
+    assert _probe(copy, cache)["compiled"] >= 1
+
+
+def test_a_user_managed_numba_cache_dir_is_left_to_numba(monkeypatch, tmp_path):
+    import numba
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "numba"))
+
+    def kernel():
+        return 1
+    assert _jitcache.KernelCacheLocator.from_function(kernel, str(REPO / "hw" / "x.py")) is None
+
+
+def test_functions_outside_the_kernel_packages_are_not_ours(monkeypatch, tmp_path):
+    import numba
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    monkeypatch.setenv("NPULAB_CACHE_DIR", str(tmp_path))
+
+    def kernel():
+        return 1
+    locate = _jitcache.KernelCacheLocator.from_function
+    assert locate(kernel, str(REPO / "tests" / "hw" / "test_x.py")) is None
+    assert locate(kernel, str(REPO / "npulab" / "x.py")) is None
+    found = locate(kernel, str(REPO / "compiler" / "mapper" / "cost.py"))
+    assert found is not None
+    assert Path(found.get_cache_path()) == kernel_cache_dir() / "compiler" / "mapper"

@@ -115,3 +115,16 @@ def test_sweep_pareto_front_equals_brute_force(tmp_path):
     assert {r["id"] for r in points if r["pareto"] == "true"} == pareto
     # the lab's show_sweep.py recomputes the same front
     assert _load("show_sweep").non_dominated(points, objectives) == pareto
+
+
+def test_the_sheet_quotes_the_peak_bandwidth_the_tool_prints():
+    # issue 21 item 20: the sheet said 25.6 GB/s where npulab prints DDR4-3200's 25.4 GB/s
+    # (DRAMsim3's tCK of 0.63 ns); every "<preset>, X GB/s peak" it quotes must be the preset's.
+    import re
+
+    from hw.memory.dram import DRAM_PRESETS
+    text = (LAB / "README.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"`([a-z0-9-]+)`, ([0-9.]+) GB/s peak", text)
+    assert quoted
+    for preset, gbps in quoted:
+        assert float(gbps) == round(DRAM_PRESETS[preset].peak_gbps, 1), preset

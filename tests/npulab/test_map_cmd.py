@@ -256,3 +256,21 @@ def test_errors_are_one_line(capsys):
     assert "--image-size/--seq-len apply to zoo models" in _error(
         capsys, "--conv", "8x8x8-8k1", "--image-size", "32")
     assert "array.rows = 0" in _error(capsys, "--set", "array.rows=0")
+
+
+def test_json_is_byte_identical_across_runs_and_wall_time_is_opt_in(capsys):
+    # issue 21 item 22: the JSON carried the search's wall-clock seconds and rate.
+    argv = ["map", "--gemm", "40,24,72", "--top", "2", "--format", "json", *SMALL]
+    outs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]
+    data = json.loads(outs[0])
+    assert "seconds" not in data and "mappings_per_s" not in data and "wall_time" not in data
+    assert main(argv + ["--wall-time"]) == 0
+    timed = json.loads(capsys.readouterr().out)
+    assert timed["wall_time"]["seconds"] >= 0
+    assert timed["wall_time"]["mappings_per_s"] is None or timed["wall_time"]["mappings_per_s"] > 0
+    timed.pop("wall_time")
+    assert timed == data

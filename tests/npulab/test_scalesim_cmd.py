@@ -59,7 +59,7 @@ def _run_group(tmp_path, key, rows, extra=()):
     out = tmp_path / "out"
     argv = ["scalesim", "-c", str(cfg), "-t", str(topo), "-o", str(out), *extra]
     if kind == "gemm":
-        argv.append("--gemm")
+        argv += ["--topology-format", "gemm"]
     assert main(argv) == 0
     return _read(out / "COMPUTE_REPORT.csv"), _read(out / "DETAILED_ACCESS_REPORT.csv")
 
@@ -109,7 +109,8 @@ def test_user_bandwidth_mode_warns(tmp_path, capsys):
     cfg.write_text(CFG.format(h=4, w=4, df="os") + "\n[run_presets]\nInterfaceBandwidth: USER\n")
     topo = tmp_path / "g.csv"
     topo.write_text("Layer, M, N, K,\ng, 4, 4, 4,\n")
-    assert main(["scalesim", "-c", str(cfg), "-t", str(topo), "-o", str(tmp_path / "o"), "--gemm"]) == 0
+    assert main(["scalesim", "-c", str(cfg), "-t", str(topo), "-o", str(tmp_path / "o"),
+                 "--topology-format", "gemm"]) == 0
     assert "only CALC" in capsys.readouterr().err
 
 

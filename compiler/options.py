@@ -1,0 +1,74 @@
+"""The compiler choices a user can make (:class:`CompileOptions`) and the names they take.
+
+Kept apart from :mod:`compiler.lower` and :mod:`compiler.tiling` so the command line can list
+the choices in its help without loading the models (this module imports nothing heavy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS"]
+
+#: Tile loop orders, outermost first (see :mod:`compiler.tiling`).
+ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
+CONV_LOWERINGS = ("direct", "im2col")
+SRAM_LAYOUTS = ("matched", "row-major")
+#: ``CompileOptions.map`` values -> the mapper's objective (:func:`compiler.mapper.map_op`).
+MAP_MODES = {"best-latency": "latency", "best-energy": "energy", "best-edp": "edp"}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Compiler choices a user can make.
+
+    Attributes
+    ----------
+    conv_lowering:
+        ``"direct"`` (default) or ``"im2col"`` (see :mod:`compiler.tiling`).
+    loop_order:
+        ``None`` (default: the tiler picks per op) or one of :data:`compiler.tiling.ORDERS`.
+    keep_on_chip:
+        Keep a tensor in SRAM between consecutive layers when it fits (default True).
+    sram_layout:
+        ``"matched"`` (default): each tile is laid out in its scratchpad so the vector an array
+        edge reads per cycle is contiguous. ``"row-major"``: tiles keep their DRAM row-major
+        layout, so some edges read strided vectors and may hit bank conflicts.
+    objective:
+        What the tiler minimises per op: ``"latency"`` (default) or ``"traffic"`` (DRAM bytes).
+    map:
+        ``None`` (default: the tiler above) or ``"best-latency"``, ``"best-energy"``,
+        ``"best-edp"``: every matrix op is tiled by the mapper (:func:`compiler.mapper.map_op`),
+        which searches tile sizes and loop orders (all six, or ``loop_order``) on the chip's
+        dataflow for that objective.
+    tech:
+        Energy table the mapper costs energy with (name or TOML path; default ``"45nm"``).
+    """
+
+    conv_lowering: str = "direct"
+    loop_order: str | None = None
+    keep_on_chip: bool = True
+    sram_layout: str = "matched"
+    objective: str = "latency"
+    map: str | None = None
+    tech: str = "45nm"
+
+    def __post_init__(self) -> None:
+        if self.conv_lowering not in CONV_LOWERINGS:
+            raise ValueError(f"conv_lowering = {self.conv_lowering!r}: must be one of "
+                             f"{', '.join(CONV_LOWERINGS)}")
+        if self.loop_order is not None and self.loop_order not in ORDERS:
+            raise ValueError(f"loop_order = {self.loop_order!r}: must be one of {', '.join(ORDERS)}")
+        if self.objective not in ("latency", "traffic"):
+            raise ValueError(f"objective = {self.objective!r}: must be 'latency' or 'traffic'")
+        if self.sram_layout not in SRAM_LAYOUTS:
+            raise ValueError(f"sram_layout = {self.sram_layout!r}: must be one of "
+                             f"{', '.join(SRAM_LAYOUTS)}")
+        if self.map is not None and self.map not in MAP_MODES:
+            raise ValueError(f"map = {self.map!r}: must be None (the tiler) or one of "
+                             f"{', '.join(MAP_MODES)}")
+        if self.map is not None and self.objective != "latency":
+            raise ValueError(f"objective = {self.objective!r} is the tiler's; with map = "
+                             f"{self.map!r} the mapper's objective is the map mode")
+        if not isinstance(self.tech, str) or not self.tech:
+            raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")

@@ -37,6 +37,11 @@ RULE_TEXT = ("npulab's rule, not NVIDIA's (the sheet has hand-entered placements
              "fits, else DRAM; the image comes from DRAM; all weights in CV-SRAM when they fit "
              "next to the largest layer's activations, else streamed from DRAM every image "
              "(FC weights amortised over the FC batch)")
+BATCHED_RULE_TEXT = ("the AlexNet sheet's own rule (its formulas): the convolutions run "
+                     "batched, B = min over conv layers of floor((CV-SRAM - weights) / (input + "
+                     "output)) images, weights read from DRAM once per B images (FC weights "
+                     "once per FC batch); activations in CV-SRAM, except the image, the last "
+                     "convolution's output and the FC inputs, which go through DRAM")
 
 
 def add_parser(subparsers) -> None:
@@ -172,7 +177,8 @@ def spreadsheet_result(model: str = "resnet50", sram_mb: float = 0, *, freq_mhz=
         "model": model, "title": sm.title, "source": sm.source,
         "sheet_model": "cv-sram" if sram else "dram-only",
         "sram_mb": _num(float(sram_mb)), "placement": res["placement"],
-        "placement_rule": RULE_TEXT if res["placement"] == "npulab" else None,
+        "placement_rule": {"npulab": RULE_TEXT, "nvidia-batched": BATCHED_RULE_TEXT}.get(
+            res["placement"]),
         "config": {"macs": cfg.n_mac, "freq_mhz": _num(cfg.freq_mhz), "cbuf_kb": _num(cfg.cbuf_kb),
                    "dram_gbs": _num(cfg.dram_gbs), "cvsram_read_gbs": _num(cfg.sram_read_gbs),
                    "cvsram_write_gbs": _num(cfg.sram_write_gbs), "fc_batch": cfg.fc_batch,
@@ -217,6 +223,9 @@ def _table(doc: dict) -> str:
              f"source: {doc['source']}"]
     if doc["placement"] == "nvidia":
         lines.append("placement: NVIDIA's hand-entered per-layer CV-SRAM placements (the sheet's)")
+    elif doc["placement"] == "nvidia-batched":
+        lines += textwrap.wrap(f"placement: {BATCHED_RULE_TEXT}", width=100,
+                               subsequent_indent="  ")
     elif doc["placement"] == "npulab":
         lines += textwrap.wrap(f"placement: {doc['placement_rule']}", width=100,
                                subsequent_indent="  ")

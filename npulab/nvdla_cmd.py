@@ -37,6 +37,11 @@ RULE_TEXT = ("npulab's rule, not NVIDIA's (the sheet has hand-entered placements
              "fits, else DRAM; the image comes from DRAM; all weights in CV-SRAM when they fit "
              "next to the largest layer's activations, else streamed from DRAM every image "
              "(FC weights amortised over the FC batch)")
+BATCHED_RULE_TEXT = ("the AlexNet sheet's own rule (its formulas): the convolutions run "
+                     "batched, B = min over conv layers of floor((CV-SRAM - weights) / (input + "
+                     "output)) images, weights read from DRAM once per B images (FC weights "
+                     "once per FC batch); activations in CV-SRAM, except the image, the last "
+                     "convolution's output and the FC inputs, which go through DRAM")
 
 
 def add_parser(subparsers) -> None:
@@ -67,7 +72,8 @@ def add_parser(subparsers) -> None:
     sp.add_argument("--sram-mb", nargs="?", const="4", default="0", metavar="N",
                     help="CV-SRAM size in MB: 0 = the DRAM-only model (default); 4 (also "
                          "--sram-mb alone) = the sheet's 4 MB model with NVIDIA's placements; "
-                         "other sizes use npulab's placement rule")
+                         "AlexNet uses its sheet's batching rule at any size; other sizes use "
+                         "npulab's placement rule")
     sp.add_argument("--npulab-placement", action="store_true",
                     help="use npulab's placement rule at 4 MB too (to compare with NVIDIA's)")
     sp.add_argument("--freq-mhz", metavar="F", help="clock in MHz (sheet: 1000)")
@@ -85,10 +91,15 @@ def add_parser(subparsers) -> None:
                "  npulab nvdla trace ../shared/nvdla/traces/nv_small          # all 69 tests\n"
                "  npulab nvdla trace ../shared/nvdla/traces/nv_small/pdp_7x9x10_3x3_int8 -v\n"
                "  npulab nvdla trace my_trace/ --dump out/                    # surfaces + diff\n"
-               "  NPULAB_NVDLA_TRACES=/data/traces npulab nvdla trace          # default folder")
+               "  NPULAB_NVDLA_TRACES=/data/traces npulab nvdla trace          # default folder\n"
+               "  npulab nvdla fetch-traces && npulab nvdla trace   # NVIDIA's traces, cached")
     tr.add_argument("paths", nargs="*", metavar="PATH",
                     help="a trace folder, a .cfg file, or a folder of trace folders (default: "
-                         "$NPULAB_NVDLA_TRACES/nv_small, else ../shared/nvdla/traces/nv_small)")
+                         "nv_small/ in --traces DIR, else in $NPULAB_NVDLA_TRACES, else in the "
+                         "user cache (npulab nvdla fetch-traces), else in ../shared/nvdla/traces "
+                         "beside the source tree)")
+    tr.add_argument("--traces", metavar="DIR",
+                    help="with no PATH: the folder holding NVIDIA's nv_small/ trace tests")
     tr.add_argument("--dump", metavar="DIR",
                     help="write each layer's output cube and numpy reference (.npy), the "
                          "differing elements (.txt) and each checked memory range (.bin) to "
@@ -98,6 +109,32 @@ def add_parser(subparsers) -> None:
     tr.add_argument("--config", default="nv_small", metavar="PRESET|FILE",
                     help="NVDLA build for the cycle estimates (default nv_small, the build the "
                          "traces were written for)")
+    ft = sub.add_parser(
+        "fetch-traces", formatter_class=fmt,
+        help="download NVIDIA's nv_small trace tests into the user cache (for nvdla trace)",
+        description="Download NVIDIA's nv_small conformance traces (nvdla/hw, "
+                    "verif/tests/trace_tests/nv_small, at a pinned commit; the 69 tests "
+                    "'npulab nvdla trace' plays) into the user cache ($XDG_CACHE_HOME or "
+                    "~/.cache)/npulab/nvdla-traces/<commit>/nv_small, checking every file "
+                    "against its pinned git blob id before installing any.",
+        epilog="examples:\n"
+               "  npulab nvdla fetch-traces                      # from github.com/nvdla/hw\n"
+               "  npulab nvdla fetch-traces --from ~/src/nvdla-hw   # a checkout\n"
+               "  npulab nvdla fetch-traces --from https://codeload.github.com/nvdla/hw/tar.gz/"
+               "1a65f1f5b48268accaa47c95f95c2601918be095\n"
+               "  npulab nvdla fetch-traces --from file:///mnt/mirror/nv_small/")
+    ft.add_argument("--from", dest="source", metavar="DIR_OR_URL",
+                    help="where to copy from: a folder (an nvdla/hw checkout, a folder holding "
+                         "nv_small/, or nv_small/ itself), an archive (.tar.gz, .tgz, .tar, "
+                         ".zip; path or URL), or a base URL (https://, http://, file://) laid out "
+                         "as nv_small/ (default: raw.githubusercontent.com at the pinned commit)")
+    ft.add_argument("--dest", metavar="DIR",
+                    help="install into DIR/nv_small instead of the user cache (then pass "
+                         "--traces DIR or set NPULAB_NVDLA_TRACES=DIR)")
+    ft.add_argument("--allow-missing", action="store_true",
+                    help="install what the source has when some files are missing (traces "
+                         "needing them fail naming the file)")
+    ft.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary line")
     nv.set_defaults(nvdla_parser=nv)
 
 
@@ -172,7 +209,8 @@ def spreadsheet_result(model: str = "resnet50", sram_mb: float = 0, *, freq_mhz=
         "model": model, "title": sm.title, "source": sm.source,
         "sheet_model": "cv-sram" if sram else "dram-only",
         "sram_mb": _num(float(sram_mb)), "placement": res["placement"],
-        "placement_rule": RULE_TEXT if res["placement"] == "npulab" else None,
+        "placement_rule": {"npulab": RULE_TEXT, "nvidia-batched": BATCHED_RULE_TEXT}.get(
+            res["placement"]),
         "config": {"macs": cfg.n_mac, "freq_mhz": _num(cfg.freq_mhz), "cbuf_kb": _num(cfg.cbuf_kb),
                    "dram_gbs": _num(cfg.dram_gbs), "cvsram_read_gbs": _num(cfg.sram_read_gbs),
                    "cvsram_write_gbs": _num(cfg.sram_write_gbs), "fc_batch": cfg.fc_batch,
@@ -217,6 +255,9 @@ def _table(doc: dict) -> str:
              f"source: {doc['source']}"]
     if doc["placement"] == "nvidia":
         lines.append("placement: NVIDIA's hand-entered per-layer CV-SRAM placements (the sheet's)")
+    elif doc["placement"] == "nvidia-batched":
+        lines += textwrap.wrap(f"placement: {BATCHED_RULE_TEXT}", width=100,
+                               subsequent_indent="  ")
     elif doc["placement"] == "npulab":
         lines += textwrap.wrap(f"placement: {doc['placement_rule']}", width=100,
                                subsequent_indent="  ")
@@ -281,23 +322,58 @@ def render_spreadsheet(doc: dict, fmt: str) -> str:
     return _table(doc)
 
 
+def _default_traces(explicit):
+    """The ``nv_small`` folder ``npulab nvdla trace`` plays with no PATH, or a one-line
+    :class:`UserError` that says where it looked and how to get the traces."""
+    from hw.nvdla.trace_fetch import trace_search
+    tried = trace_search(explicit)
+    for _, folder in tried:
+        if (folder / "nv_small").is_dir():
+            return folder / "nv_small"
+    where = "; ".join(f"{what}: {folder / 'nv_small'}" for what, folder in tried)
+    hint = ("download NVIDIA's traces with 'npulab nvdla fetch-traces'"
+            + (" --dest DIR" if len(tried) == 1 else "") + ", or pass a trace folder")
+    raise UserError(f"no PATH given and NVIDIA's nv_small traces are not there ({where}): {hint}")
+
+
+def fetch_main(args) -> int:
+    """``npulab nvdla fetch-traces``: download, verify and install the pinned traces."""
+    from hw.nvdla.trace_fetch import FetchError, fetch_traces, manifest
+
+    from npulab.progress import Progress
+    try:
+        with Progress(quiet=args.quiet) as progress:
+            result = fetch_traces(args.source, args.dest, allow_missing=args.allow_missing,
+                                  progress=progress)
+    except FetchError as exc:
+        raise UserError(str(exc)) from None
+    m = manifest()
+    if not args.quiet:
+        tests = len({rel.split("/")[0] for rel in m["files"]})
+        print(f"npulab nvdla fetch-traces: {result.files} files ({result.bytes / 1e6:.1f} MB) of "
+              f"{tests} tests, {m['repository']} at {m['commit'][:8]}, verified; installed in "
+              f"{result.folder}"
+              + (f"; {len(result.missing)} missing (first: {result.missing[0]})"
+                 if result.missing else ""))
+    return 0
+
+
 def trace_main(args) -> int:
     """``npulab nvdla trace``: play every trace, one line each, then the summary."""
     from pathlib import Path
 
     from hw.nvdla.config import load_nvdla_config
-    from hw.nvdla.trace import TraceError, default_trace_dir, dump, find_traces, play
+    from hw.nvdla.trace import TraceError, dump, find_traces, play
     try:
         cfg = load_nvdla_config(args.config)
     except (ValueError, OSError) as e:
         raise UserError(f"--config {args.config}: {e}") from None
     paths = args.paths
+    if paths and args.traces is not None:
+        raise UserError("--traces DIR applies when no PATH is given (a PATH names the traces "
+                        "itself)")
     if not paths:
-        default = default_trace_dir() / "nv_small"
-        if not default.is_dir():
-            raise UserError(f"no PATH given and the default trace folder {default} does not "
-                            f"exist: pass a trace folder or set NPULAB_NVDLA_TRACES")
-        paths = [default]
+        paths = [_default_traces(args.traces)]
     try:
         folders = find_traces(paths)
     except TraceError as e:
@@ -332,6 +408,8 @@ def trace_main(args) -> int:
 def main(args) -> int:
     if getattr(args, "nvdla_command", None) == "trace":
         return trace_main(args)
+    if getattr(args, "nvdla_command", None) == "fetch-traces":
+        return fetch_main(args)
     if getattr(args, "nvdla_command", None) != "spreadsheet":
         args.nvdla_parser.print_help()
         return 2

@@ -73,6 +73,7 @@ import socket
 import sqlite3
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -292,6 +293,7 @@ def spec_from_dict(data: dict, where: str = "<sweep>", base_dir: Path | None = N
         settings, run = {}, {}
         base = _system_base(data.get("base", {}), where, base_dir)
     workloads = _workloads(data.get("workload"), kind, where)
+    _count_points(data.get("axis", []), len(workloads), where)
     axes = _axes(data.get("axis", []), kind, workloads, where, base_dir)
     metrics = CHIP_METRICS if kind == "chip" else SYSTEM_METRICS
     objectives = _objectives(data.get("objectives"), metrics, kind, where)
@@ -519,7 +521,8 @@ def _axis_key_ok(key: str, kind: str, workloads, where: str, akey: str) -> None:
                    f"{', '.join(_CHIP_SETTINGS)} or config")
 
 
-def _expand_range(r, where: str, key: str) -> list:
+def _range_count(r, where: str, key: str) -> int:
+    """How many values range table ``r`` gives (validated; nothing is expanded)."""
     if not isinstance(r, dict):
         raise _err(where, key, r, "must be a table {start, stop, step} or {start, stop, factor}")
     if tuple(sorted(r)) not in [tuple(sorted(k)) for k in _RANGE_KEYS]:
@@ -529,26 +532,54 @@ def _expand_range(r, where: str, key: str) -> list:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise _err(where, f"{key}.{k}", v, "must be a finite number")
     start, stop = r["start"], r["stop"]
-    ints = all(isinstance(v, int) for v in r.values())
-    out = []
     if "step" in r:
         step = r["step"]
         if step == 0 or (stop - start) * step < 0:
             raise _err(where, f"{key}.step", step, f"must be nonzero and lead from start = "
                        f"{start} to stop = {stop}")
-        n = int(math.floor((stop - start) / step + 1e-9)) + 1
-        out = [start + i * step for i in range(n)]
+        return int(math.floor((stop - start) / step + 1e-9)) + 1
+    factor = r["factor"]
+    if start <= 0 or stop <= 0 or factor <= 0 or factor == 1 or \
+            (stop - start) * (factor - 1) < 0:
+        raise _err(where, f"{key}.factor", factor, f"must be > 0, != 1 and lead from "
+                   f"start = {start} to stop = {stop} (both > 0)")
+    return int(math.floor(math.log(stop / start) / math.log(factor) + 1e-9)) + 1
+
+
+def _expand_range(r, where: str, key: str) -> list:
+    n = _range_count(r, where, key)
+    if n > _MAX_POINTS:
+        raise _err(where, key, r, f"gives {n:,} values; at most {_MAX_POINTS:,}")
+    start = r["start"]
+    ints = all(isinstance(v, int) for v in r.values())
+    if "step" in r:
+        out = [start + i * r["step"] for i in range(n)]
     else:
-        factor = r["factor"]
-        if start <= 0 or stop <= 0 or factor <= 0 or factor == 1 or \
-                (stop - start) * (factor - 1) < 0:
-            raise _err(where, f"{key}.factor", factor, f"must be > 0, != 1 and lead from "
-                       f"start = {start} to stop = {stop} (both > 0)")
-        n = int(math.floor(math.log(stop / start) / math.log(factor) + 1e-9)) + 1
-        out = [start * factor ** i for i in range(n)]
-    if len(out) > _MAX_POINTS:
-        raise _err(where, key, r, f"gives {len(out):,} values; at most {_MAX_POINTS:,}")
+        out = [start * r["factor"] ** i for i in range(n)]
     return out if ints else [float(f"{v:.12g}") for v in out]
+
+
+def _count_points(items, n_workloads: int, where: str) -> None:
+    """Refuse a spec with more than ``_MAX_POINTS`` points before any axis is expanded or
+    checked value by value (the count is the product of the axis sizes; axes too malformed to
+    count are left to :func:`_axes`)."""
+    if not isinstance(items, list):
+        return
+    count = n_workloads
+    for i, a in enumerate(items):
+        n = None
+        if isinstance(a, dict) and isinstance(a.get("values"), list) and "range" not in a:
+            n = len(a["values"])
+        elif isinstance(a, dict) and "range" in a and "values" not in a:
+            try:
+                n = _range_count(a["range"], where, f"axis[{i}].range")
+            except ConfigError:
+                n = None
+        if n:
+            count *= n
+    if count > _MAX_POINTS:
+        raise ConfigError(f"{where}: {count:,} design points: at most {_MAX_POINTS:,} allowed "
+                          f"(workloads x the values of every axis)")
 
 
 def _axes(items, kind: str, workloads, where: str, base_dir) -> tuple[Axis, ...]:
@@ -850,22 +881,44 @@ class SweepStore:
     """``DIR/sweep.sqlite``: table ``meta`` (key, value) and table ``points`` (one row per
     design point: ``id`` primary key, ``idx``, ``params`` JSON, ``status`` pending | done |
     failed, ``metrics`` JSON, ``error``, ``elapsed_s``, ``worker``, ``attempts``). WAL journal;
-    each :meth:`record` is its own committed transaction."""
+    each :meth:`record` is its own committed transaction. A file that SQLite cannot read (not
+    a database, damaged) raises :class:`SweepError` naming it, from any method."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.db = sqlite3.connect(str(self.path), timeout=30.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        with self.db:
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            self.db.execute(
-                "CREATE TABLE IF NOT EXISTS points (id TEXT PRIMARY KEY, idx INTEGER NOT NULL, "
-                "params TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, "
-                "error TEXT, elapsed_s REAL, worker TEXT, attempts INTEGER NOT NULL DEFAULT 0)")
+        self.db = None
+        with self._guard():
+            self.db = sqlite3.connect(str(self.path), timeout=30.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            with self.db:
+                self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
+                                "value TEXT)")
+                self.db.execute(
+                    "CREATE TABLE IF NOT EXISTS points (id TEXT PRIMARY KEY, idx INTEGER NOT "
+                    "NULL, params TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending', "
+                    "metrics TEXT, error TEXT, elapsed_s REAL, worker TEXT, attempts INTEGER "
+                    "NOT NULL DEFAULT 0)")
+
+    @contextmanager
+    def _guard(self):
+        """sqlite3 errors -> one :class:`SweepError` naming the file and what to do."""
+        try:
+            yield
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            if isinstance(exc, SweepError):
+                raise
+            if self.db is not None:
+                self.db.close()
+            raise SweepError(
+                f"{self.path}: damaged or not a sweep store ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}); move it aside and "
+                f"run the sweep again into a new -o DIR (points.csv, if written, keeps the "
+                f"results of the last report)") from None
 
     def close(self) -> None:
-        self.db.close()
+        if self.db is not None:
+            self.db.close()
 
     def __enter__(self) -> "SweepStore":
         return self
@@ -874,25 +927,27 @@ class SweepStore:
         self.close()
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+        with self._guard():
+            return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
 
     def set_meta(self, **values) -> None:
-        with self.db:
+        with self._guard(), self.db:
             self.db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                                 [(k, json.dumps(v)) for k, v in values.items()])
 
     def add_points(self, points: Iterable[DesignPoint]) -> None:
         """Insert points not stored yet (pending)."""
-        with self.db:
+        with self._guard(), self.db:
             self.db.executemany("INSERT OR IGNORE INTO points (id, idx, params) VALUES (?, ?, ?)",
                                 [(p.id, p.index, json.dumps(p.params)) for p in points])
 
     def statuses(self) -> dict[str, str]:
-        return dict(self.db.execute("SELECT id, status FROM points"))
+        with self._guard():
+            return dict(self.db.execute("SELECT id, status FROM points"))
 
     def record(self, result: dict) -> None:
         metrics = None if result["metrics"] is None else json.dumps(result["metrics"])
-        with self.db:
+        with self._guard(), self.db:
             self.db.execute("UPDATE points SET status = ?, metrics = ?, error = ?, elapsed_s = ?, "
                             "worker = ?, attempts = attempts + 1 WHERE id = ?",
                             (result["status"], metrics, result["error"], result["elapsed_s"],
@@ -900,20 +955,24 @@ class SweepStore:
 
     def rows(self) -> list[dict]:
         """Every point in index order, JSON decoded."""
-        cur = self.db.execute("SELECT id, idx, params, status, metrics, error, elapsed_s, worker, "
-                              "attempts FROM points ORDER BY idx")
         out = []
-        for pid, idx, params, status, metrics, error, elapsed, worker, attempts in cur:
-            out.append({"id": pid, "index": idx, "params": json.loads(params), "status": status,
-                        "metrics": None if metrics is None else json.loads(metrics),
-                        "error": error, "elapsed_s": elapsed, "worker": worker,
-                        "attempts": attempts})
+        with self._guard():
+            cur = self.db.execute("SELECT id, idx, params, status, metrics, error, elapsed_s, "
+                                  "worker, attempts FROM points ORDER BY idx")
+            for pid, idx, params, status, metrics, error, elapsed, worker, attempts in cur:
+                out.append({"id": pid, "index": idx, "params": json.loads(params),
+                            "status": status,
+                            "metrics": None if metrics is None else json.loads(metrics),
+                            "error": error, "elapsed_s": elapsed, "worker": worker,
+                            "attempts": attempts})
         return out
 
     def counts(self) -> dict[str, int]:
         out = {"pending": 0, "done": 0, "failed": 0}
-        for status, n in self.db.execute("SELECT status, COUNT(*) FROM points GROUP BY status"):
-            out[status] = n
+        with self._guard():
+            for status, n in self.db.execute("SELECT status, COUNT(*) FROM points "
+                                             "GROUP BY status"):
+                out[status] = n
         return out
 
 
@@ -956,11 +1015,13 @@ class SweepSummary:
                 f"results in {self.out_dir}")
 
 
-def _prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> SweepStore:
+def _check_dir(out: Path, resume: bool) -> None:
+    """Raise unless ``out`` can take this sweep (the lock file alone does not count)."""
+    from npulab.sweep_lock import LOCK_NAME
     store_path = out / STORE_NAME
     if out.exists() and not out.is_dir():
         raise SweepError(f"-o {out}: exists and is not a directory")
-    nonempty = out.is_dir() and any(out.iterdir())
+    nonempty = out.is_dir() and any(f.name != LOCK_NAME for f in out.iterdir())
     if nonempty and not resume:
         what = "holds a sweep" if store_path.is_file() else "is not empty"
         raise SweepError(f"-o {out}: {what}; pass --resume to continue the sweep there, or "
@@ -968,7 +1029,26 @@ def _prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> SweepStore:
     if nonempty and not store_path.is_file():
         raise SweepError(f"-o {out}: --resume: no {STORE_NAME} there (not a sweep directory) "
                          f"and the directory is not empty")
+
+
+def _lock_dir(out: Path, resume: bool, wait: bool, notice):
+    """Check ``out``, create it and take its lock (:class:`npulab.sweep_lock.SweepLock`);
+    checked again under the lock (another sweep may have started there meanwhile)."""
+    from npulab.sweep_lock import SweepLock
+    _check_dir(out, resume)
     out.mkdir(parents=True, exist_ok=True)
+    lock = SweepLock(out, wait=wait, notice=notice).acquire()
+    try:
+        _check_dir(out, resume)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> SweepStore:
+    """Open (or create) the store in ``out`` (checked and locked by :func:`_lock_dir`)."""
+    store_path = out / STORE_NAME
     fresh = not store_path.is_file()
     store = SweepStore(store_path)
     if fresh:
@@ -995,7 +1075,8 @@ def _prepare_dir(spec: SweepSpec, out: Path, resume: bool) -> SweepStore:
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: str = "local",
               jobs: int | None = None, address: str | None = None, resume: bool = False,
               retry_failed: bool = False, progress: Callable | None = None,
-              report: bool = False, limit: int | None = None) -> SweepSummary:
+              report: bool = False, limit: int | None = None, wait: bool = False,
+              notice: Callable[[str], None] | None = None) -> SweepSummary:
     """Run every point of ``spec`` not stored yet in ``out_dir`` (module docstring).
 
     ``resume``: continue the sweep stored in ``out_dir`` (skip done and failed points; with
@@ -1003,7 +1084,11 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: st
     ``progress``: a ``progress(done, total, name)`` callable (:class:`npulab.progress.Progress`).
     ``report``: also :func:`write_report` at the end. ``limit``: run at most the first N
     points that are due (in index order; the rest stay pending). A KeyboardInterrupt stops the sweep
-    cleanly (``interrupted`` in the summary; stored results stay)."""
+    cleanly (``interrupted`` in the summary; stored results stay).
+
+    One sweep at a time writes a directory (:mod:`npulab.sweep_lock`): when another process
+    holds ``out_dir``, raise :class:`~npulab.sweep_lock.SweepLocked` naming it, or with
+    ``wait`` block until it ends (``notice(text)`` says so once)."""
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     if executor not in EXECUTORS:
@@ -1020,7 +1105,12 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: st
         _import_ray()
     points = expand(spec)
     out = Path(out_dir)
-    store = _prepare_dir(spec, out, resume)
+    lock = _lock_dir(out, resume, wait, notice)
+    try:
+        store = _prepare_dir(spec, out, resume)
+    except BaseException:
+        lock.release()
+        raise
     try:
         store.add_points(points)
         status = store.statuses()
@@ -1056,6 +1146,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path, *, executor: st
         stored = store.counts()
     finally:
         store.close()
+        lock.release()
     summary = SweepSummary(out_dir=str(out), total=len(points),
                            ran=counts["done"] + counts["failed"], done=counts["done"],
                            failed=counts["failed"], skipped=skipped, wall_s=wall,
@@ -1074,9 +1165,13 @@ def _crash_result(job: dict, detail: str) -> dict:
 
 
 def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
+    """Pool workers leave Ctrl-C to the parent, which stops them (no traceback per worker),
+    and do not keep the parent's directory lock alive (a killed parent releases it)."""
     import signal
+
+    from npulab.sweep_lock import close_inherited
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    close_inherited()
 
 
 def _pool_context():

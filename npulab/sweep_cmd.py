@@ -4,7 +4,8 @@
 [--address ADDR] [--jobs N] [--quiet] [--report]`` expands the spec (a TOML file or a shipped
 sweep name, ``sim_configs/sweeps/``) to design points and runs those not stored yet in
 ``DIR/sweep.sqlite`` (default ``DIR``: ``sweeps/<name>``), with a progress bar and a summary
-line. ``npulab sweep report DIR [--heatmap X,Y] [--objective METRIC]`` writes ``points.csv``,
+line; ``--wait`` waits for another sweep running in ``DIR`` (:mod:`npulab.sweep_lock`).
+``npulab sweep report DIR [--heatmap X,Y] [--objective METRIC]`` writes ``points.csv``,
 ``pareto.csv`` and the plots (:func:`npulab.sweep.write_report`).
 
 Only argparse is imported here; :mod:`npulab.sweep` loads when the command runs.
@@ -19,7 +20,7 @@ __all__ = ["add_parser", "main"]
 
 _RUN_ONLY = (("output", None), ("resume", False), ("retry_failed", False),
              ("executor", "local"), ("address", None), ("jobs", None), ("report", False),
-             ("limit", None))
+             ("limit", None), ("wait", False))
 _REPORT_ONLY = (("heatmap", None), ("objective", None))
 
 
@@ -29,12 +30,15 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", formatter_class=fmt, help="run a design-space sweep (or report on one)",
         usage="npulab sweep SPEC [-o DIR] [--resume] [--retry-failed] [--executor "
-              "{local,serial,ray}] [--address ADDR] [--jobs N] [--limit N] [--quiet] [--report]\n"
+              "{local,serial,ray}] [--address ADDR] [--jobs N] [--limit N] [--wait] [--quiet] "
+              "[--report]\n"
               "       npulab sweep report DIR [--heatmap X,Y] [--objective METRIC]",
         description="Expand a sweep spec (base design, axes, workloads, objectives, "
                     "constraints) to design points and run them in parallel; every result is "
                     "stored in DIR/sweep.sqlite as it finishes, so an interrupted sweep "
-                    "continues with --resume and a failing point is stored with its error. "
+                    "continues with --resume and a failing point is stored with its error. One "
+                    "sweep at a time writes a directory: a second one there stops with who "
+                    "holds it (pid, host, start time), or waits with --wait. "
                     "'npulab sweep report DIR' writes points.csv, pareto.csv and plots "
                     "(Pareto scatter, heatmap over two axes, sensitivity per axis).",
         epilog="examples:\n  npulab sweep resnet50_shapes -o out/shapes --report\n"
@@ -62,6 +66,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--limit", type=int, metavar="N",
                    help="run at most N of the points still to do (the rest stay pending; "
                         "continue with --resume)")
+    p.add_argument("--wait", action="store_true",
+                   help="when another sweep is running in DIR, wait for it to end instead of "
+                        "stopping (then continue with what it left)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary line")
     p.add_argument("--report", action="store_true",
@@ -109,6 +116,10 @@ def _report(args) -> int:
     return 0
 
 
+def _notice(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def _run(args) -> int:
     from pathlib import Path
 
@@ -134,7 +145,8 @@ def _run(args) -> int:
         summary = run_sweep(spec, out, executor=args.executor, jobs=args.jobs,
                             address=args.address, resume=args.resume,
                             retry_failed=args.retry_failed, progress=progress,
-                            limit=args.limit)
+                            limit=args.limit, wait=args.wait,
+                            notice=None if args.quiet else _notice)
     if not args.quiet:
         print(summary.line(), file=sys.stderr)
     if summary.interrupted:

@@ -23,11 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SparseMemory", "MemoryImageError", "parse_dat", "INIT_PATTERNS"]
+__all__ = ["SparseMemory", "MemoryImageError", "parse_dat", "region_problem", "INIT_PATTERNS",
+           "ADDR_LIMIT", "MAX_REGION"]
 
 PAGE_BITS = 12
 PAGE = 1 << PAGE_BITS
 ADDR_LIMIT = 1 << 64
+#: The largest range one trace command (``mem_init``, ``check_crc``) may fill or check: 256 MiB
+#: (NVIDIA's nv_small traces use at most 16 MiB). Larger ranges would be allocated whole.
+MAX_REGION = 1 << 28
 INIT_PATTERNS = ("ALL_ZERO", "ALL_ONE", "RANDOM")
 _PACKET = re.compile(r"\{\s*offset\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*size\s*:\s*(\d+)\s*,"
                      r"\s*payload\s*:([^}]*)\}")
@@ -40,6 +44,24 @@ class MemoryImageError(ValueError):
 def _line(text: str, m) -> int:
     """The 1-based line of a match (counted only for error messages: it is O(file size))."""
     return text.count("\n", 0, m.start()) + 1
+
+
+def region_problem(addr: int, size: int | None = None) -> str | None:
+    """Why ``size`` bytes at ``addr`` are outside what a trace command may touch (address in
+    ``0 .. 2**64 - 1``, size in ``1 .. MAX_REGION``, the range inside the 64-bit space), or
+    None when they are fine. ``size`` None checks the address alone."""
+    if not 0 <= addr < ADDR_LIMIT:
+        return f"address {addr:#x}: must be in 0x0..{ADDR_LIMIT - 1:#x} (64-bit addresses)"
+    if size is None:
+        return None
+    if not 1 <= size <= MAX_REGION:
+        return (f"size {size:#x} ({size:,} bytes): must be 1..{MAX_REGION:#x} "
+                f"({MAX_REGION:,} bytes, the largest range the memory model fills or checks "
+                f"in one command)")
+    if addr + size > ADDR_LIMIT:
+        return (f"{size:#x} bytes at {addr:#x} end past the 64-bit address space "
+                f"(0x0..{ADDR_LIMIT - 1:#x})")
+    return None
 
 
 def parse_dat(path) -> list[tuple[int, bytes]]:
@@ -84,6 +106,11 @@ class SparseMemory:
         if size < 0 or addr + size > ADDR_LIMIT:
             raise MemoryImageError(f"{self.name}: {what} of {size} bytes at {addr:#x} leaves the "
                                f"64-bit address space")
+
+    def _check_region(self, addr, size, what):
+        why = region_problem(int(addr), int(size))
+        if why:
+            raise MemoryImageError(f"{self.name}: {what}: {why}")
 
     # ---------------------------------------------------------------- contiguous
     @staticmethod
@@ -157,6 +184,7 @@ class SparseMemory:
         if pattern not in INIT_PATTERNS:
             raise MemoryImageError(f"{self.name}: mem_init pattern {pattern!r}: must be one of "
                                f"{', '.join(INIT_PATTERNS)}")
+        self._check_region(addr, size, "mem_init")
         if pattern == "ALL_ZERO":
             data = np.zeros(size, np.uint8)
         elif pattern == "ALL_ONE":
@@ -176,6 +204,7 @@ class SparseMemory:
 
     def crc32(self, addr: int, size: int) -> int:
         """CRC-32 (zlib's, as NVIDIA's ``check_crc``) of ``size`` bytes from ``addr``."""
+        self._check_region(addr, size, "check_crc")
         return zlib.crc32(self.read(addr, size).tobytes())
 
     def pages(self) -> int:

@@ -18,7 +18,9 @@ npulab.  This module ships what those formulas need as small CSVs of our own for
   Without FC batching the same roofline gives 6.262 ms (57 MB of FC weights at 10 GB/s); with
   ResNet's K rounding to 128 it gives 0.912 ms.  Which input rows CBUF must hold and which operand
   is "smaller" (the two other formula differences of the sheets) cannot be recovered from one
-  total and do not change it; ResNet's variant is used.  AlexNet has no CV-SRAM placements.
+  total and do not change it; ResNet's variant is used.  AlexNet's CV-SRAM model is not typed in
+  per row: its sheet computes it with a batching rule, :func:`nvidia_batched_placement`, which
+  gives NVIDIA's 4 MB total (591,475.5625 cycles, 0.5915 ms).
 
 The tables are generated once from the reference files by ``python -m hw.nvdla.sheet_models
 --regenerate [--shared DIR]`` (``--check`` compares instead of writing); a test keeps the shipped
@@ -48,6 +50,7 @@ __all__ = [
     "SheetModel",
     "load_sheet_model",
     "npulab_placement",
+    "nvidia_batched_placement",
     "dram_only_fc_batched_placement",
     "evaluate",
     "regenerate",
@@ -266,6 +269,58 @@ def npulab_placement(cfg: SheetConfig, layers, sram_mb: float) -> list[SheetLaye
     return out
 
 
+def nvidia_batched_placement(cfg: SheetConfig, layers, sram_mb: float) -> list[SheetLayer] | None:
+    """The CV-SRAM rule of NVIDIA's "AlexNet" sheet (its formulas, parametric in the CV-SRAM
+    size, cell ``AI9`` = 4096 KB), or None when the rule has no batch for ``sram_mb``.
+
+    The convolutions run batched: ``B`` images at a time stay in CV-SRAM, so their weights
+    are fetched from DRAM once per ``B`` images.  Each convolution row's batching size is
+    ``floor((SRAM - weight) / (input + output))`` (column AD: its weights plus ``b`` images'
+    input and output fit) and ``B`` is the smallest over the convolution rows
+    (``MIN($AD$11:$AD$18)``).  Per row (columns AE, AG, AI):
+
+    * DRAM traffic = weight / B (FC rows: weight / FC batch), plus the image for the first
+      layer, plus the output of the last convolution (both rows of a grouped one: it hands
+      over to the FC layers, batched by the FC batch instead), plus the input of every FC row;
+    * CV-SRAM read = input (the first layer's image comes from DRAM: 0);
+    * CV-SRAM write = output, every row.
+
+    (The sheet's conv2 g1 row alone caps B at the FC batch, ``MIN($AD$11:$AD$18, $C$9)``; that
+    row is MAC-bound either way, so the total does not depend on it; the rule above is the one
+    of the other rows.)  The 4 MB AlexNet total is NVIDIA's 591,475.5625 cycles.
+    Returns None when a convolution's weights plus one image do not fit (``B < 1``)."""
+    cap = sram_mb * KB_PER_MB
+    base = sheet_network(cfg, list(layers))["dram"]
+    sizes = [(r["input_data_size"], r["output_data_size"], r["weight_data_size"]) for r in base]
+    conv = [i for i, ly in enumerate(layers) if _executed(ly) and not ly.is_fc]
+    if not conv:
+        return None
+    own = {i: math.floor((cap - sizes[i][2]) / (sizes[i][0] + sizes[i][1])) for i in conv}
+    batch = min(own.values())
+    if batch < 1:
+        return None
+    run = [i for i, ly in enumerate(layers) if _executed(ly)]
+    # the convolution that feeds the first FC row; a grouped one is listed as rows "NAME g1",
+    # "NAME g2" (the AlexNet table), which all hand over
+    first_fc = next((j for j in run if layers[j].is_fc), None)
+    feeding = [j for j in conv if first_fc is not None and j < first_fc]
+    stem = layers[feeding[-1]].name.split()[0] if feeding else None
+    out = []
+    for i, ly in enumerate(layers):
+        first = bool(run) and i == run[0]
+        hands_over = i in feeding and ly.name.split()[0] == stem
+        pl = SramPlacement(
+            dram_input=1.0 if (first or ly.is_fc) else 0.0,
+            dram_output=1.0 if hands_over else 0.0,
+            dram_weight_div=float(cfg.fc_batch) if ly.is_fc else float(batch),
+            read_input=0.0 if first else 1.0,
+            read_weight_div=0.0,
+            write_output=1.0,
+        )
+        out.append(replace(ly, placement=pl, sram_batch=float(own[i]) if i in own else None))
+    return out
+
+
 def dram_only_fc_batched_placement(cfg: SheetConfig, layers) -> list[SheetLayer]:
     """The DRAM-only roofline with FC weights amortised over the FC batch (the AlexNet sheet),
     written as a CV-SRAM-model placement so that :func:`sheet_network` evaluates it unchanged:
@@ -344,6 +399,11 @@ def evaluate(model: SheetModel, sram_mb: float = 0.0, *, freq_mhz: float | None 
                     "rows": net["sram"], "totals": net["totals"]["sram"]}
     elif sram_mb == NVIDIA_SRAM_MB and model.sheet_placement and not npulab_rule:
         kind, placement = "sram", "nvidia"
+    elif model.dram_only_fc_batched and not npulab_rule and \
+            nvidia_batched_placement(cfg, layers, float(sram_mb)) is not None:
+        # AlexNet: the sheet's own rule (formulas, not hand-entered rows), any CV-SRAM size
+        kind, placement = "sram", "nvidia-batched"
+        layers = nvidia_batched_placement(cfg, layers, float(sram_mb))
     else:
         kind, placement = "sram", "npulab"
         layers = npulab_placement(cfg, layers, float(sram_mb))
@@ -432,15 +492,18 @@ def regenerate(shared: str | Path) -> dict[str, str]:
     cfg = SheetConfig(min_input_extra_row="strided", dram_only_k_round=16,
                       dram_only_batched_column=True, smaller_rule="weight")
     meta = {"title": "AlexNet", "source": f"{_SHEET_SOURCE}, sheet 'Alexnet in Caffe' (shapes "
-                                          f"and total only)",
+                                          f"and totals)",
             "sheet_placement": False, "dram_only_fc_batched": True,
-            "sheet_time_ms_dram": 0.895, "sheet_time_ms_sram": None}
+            # NVIDIA's totals: 0.895 ms (DRAM only, published) and, with 4 MB of CV-SRAM,
+            # 591,475.5625 cycles = 0.5914755625 ms (the xlsx, sheet "AlexNet", cell AL23)
+            "sheet_time_ms_dram": 0.895, "sheet_time_ms_sram": 0.5914755625}
     header = ["NVIDIA's NVDLA performance spreadsheet, 'Alexnet in Caffe' sheet: layer shapes "
-              "and published total (0.895 ms) only.",
+              "and totals (0.895 ms DRAM only, 0.5914755625 ms with 4 MB CV-SRAM) only.",
               "Generated by `python -m hw.nvdla.sheet_models --regenerate` from "
               "shared/reference/nvdla.md (\"The spreadsheet's AlexNet\"); do not edit.",
               f"Source: {_SHEET_SOURCE}; {_NVIDIA_LICENSE}.",
-              "No CV-SRAM placements are published; the placement columns are unused."]
+              "The CV-SRAM placements follow the sheet's batching rule "
+              "(nvidia_batched_placement); the placement columns are unused."]
     out["alexnet.csv"] = _table_text("alexnet", header, meta, cfg,
                                      _alexnet_layers(ref / "nvdla.md"))
     return out

@@ -18,6 +18,9 @@ A trace is a folder ``<name>/`` with ``<name>.cfg`` (the program) and ``.dat`` i
 
 ``MEM`` is ``pri_mem`` (or ``1`` in ``check_crc``), the primary memory; ``cv_sram`` (``2``) is
 accepted for programs that use the CV-SRAM, which nv_small does not have.
+Every statement ends with ``;``. Addresses and sizes are checked when the trace is read
+(:func:`hw.nvdla.memimage.region_problem`: 64-bit addresses, at most ``MAX_REGION`` bytes per
+``mem_init`` or ``check_crc``).
 
 The player (:func:`play`) executes commands in order. Writing ``D_OP_ENABLE = 1`` may complete
 a *hardware layer*; a layer starts when every unit it needs has its consumer register group
@@ -48,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.nvdla.memimage import INIT_PATTERNS, MemoryImageError, SparseMemory
+from hw.nvdla.memimage import INIT_PATTERNS, MemoryImageError, SparseMemory, region_problem
 from hw.nvdla.regfile import INTERRUPT_UNITS, RegisterError, RegisterFile, register_map
 
 __all__ = ["TraceError", "Command", "Trace", "load_trace", "find_traces", "default_trace_dir",
@@ -58,7 +61,7 @@ __all__ = ["TraceError", "Command", "Trace", "load_trace", "find_traces", "defau
 COMMANDS = {"mem_init": 4, "mem_load": 3, "reg_write": 2, "reg_read_check": 2,
             "poll_reg_equal": 2, "intr_notify": 2, "check_crc": 5, "check_nothing": 1}
 _MEMS = {"pri_mem": "pri_mem", "1": "pri_mem", "cv_sram": "cv_sram", "2": "cv_sram"}
-_STMT = re.compile(r"^(\w+)\s*\((.*)\)\s*;?\s*$")
+_STMT = re.compile(r"^(\w+)\s*\((.*)\)\s*(;?)\s*$")
 _REG = re.compile(r"^NVDLA_(\w+?)\.(\w+)_0$")
 
 
@@ -130,10 +133,20 @@ def _mem(cfg, line, text) -> str:
     return _MEMS[text]
 
 
+def _region(cfg, line, op, addr, size=None) -> None:
+    """A command's memory range must fit the memory model (:func:`memimage.region_problem`)."""
+    why = region_problem(addr, size)
+    if why:
+        raise TraceError(f"{cfg}:{line}: {op} {why}")
+
+
 def _parse(cfg: Path, line: int, stmt: str) -> Command:
     m = _STMT.match(stmt)
     if not m:
         raise TraceError(f"{cfg}:{line}: {stmt!r}: expected 'command(arguments);'")
+    if not m[3]:
+        raise TraceError(f"{cfg}:{line}: {stmt!r}: missing ';' at the end of the statement "
+                         f"(expected 'command(arguments);')")
     op, args = m[1], _split_args(m[2])
     if op not in COMMANDS:
         raise TraceError(f"{cfg}:{line}: unknown command {op!r}; the trace language has "
@@ -146,10 +159,12 @@ def _parse(cfg: Path, line: int, stmt: str) -> Command:
                              f"{', '.join(INIT_PATTERNS)}")
         a = (_mem(cfg, line, args[0]), _int(cfg, line, args[1], "address"),
              _int(cfg, line, args[2], "size"), args[3])
+        _region(cfg, line, op, a[1], a[2])
     elif op == "mem_load":
         if not (len(args[2]) >= 2 and args[2][0] == args[2][-1] == '"'):
             raise TraceError(f"{cfg}:{line}: mem_load file {args[2]!r}: must be a quoted name")
         a = (_mem(cfg, line, args[0]), _int(cfg, line, args[1], "address"), args[2][1:-1])
+        _region(cfg, line, op, a[1])
     elif op in ("reg_write", "reg_read_check", "poll_reg_equal"):
         key = _reg(cfg, line, args[0])
         try:
@@ -166,6 +181,7 @@ def _parse(cfg: Path, line: int, stmt: str) -> Command:
     elif op == "check_crc":
         a = (args[0], _mem(cfg, line, args[1]), _int(cfg, line, args[2], "address"),
              _int(cfg, line, args[3], "size"), _int(cfg, line, args[4], "crc"))
+        _region(cfg, line, op, a[2], a[3])
     else:
         a = (args[0],)
     return Command(op, a, line, stmt)

@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -647,3 +648,130 @@ range = {start = 4, stop = 24, step = 4}
         assert r["attempts"] == 1 and r["metrics"]["cycles"] == gold.totals["cycles"]
     with pytest.raises(ValueError, match="limit = 0: must be an integer >= 1"):
         run_sweep(spec, tmp_path / "out", executor="serial", resume=True, limit=0)
+
+
+# ---- one writer per directory (npulab.sweep_lock), damaged stores, huge specs -------------------
+
+_HOLD = ("import sys, time\n"
+         "from npulab.sweep_lock import SweepLock\n"
+         "SweepLock(sys.argv[1]).acquire()\n"
+         "print('locked', flush=True)\n"
+         "time.sleep(120)\n")
+
+
+def _holder(out: Path) -> subprocess.Popen:
+    """Another process that holds the lock of ``out`` until it is killed."""
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(sweep.__file__).parents[1])})
+    line = proc.stdout.readline()
+    assert line == "locked\n", proc.stderr.read()
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def test_a_second_sweep_on_a_locked_dir_names_the_holder_and_a_killed_holder_frees_it(
+        clean, tmp_path):
+    from npulab.sweep_lock import SweepLock
+    spec, _ = clean
+    out = tmp_path / "shared"
+    holder = _holder(out)
+    try:
+        second = subprocess.run([sys.executable, "-m", "npulab", "sweep", str(spec), "-o",
+                                 str(out), "--resume", "--quiet", "--executor", "serial"],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2, second.stderr
+        err = second.stderr.strip()
+        assert "\n" not in err and err.startswith("npulab: error: ")
+        assert f"{out}: another sweep is running there (pid {holder.pid} on " \
+               f"{socket.gethostname()}, started " in err
+        assert "pass --wait" in err
+        assert not (out / sweep.STORE_NAME).exists()      # it ran nothing, stored nothing
+        with pytest.raises(SweepError, match=f"pid {holder.pid}"):
+            run_sweep(spec, out, executor="serial", resume=True)
+    finally:
+        _kill(holder)                      # SIGKILL: the OS drops the lock with the process
+    with SweepLock(out) as lock:
+        assert json.loads((out / "sweep.lock").read_text())["pid"] == os.getpid()
+    assert lock.fd is None
+
+
+def test_wait_starts_when_the_holder_ends_and_runs_only_what_is_left(clean, tmp_path):
+    import shutil
+    import threading
+    spec, gold = clean
+    out = tmp_path / "copy"
+    shutil.copytree(spec.parent / "out", out)
+    holder = _holder(out)
+    notes = []
+    timer = threading.Timer(1.0, holder.send_signal, (signal.SIGKILL,))
+    timer.start()
+    try:
+        summary = run_sweep(spec, out, executor="serial", resume=True, wait=True,
+                            notice=notes.append)
+    finally:
+        timer.cancel()
+        _kill(holder)
+    assert len(notes) == 1 and f"is in use (pid {holder.pid} on" in notes[0]
+    assert (summary.ran, summary.skipped) == (0, 6)
+
+
+def test_a_fresh_sweep_ignores_its_own_lock_file(clean, tmp_path):
+    spec, _ = clean
+    out = tmp_path / "fresh"
+    out.mkdir()
+    (out / "sweep.lock").write_text("")      # left by an earlier, killed attempt
+    summary = run_sweep(spec, out, executor="serial", limit=1)
+    assert summary.ran == 1
+
+
+@pytest.mark.parametrize("damage", ["garbage", "torn"])
+def test_a_damaged_store_is_one_line_naming_the_file(clean, tmp_path, capsys, damage):
+    import shutil
+    spec, _ = clean
+    out = tmp_path / "damaged"
+    shutil.copytree(spec.parent / "out", out)
+    db = out / sweep.STORE_NAME
+    if damage == "garbage":
+        db.write_bytes(b"\xffnot a database\n" * 512)
+    else:                                   # a valid header, the pages after it overwritten
+        data = bytearray(db.read_bytes())
+        data[100:] = b"\xa5" * (len(data) - 100)
+        db.write_bytes(bytes(data))
+    for argv in (["sweep", "report", str(out)],
+                 ["sweep", str(spec), "-o", str(out), "--resume", "--executor", "serial"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"npulab: error: {db}: damaged or not a sweep store (")
+        assert "\n" not in err and "run the sweep again into a new -o DIR" in err
+    with pytest.raises(SweepError, match="damaged or not a sweep store"):
+        sweep.load_results(out)
+
+
+@pytest.mark.parametrize("axes, count", [
+    ("[[axis]]\nkey = \"chip.clock_mhz\"\nrange = {start = 1, stop = 40000000, step = 1}\n",
+     "40,000,000"),
+    ("[[axis]]\nkey = \"chip.clock_mhz\"\nrange = {start = 1, stop = 8000000, step = 1}\n"
+     "[[axis]]\nkey = \"array.rows\"\nrange = {start = 1, stop = 8, step = 1}\n", "64,000,000"),
+])
+def test_too_many_points_are_counted_not_expanded(tmp_path, axes, count):
+    """Refused from the axis sizes alone: the peak memory stays far below one value list."""
+    import tracemalloc
+    path = write_spec(tmp_path, "[[workload]]\nmodel = \"resnet18\"\n" + axes)
+    load_spec(write_spec(tmp_path, "[[workload]]\nmodel = \"resnet18\"\n", "warm.toml"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=f"{count} design points: at most 10,000,000"):
+            load_spec(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB to refuse the spec"

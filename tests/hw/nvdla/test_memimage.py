@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hw.nvdla.memimage import MemoryImageError, SparseMemory, parse_dat
+from hw.nvdla.memimage import MAX_REGION, MemoryImageError, SparseMemory, parse_dat
 from hw.nvdla.surface import cube_addresses, read_cube, write_cube
 
 BASE = 0x8000_0000

@@ -203,8 +203,41 @@ def test_npulab_rule_is_labelled(capsys):
     # forcing the rule at 4 MB differs from NVIDIA's hand placement (5.161544 ms)
     doc = run_json(capsys, "--model", "resnet50", "--sram-mb", "4", "--npulab-placement")
     assert doc["placement"] == "npulab" and doc["totals"]["cycles"] != 5_161_544
-    # AlexNet has no published placement: npulab's rule at 4 MB too
-    assert run_json(capsys, "--model", "alexnet", "--sram-mb")["placement"] == "npulab"
+    # AlexNet's sheet computes its placement with a batching rule (not typed in per row)
+    assert run_json(capsys, "--model", "alexnet", "--sram-mb")["placement"] == "nvidia-batched"
+    assert run_json(capsys, "--model", "alexnet", "--sram-mb", "4", "--npulab-placement")[
+        "placement"] == "npulab"
+
+
+# NVIDIA's "AlexNet" sheet, "SRAM=4M" columns (perf/NVDLA_OpenSource_Performance.xlsx, rows
+# 11..21): DRAM traffic AE, CV-SRAM read AG and write AI (KB), MAX cycles AL; total AL22.
+_ALEXNET_4MB = [
+    ("conv1", 149.25, 0, 68.34375, 49617.5625),
+    ("conv2 g1", None, 34.171875, 21.125, 54675),   # AE12 caps B at the FC batch (9.375)
+    ("conv2 g2", 8.3333333333333339, 34.171875, 21.125, 54675),
+    ("conv3", 85.333333333333329, 42.25, 63.375, 32448),
+    ("conv4 g1", 32, 31.6875, 31.6875, 12168),
+    ("conv4 g2", 32, 31.6875, 31.6875, 12168),
+    ("conv5 g1", 25.833333333333332, 31.6875, 4.5, 8112),
+    ("conv5 g2", 25.833333333333332, 31.6875, 4.5, 8112),
+    ("fc1", 2313, 9, 4, 231300),
+    ("fc2", 1028, 4, 4, 102800),
+    ("fc3", 254, 4, 0.984375, 25400),
+]
+
+
+def test_alexnet_with_4mb_cvsram_equals_nvidias_sheet(capsys):
+    """issue 21 item 24: was 862,367.56 cycles (npulab's rule), 1.46x NVIDIA's 591,475.5625."""
+    doc = run_json(capsys, "--model", "alexnet", "--sram-mb", "4")
+    assert doc["totals"]["cycles"] == 591475.5625
+    assert doc["sheet_time_ms"] == 0.5914755625
+    for d, (name, dram, read, write, cycles) in zip(doc["layers"], _ALEXNET_4MB, strict=True):
+        assert d["name"] == name
+        if dram is not None:
+            assert d["dram_traffic_kb"] == pytest.approx(dram, rel=1e-12), name
+        assert d["cvsram_read_traffic_kb"] == pytest.approx(read, rel=1e-12), name
+        assert d["cvsram_write_traffic_kb"] == pytest.approx(write, rel=1e-12), name
+        assert d["max_cycles"] == pytest.approx(cycles, rel=1e-12), name
 
 
 def _two_layers():

@@ -91,6 +91,24 @@ def _trace(tmp_path, body: str, name="t") -> Path:
     ("mem_init(pri_mem, 0x0, 0x10, ZEROS);", r"pattern 'ZEROS': must be one of ALL_ZERO"),
     ("intr_notify(FOO_0, s);", r"interrupt 'FOO_0': must be <UNIT>_<GROUP> with UNIT one of SDP"),
     ("nonsense", r"expected 'command\(arguments\);'"),
+    # issue 21 item 13: a statement without its ';' was accepted
+    ("mem_init(pri_mem, 0x0, 0x10, ALL_ZERO);\nreg_write(NVDLA_SDP.D_OP_ENABLE_0, 1)  // c",
+     r"t.cfg:2: 'reg_write\(NVDLA_SDP.D_OP_ENABLE_0, 1\)': missing ';' at the end of the "
+     r"statement"),
+    # issue 21 item 12: ranges the memory model cannot hold are refused when the trace is read
+    # (they used to allocate 1 TiB while playing)
+    ("mem_init(pri_mem, 0x80800000, 0xFFFFFFFFFF, ALL_ZERO);",
+     r"t.cfg:1: mem_init size 0xffffffffff \(1,099,511,627,775 bytes\): must be "
+     r"1..0x10000000 \(268,435,456 bytes"),
+    ("check_crc(s, 1, 0x80800000, 0xFFFFFFFFFF, 0x0);",
+     r"t.cfg:1: check_crc size 0xffffffffff \(1,099,511,627,775 bytes\): must be 1..0x10000000"),
+    ("mem_init(pri_mem, 0x80800000, 0, ALL_ZERO);", r"t.cfg:1: mem_init size 0x0 \(0 bytes\)"),
+    ("check_crc(s, 1, 0x80800000, -4, 0x0);", r"t.cfg:1: check_crc size -0x4"),
+    ("mem_init(pri_mem, 0x10000000000000000, 0x10, ALL_ZERO);",
+     r"t.cfg:1: mem_init address 0x10000000000000000: must be in 0x0..0xffffffffffffffff"),
+    ('mem_load(pri_mem, -0x10, "x.dat");', r"t.cfg:1: mem_load address -0x10: must be in 0x0.."),
+    ("check_crc(s, 1, 0xfffffffffffffff0, 0x20, 0x0);",
+     r"t.cfg:1: check_crc 0x20 bytes at 0xfffffffffffffff0 end past the 64-bit address space"),
     ("", r"no commands"),
 ])
 def test_parse_errors_name_file_line_and_what_is_allowed(tmp_path, body, match):

@@ -25,8 +25,9 @@ Peak power is the highest layer-average power (the resolution of a layer).
 
 Roofline: a layer's attainable performance is ``min(peak MACs/s, intensity_x * bandwidth_x)``
 over the off-chip levels ``x`` it moved bytes through (DRAM, the host link), with
-``intensity_x`` = MACs per byte moved through ``x`` (read + written, what the program asked
-for); ``roofline.bound`` names the ceiling that gives the minimum. Scratchpad bandwidth is
+``intensity_x`` = MACs per byte on ``x``'s bus (DRAM: whole bursts, the over-fetch included,
+the bytes its bandwidth limit applies to); ``roofline.bound`` names the ceiling that gives the
+minimum. Scratchpad bandwidth is
 reported as utilization per level, not as a ceiling. Arithmetic intensity is in **MACs per
 byte** in every view (one MAC = one multiply-add; throughput in TOPS counts 2 ops per MAC).
 
@@ -39,7 +40,8 @@ plots and the notebook reprs all read these dicts; none recomputes a quantity. P
   a layer are over its busy span, so none exceeds 1; the network's are over the run;
 * DRAM bytes: ``useful_bytes`` (read + written, what the program asked for) and ``bytes``
   (on the bus: whole bursts, the over-fetch included); ``useful_bytes_per_s`` and
-  ``bus_bytes_per_s`` are both reported; DRAM utilization is bus bytes/s over the peak;
+  ``bytes_per_s`` (bus) are both reported; DRAM utilization and MACs per DRAM byte are over
+  the bus bytes;
 * ``bound``: what the simulation found busiest (the runner's verdict: array compute, DRAM or
   link transfer time; compute-only timing: ``compute``); ``roofline.bound`` is the model's.
 
@@ -358,15 +360,14 @@ def _dram_level(bus: float, read: float, written: float, seconds: float, peak) -
 
 def _roofline(macs: float, levels: dict, chip: dict) -> dict:
     """The classic roofline on the chip's ceilings, in MACs: peak compute, and DRAM and
-    host-link bandwidth x MACs per byte moved (useful bytes; the off-chip levels whose
-    bandwidth the timing models enforce)."""
+    host-link bandwidth x MACs per byte on that level's bus (the bytes its bandwidth limit
+    applies to; the off-chip levels whose bandwidth the timing models enforce)."""
     ceilings = {"compute": chip["peak_macs_per_cycle"] * chip["clock_hz"]}
     intensity = {}
     for name in _OFF_CHIP:
         lv = levels.get(name)
-        moved = lv and lv.get("useful_bytes", lv["bytes"])
-        if moved:
-            intensity[name] = macs / moved
+        if lv and lv["bytes"] > 0:
+            intensity[name] = macs / lv["bytes"]
             if lv["peak_bytes_per_s"]:
                 ceilings[name] = intensity[name] * lv["peak_bytes_per_s"]
     bound = min(ceilings, key=ceilings.get) if macs else None

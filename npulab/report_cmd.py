@@ -78,6 +78,6 @@ def main(args) -> int:
     else:
         summary = load_summary(path)
     paths = write_summary_outputs(summary, directory)
-    print(f"npulab report: wrote {', '.join(p.name for p in paths)} to {directory}",
+    print(f"npulab report: wrote {', '.join(p.name for p in paths)} to {args.dir}",
           file=sys.stderr)
     return 0

@@ -181,6 +181,9 @@ def test_bus_and_useful_bandwidth_by_hand(views):
         assert dram["bytes_per_s"] == pytest.approx(bus / span, rel=1e-12)
         assert dram["useful_bytes_per_s"] == pytest.approx(useful / span, rel=1e-12)
         assert useful <= bus
+        if x["macs"]:
+            # arithmetic intensity: MACs per byte on the DRAM bus
+            assert by_name[x["name"]]["macs_per_dram_byte"] == pytest.approx(x["macs"] / bus)
         if x["stall_dram_cycles"] > 0.5 * x["cycles"]:
             waiting += 1
             # DRAM-stalled most of its time: the bus is busy (> 25 % of peak) whatever the

@@ -6,11 +6,15 @@ no external CSS, scripts, fonts or images. It holds
 
 * a title (model on chip, timing mode) and the run's scope text;
 * a headline card: latency, inferences/s, effective and peak TOPS, energy per inference,
-  average / peak / on-chip power, TOPS/W, compute and DRAM bandwidth utilization, arithmetic
-  intensity, what bounds the network, the technology;
+  average / peak / on-chip power, TOPS/W, compute utilization, the network lines the terminal
+  prints (:func:`npulab.metrics.network_items`: DRAM traffic, bus and useful bandwidth, MACs
+  per DRAM byte, memory-bound layers), the layers by bound, the roofline bound, the
+  technology;
 * the four plots of :mod:`npulab.plots` as inline SVG (text kept as text, hover titles on
   points and bars);
-* the per-layer table (sortable by clicking a header; a few lines of inline JavaScript);
+* the per-layer table in its own scroll container (sortable by clicking a header; a few lines
+  of inline JavaScript): what the run measured, then every quantity of
+  :func:`npulab.metrics.layer_columns` under its one label;
 * the energy table used, every entry with its value, unit and citation, and the chip as it was
   costed (area, leakage, DRAM and link energy types), so every joule can be audited;
 * the chip config of the run.
@@ -31,7 +35,7 @@ import re
 from pathlib import Path
 
 from hw.systolic.config import ConfigError
-from npulab.metrics import format_si
+from npulab.metrics import format_si, layer_columns, network_items
 from npulab.output import SCHEMA
 
 __all__ = ["SCHEMA", "render_html", "write_report", "load_summary", "headline", "svg_of"]
@@ -133,37 +137,28 @@ def _num(value, fmt: str = ",") -> str:
 
 
 def headline(summary: dict) -> list[tuple[str, str]]:
-    """The headline card as ``(label, text)`` pairs, formatted from ``metrics.network``."""
+    """The headline card as ``(label, text)`` pairs, formatted from ``metrics.network``; the
+    DRAM and intensity lines are :func:`npulab.metrics.network_items`, word for word the
+    terminal's."""
     m = summary["metrics"]
-    net, chip, tech = m["network"], m["chip"], m["technology"]
-    dram = net["memory"].get("dram") or {}
-    if not dram.get("bytes"):
-        dram_text = "no DRAM traffic"
-    elif dram.get("utilization") is None:
-        dram_text = f"{format_si(dram['achieved_bytes_per_s'], 'B/s')} (DRAM bandwidth unlimited)"
-    else:
-        dram_text = (f"{100 * dram['utilization']:.1f} % "
-                     f"({format_si(dram['achieved_bytes_per_s'], 'B/s')} of "
-                     f"{format_si(dram['peak_bytes_per_s'], 'B/s')})")
-    intensity = net.get("arithmetic_intensity_ops_per_dram_byte")
+    net, tech = m["network"], m["technology"]
     bounds = ", ".join(f"{k} {v}" for k, v in sorted(net.get("bound_counts", {}).items()))
     batch = net.get("inferences", 1)
     return [
         ("latency", f"{format_si(net['seconds'], 's')} ({net['cycles']:,} cycles at "
                     f"{format_si(net['clock_hz'], 'Hz')})"),
         ("inferences/s", f"{net['inferences_per_s']:,.1f}" + (f" (batch {batch})" if batch != 1 else "")),
-        ("throughput", f"{net['ops_per_s'] / 1e12:.3g} TOPS effective of "
-                       f"{net['peak_ops_per_s'] / 1e12:.3g} TOPS peak"),
+        ("throughput", f"{net['ops_per_s'] / 1e12:.3f} TOPS effective of "
+                       f"{net['peak_ops_per_s'] / 1e12:.3f} TOPS peak"),
         ("energy per inference", format_si(net["energy_per_inference_j"], "J")),
         ("average power", format_si(net["average_power_w"], "W")),
         ("peak power (busiest layer)", format_si(net["peak_power_w"], "W")),
         ("on-chip power", format_si(net["on_chip_power_w"], "W")),
         ("efficiency", f"{net['tops_per_w']:.3g} TOPS/W"),
         ("compute utilization", f"{100 * net['compute_utilization']:.1f} %"),
-        ("DRAM bandwidth utilization", dram_text),
-        ("arithmetic intensity", f"{intensity:.1f} ops per DRAM byte" if intensity
-         else "- (no DRAM traffic)"),
-        ("bound", f"{net['roofline'].get('bound') or '-'} (layers: {bounds or '-'})"),
+        *network_items(m),
+        ("layers by bound", f"{bounds or '-'} (the busiest resource in the simulation)"),
+        ("roofline bound", f"{net['roofline'].get('bound') or '-'} (network)"),
         ("technology", f"{tech.get('name', '?')} ({tech.get('node_nm', 0):g} nm)"),
     ]
 
@@ -211,6 +206,9 @@ border:1px solid #ccd;border-radius:6px;padding:12px;background:#f6f8fb}
 .card .v{font-size:16px;font-weight:600}
 .plot{overflow-x:auto;margin:8px 0;border:1px solid #eef;border-radius:4px}
 .plot svg{display:block;height:auto}
+.table-scroll{overflow-x:auto;overflow-y:auto;max-width:100%;max-height:80vh;
+border:1px solid #eef;border-radius:4px;margin:8px 0}
+.table-scroll table{margin:0}
 table{border-collapse:collapse;font-size:12px;margin:6px 0}
 th,td{border:1px solid #dde;padding:3px 6px;text-align:right;white-space:nowrap}
 th{background:#eef2f8;position:sticky;top:0}
@@ -273,39 +271,34 @@ def _layer_rows(summary: dict) -> tuple[list[str], list[str]]:
     metric_layers = [x for _, x in pairs if x]
     stall_cols = [c for c in ("dram", "link", "sram")
                   if any(x["stall_cycles"].get(c) for x in metric_layers)]
-    cols = (["#", "layer", "op", "engine", "cycles", "time µs", "compute cycles"]
-            + [f"stall {c.upper() if c != 'link' else 'link'}" for c in stall_cols]
-            + ["util %", "MACs", "energy µJ", "power mW", "TOPS/W", "DRAM bytes",
-               "ops / DRAM B", "DRAM BW util %", "bound"])
-    text_cols = {"layer", "op", "engine", "bound"}
+    # what the run measured, then the metrics' quantities under their one label
+    measured = ([("cycles", lambda r, x: x["cycles"]),
+                 ("compute cycles", lambda r, x: x["compute_cycles"])]
+                + [(f"stall {c.upper() if c != 'link' else 'link'}",
+                    lambda r, x, c=c: x["stall_cycles"].get(c, 0)) for c in stall_cols]
+                + [("MACs", lambda r, x: x["macs"]),
+                   ("DRAM rd B", lambda r, x: r.get("dram_read_bytes")),
+                   ("DRAM wr B", lambda r, x: r.get("dram_write_bytes"))])
+    quantities = [q for q in layer_columns(metric_layers)
+                  if not q.key.startswith("energy_") or q.key == "energy_uj"]
+    cols = ["#", "layer", "op", "engine"] + [h for h, _ in measured] + [q.label for q in quantities]
+    text_cols = {"layer", "op", "engine", "bound", "roofline bound"}
     head = [f'<th class="t">{_e(c)}</th>' if c in text_cols else f"<th>{_e(c)}</th>" for c in cols]
     rows = []
     for index, (layer, x) in enumerate(pairs):
         cells = [_td(index, index), _td(layer["name"], cls="t"), _td(layer["op"], cls="t"),
                  _td(layer.get("engine", "-"), cls="t")]
         if x is None:
-            cells += [_td("not simulated" if i == 0 else "-", "") for i in range(len(cols) - 5)]
-            cells.append(_td("-", "", cls="t"))
+            cells += [_td("not simulated" if i == 0 else "-", "") for i in range(len(cols) - 4)]
             rows.append('<tr class="idle">' + "".join(cells) + "</tr>")
             continue
-        dram = x["memory"].get("dram") or {}
-        util = dram.get("utilization")
-        ai = x.get("arithmetic_intensity_ops_per_dram_byte")
-        cells += [_td(_num(x["cycles"]), x["cycles"]),
-                  _td(f"{x['seconds'] * 1e6:,.2f}", x["seconds"]),
-                  _td(_num(x["compute_cycles"]), x["compute_cycles"])]
-        cells += [_td(_num(x["stall_cycles"].get(c, 0)), x["stall_cycles"].get(c, 0))
-                  for c in stall_cols]
-        cells += [_td(f"{100 * x['compute_utilization']:.1f}", x["compute_utilization"]),
-                  _td(_num(x["macs"]), x["macs"]),
-                  _td(f"{x['energy_j'] * 1e6:,.2f}", x["energy_j"]),
-                  _td(f"{x['power_w'] * 1e3:,.1f}", x["power_w"]),
-                  _td(f"{x['tops_per_w']:.3g}", x["tops_per_w"]),
-                  _td(_num(int(dram.get("bytes") or 0)), dram.get("bytes") or 0),
-                  _td(f"{ai:,.1f}" if ai else "-", ai if ai else ""),
-                  _td(f"{100 * util:.1f}" if util is not None else "-",
-                      util if util is not None else ""),
-                  _td(x.get("bound") or "-", cls="t")]
+        for _, get in measured:
+            v = get(layer, x)
+            cells.append(_td(_num(v), v if v is not None else ""))
+        for q in quantities:
+            v = q.value(x)
+            cells.append(_td(q.text(x), v if v is not None else "",
+                             cls="t" if q.fmt == "s" else None))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return head, rows
 
@@ -420,9 +413,14 @@ def render_html(summary: dict) -> str:
         fig.clear()
     head, rows = _layer_rows(summary)
     parts += ['<h2 id="layers">Layers</h2>',
-              "<p>Click a header to sort. Energy includes each layer's share of DRAM, link and "
-              "leakage; power is the layer's energy over its time.</p>",
-              '<div class="plot"><table class="sortable"><thead><tr>' + "".join(head)
+              "<p>Click a header to sort; scroll sideways for every column. <i>cycles</i> is the "
+              "layer's window (windows add up to the run), <i>busy span</i> the time its own work "
+              "took (longer when it overlapped the previous window); rates, utilizations and "
+              "power are over the busy span. DRAM <i>bus</i> bytes include over-fetch, "
+              "<i>useful</i> bandwidth counts the bytes read and written. Energy includes each "
+              "layer's share of DRAM, link and leakage.</p>",
+              '<div class="table-scroll" role="region" aria-label="layers" tabindex="0">'
+              '<table class="sortable"><thead><tr>' + "".join(head)
               + "</tr></thead><tbody>", *rows, "</tbody></table></div>"]
     parts.append('<h2 id="energy-table">Energy table</h2>')
     parts += _energy_table(m)

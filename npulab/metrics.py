@@ -23,12 +23,31 @@ Energy components (joules):
 the breakdown; average power = energy / time; TOPS/W = (ops/s) / W; every utilization <= 1.
 Peak power is the highest layer-average power (the resolution of a layer).
 
-Roofline: a layer's attainable performance is ``min(peak ops/s, intensity_x * bandwidth_x)`` over
-the off-chip levels ``x`` it moved bytes through (DRAM, the host link), with ``intensity_x`` =
-ops per byte of ``x``; ``bound`` names the ceiling that gives the minimum. Scratchpad bandwidth
-is reported as utilization per level, not as a ceiling (the executor bounds scratchpad access
-by bank conflicts, not by a bandwidth limit).
-One op = one multiply or one add (2 per MAC), as in TOPS.
+Roofline: a layer's attainable performance is ``min(peak MACs/s, intensity_x * bandwidth_x)``
+over the off-chip levels ``x`` it moved bytes through (DRAM, the host link), with
+``intensity_x`` = MACs per byte on ``x``'s bus (DRAM: whole bursts, the over-fetch included,
+the bytes its bandwidth limit applies to); ``roofline.bound`` names the ceiling that gives the
+minimum. Scratchpad bandwidth is
+reported as utilization per level, not as a ceiling. Arithmetic intensity is in **MACs per
+byte** in every view (one MAC = one multiply-add; throughput in TOPS counts 2 ops per MAC).
+
+One record, every view: the terminal table, ``layers.csv``, the JSON, ``report.html``, the
+plots and the notebook reprs all read these dicts; none recomputes a quantity. Per layer:
+
+* time: ``cycles`` is the layer's accounting window (windows add up to the run);
+  ``active_cycles`` its **busy span** (the window, or longer when its own transfers or compute
+  overlapped the previous window, as a native run's prefetch does). Rates and utilizations of
+  a layer are over its busy span, so none exceeds 1; the network's are over the run;
+* DRAM bytes: ``useful_bytes`` (read + written, what the program asked for) and ``bytes``
+  (on the bus: whole bursts, the over-fetch included); ``useful_bytes_per_s`` and
+  ``bytes_per_s`` (bus) are both reported; DRAM utilization and MACs per DRAM byte are over
+  the bus bytes;
+* ``bound``: what the simulation found busiest (the runner's verdict: array compute, DRAM or
+  link transfer time; compute-only timing: ``compute``); ``roofline.bound`` is the model's.
+
+:data:`LAYER_QUANTITIES` names each per-layer quantity once: its column name (CSV, pandas),
+label (terminal, HTML) and unit; :func:`network_items` the network lines the terminal and
+the HTML headline share.
 """
 
 from __future__ import annotations
@@ -38,7 +57,8 @@ from dataclasses import dataclass
 
 from hw.energy import Technology, dram_kind_for_preset, load_technology
 
-__all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si"]
+__all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si",
+           "Quantity", "LAYER_QUANTITIES", "layer_columns", "network_items", "memory_bound"]
 
 COMPONENT_ORDER = ("mac", "rf", "sram", "vector", "dram", "link", "static")
 _OFF_CHIP = ("dram", "link")
@@ -66,6 +86,7 @@ class Metrics:
         parts = sorted(n["energy_breakdown_j"].items(), key=lambda kv: -kv[1])
         shares = ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in parts[:4])
         bounds = ", ".join(f"{k} {v}" for k, v in sorted(n["bound_counts"].items()))
+        memory = [f"{label.lower()} {text}" for label, text in network_items(self)[1:3]]
         per_mac = (f" ({n['energy_per_mac_j'] * 1e12:.3g} pJ/MAC)"
                    if n["energy_per_mac_j"] else "")
         return [
@@ -75,7 +96,8 @@ class Metrics:
             f"{format_si(n['peak_power_w'], 'W')} peak layer; {n['tops_per_w']:.3g} TOPS/W",
             f"time {format_si(n['seconds'], 's')}, {n['inferences_per_s']:.4g} inferences/s, "
             f"compute utilization {100 * n['compute_utilization']:.1f} %",
-            f"layer bounds (roofline): {bounds or '-'}; {n['layers_costed']} layers costed "
+            *memory,
+            f"layer bounds: {bounds or '-'}; {n['layers_costed']} layers costed "
             f"(to_pandas() for the table)",
         ]
 
@@ -84,36 +106,121 @@ class Metrics:
                          + ["  " + line for line in self.summary_lines()])
 
     def table(self) -> tuple[list[str], list[list]]:
-        """Header and rows of :meth:`to_pandas` (Python values, ``None`` where undefined)."""
-        from npulab.report import _METRIC_COLUMNS
-        components = ordered_components(sorted({k for m in self.layers
-                                                for k in m["energy_breakdown_j"]}))
-        levels = ordered_components(sorted({k for m in self.layers for k in m["memory"]}))
+        """Header and rows of :meth:`to_pandas` (Python values, ``None`` where undefined):
+        name, op, engine, cycles, MACs and the columns of :func:`layer_columns`."""
         head = ["name", "op", "engine", "cycles", "macs"]
-        header = (head + [c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
-                  + [f"{lv}_utilization" for lv in levels])
-        rows = []
-        for m in self.layers:
-            rows.append([m[k] for k in head] + [get(m) for _, get in _METRIC_COLUMNS]
-                        + [m["energy_breakdown_j"].get(c) for c in components]
-                        + [m["memory"].get(lv, {}).get("utilization") for lv in levels])
-        return header, rows
+        cols = layer_columns(self.layers)
+        return (head + [q.key for q in cols],
+                [[m[k] for k in head] + [q.value(m) for q in cols] for m in self.layers])
 
     def to_pandas(self):
         """One row per costed layer: name, op, engine, cycles, MACs and the metric columns of
-        ``layers.csv`` (seconds, energy and power, TOPS/W, ops per DRAM byte, roofline bound,
-        energy per component, utilization per memory level). Needs pandas."""
+        ``layers.csv`` (:func:`layer_columns`: time, busy span, utilization, energy and
+        power, TOPS/W, DRAM bus bytes and bandwidths, MACs per DRAM byte, bounds, energy per
+        component, utilization per memory level). Needs pandas."""
         from hw._notebook import frame
         return frame(*self.table())
 
     def _repr_html_(self) -> str:
         from hw._notebook import html_table
         header, rows = self.table()
-        cols = ["name", "cycles", "energy_j", "power_w", "tops_per_w", "ops_per_dram_byte",
-                "roofline_bound"]
+        cols = ["name", "cycles", "busy_span_cycles", "compute_util_pct", "energy_uj",
+                "power_mw", "tops_per_w", "dram_bus_gbps", "dram_useful_gbps",
+                "macs_per_dram_byte", "bound"]
         idx = [header.index(c) for c in cols]
         return html_table(f"Metrics ({self.technology.get('name', '?')} energy table)",
                           cols, [[r[i] for i in idx] for r in rows], lines=self.summary_lines())
+
+
+# ---- one name, label and unit per quantity -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Quantity:
+    """A per-layer quantity as every view shows it: ``key`` is its column in ``layers.csv``
+    and ``to_pandas()``, ``label`` its header in the terminal table and ``report.html``
+    (unit included), ``scale`` turns the metrics record's SI value into that unit and
+    ``fmt`` is the display format. :meth:`value` reads the record (None where undefined)."""
+
+    key: str
+    label: str
+    scale: float | None
+    fmt: str
+    path: tuple
+
+    def value(self, m: dict):
+        v = m
+        for part in self.path:
+            v = v.get(part) if isinstance(v, dict) else None
+            if v is None:
+                return None
+        if self.scale is None:
+            return v
+        v = v * self.scale
+        return int(round(v)) if self.fmt == "," else v
+
+    def text(self, m: dict) -> str:
+        v = self.value(m)
+        return "-" if v is None else format(v, self.fmt)
+
+
+#: The derived per-layer quantities of every view, in display order (energy per component and
+#: utilization per memory level follow, see :func:`layer_columns`).
+LAYER_QUANTITIES = (
+    Quantity("time_us", "time µs", 1e6, ",.2f", ("seconds",)),
+    Quantity("busy_span_cycles", "busy span", 1, ",", ("active_cycles",)),
+    Quantity("compute_util_pct", "util %", 100, ".1f", ("compute_utilization",)),
+    Quantity("tops", "TOPS", 1e-12, ".3g", ("ops_per_s",)),
+    Quantity("energy_uj", "energy µJ", 1e6, ",.2f", ("energy_j",)),
+    Quantity("power_mw", "power mW", 1e3, ",.1f", ("power_w",)),
+    Quantity("tops_per_w", "TOPS/W", 1, ".3g", ("tops_per_w",)),
+    Quantity("dram_bus_bytes", "DRAM bus B", 1, ",", ("memory", "dram", "bytes")),
+    Quantity("dram_bus_gbps", "bus GB/s", 1e-9, ".2f", ("memory", "dram", "bytes_per_s")),
+    Quantity("dram_useful_gbps", "useful GB/s", 1e-9, ".2f",
+             ("memory", "dram", "useful_bytes_per_s")),
+    Quantity("macs_per_dram_byte", "MAC/B", 1, ".1f", ("macs_per_dram_byte",)),
+    Quantity("bound", "bound", None, "s", ("bound",)),
+    Quantity("roofline_bound", "roofline bound", None, "s", ("roofline", "bound")),
+    Quantity("attainable_gmacs", "attainable GMAC/s", 1e-9, ",.1f",
+             ("roofline", "attainable_macs_per_s")),
+)
+
+
+def layer_columns(layers: list) -> list[Quantity]:
+    """:data:`LAYER_QUANTITIES`, then the energy of each component (µJ) and the bandwidth
+    utilization (%) of each memory level the ``layers`` (metrics layer dicts) have."""
+    components = ordered_components(sorted({k for m in layers for k in m["energy_breakdown_j"]}))
+    levels = ordered_components(sorted({k for m in layers for k in m["memory"]}))
+    return (list(LAYER_QUANTITIES)
+            + [Quantity(f"energy_{c}_uj", f"energy {c} µJ", 1e6, ",.3f",
+                        ("energy_breakdown_j", c)) for c in components]
+            + [Quantity(f"{lv}_util_pct", f"{lv} util %", 100, ".1f",
+                        ("memory", lv, "utilization")) for lv in levels])
+
+
+def network_items(metrics) -> list[tuple[str, str]]:
+    """The network's memory lines as ``(label, text)``, shared word for word by the terminal
+    totals and the HTML headline: DRAM traffic, DRAM bandwidth on the bus and useful,
+    arithmetic intensity, memory-bound layers."""
+    m = metrics if isinstance(metrics, dict) else metrics.to_dict()
+    n = m["network"]
+    dram = n["memory"].get("dram") or {}
+    peak = dram.get("peak_bytes_per_s")
+    preset = (m["chip"].get("dram") or {}).get("preset") or "-"
+    if peak:
+        limit = (f" ({100 * (dram.get('utilization') or 0):.1f} % of {peak / 1e9:.1f} GB/s peak"
+                 + (f", {preset})" if preset != "-" else ")"))
+    else:
+        limit = " (ideal DRAM: no limit)"
+    x = n.get("macs_per_dram_byte")
+    return [
+        ("DRAM traffic", f"{int(dram.get('useful_read_bytes', 0)):,} B read, "
+                         f"{int(dram.get('useful_write_bytes', 0)):,} B written "
+                         f"({int(dram.get('bytes', 0)):,} B on the bus)"),
+        ("DRAM bandwidth", f"{dram.get('bytes_per_s', 0) / 1e9:.2f} GB/s on the bus{limit}, "
+                           f"{dram.get('useful_bytes_per_s', 0) / 1e9:.2f} GB/s useful"),
+        ("arithmetic intensity", f"{x:.1f} MACs per DRAM byte" if x else "- (no DRAM bytes)"),
+        ("memory-bound layers", f"{memory_bound(n)} of {n['layers_costed']}"),
+    ]
 
 
 def ordered_components(keys) -> list[str]:
@@ -212,49 +319,65 @@ def _layer_energy(actions: dict, seconds: float, chip: dict, tech: Technology) -
     return joules
 
 
-def _memory_levels(actions: dict, seconds: float, chip: dict) -> dict:
-    """Bytes moved through each level, achieved and peak bandwidth and utilization.
+def _memory_levels(actions: dict, seconds: float, chip: dict, useful=None) -> dict:
+    """Bytes moved through each level, bytes/s and peak bandwidth, and utilization.
 
-    DRAM and the host link: all bytes over their peak. A scratchpad: reads and writes are
-    counted apart and its utilization is the busier direction over the per-direction peak
-    (banks x bank width x ports per cycle; the accumulator scratchpad is read-modify-written
-    every cycle, as a 1R1W macro does)."""
+    DRAM: ``bytes`` are on the bus (``actions["dram_bits"]``: whole bursts, over-fetch
+    included), ``useful_bytes`` the bytes read and written (``useful`` = (read, written);
+    without it, the bus bytes); utilization is bus bytes/s over the peak. The host link: all
+    bytes over its peak. A scratchpad: reads and writes are counted apart and its utilization
+    is the busier direction over the per-direction peak (banks x bank width x ports per cycle;
+    the accumulator scratchpad is read-modify-written every cycle, as a 1R1W macro does)."""
     levels = {}
-    entries = [("dram", actions["dram_bits"] / 8, 0.0, chip["dram"]["peak_bytes_per_s"])]
+    bus = actions["dram_bits"] / 8
+    read, written = useful if useful is not None else (bus, 0.0)
+    levels["dram"] = _dram_level(bus, read, written, seconds, chip["dram"]["peak_bytes_per_s"])
     for name, s in chip["srams"].items():
         a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
-        entries.append((f"sram.{name}", a["read_bits"] / 8, a["write_bits"] / 8,
-                        s["peak_bytes_per_cycle"] * chip["clock_hz"]))
-    entries.append(("link", actions["link_bits"] / 8, 0.0, chip["link"]["peak_bytes_per_s"]))
-    for name, first, second, peak in entries:
-        levels[name] = _level(first, second, seconds, peak, per_direction=name.startswith("sram."))
+        levels[f"sram.{name}"] = _level(a["read_bits"] / 8, a["write_bits"] / 8, seconds,
+                                        s["peak_bytes_per_cycle"] * chip["clock_hz"], True)
+    levels["link"] = _level(actions["link_bits"] / 8, 0.0, seconds,
+                            chip["link"]["peak_bytes_per_s"], False)
     return levels
 
 
 def _level(first: float, second: float, seconds: float, peak, per_direction: bool) -> dict:
     nbytes = first + second
     busiest = max(first, second) if per_direction else nbytes
-    achieved = nbytes / seconds if seconds else 0.0
     return {"bytes": nbytes,
             **({"read_bytes": first, "write_bytes": second} if per_direction else {}),
-            "achieved_bytes_per_s": achieved, "peak_bytes_per_s": peak,
+            "bytes_per_s": nbytes / seconds if seconds else 0.0, "peak_bytes_per_s": peak,
             "utilization": (busiest / seconds / peak) if peak and seconds else None}
 
 
-def _roofline(ops: float, levels: dict, chip: dict) -> dict:
-    """The classic roofline on the chip's ceilings: peak compute, DRAM and host-link bandwidth
-    (the off-chip levels whose bandwidth the timing models enforce)."""
-    ceilings = {"compute": chip["peak_ops_per_s"]}
+def _dram_level(bus: float, read: float, written: float, seconds: float, peak) -> dict:
+    level = _level(bus, 0.0, seconds, peak, False)
+    useful = read + written
+    level.update(useful_bytes=useful, useful_read_bytes=read, useful_write_bytes=written,
+                 useful_bytes_per_s=useful / seconds if seconds else 0.0)
+    return level
+
+
+def _roofline(macs: float, levels: dict, chip: dict) -> dict:
+    """The classic roofline on the chip's ceilings, in MACs: peak compute, and DRAM and
+    host-link bandwidth x MACs per byte on that level's bus (the bytes its bandwidth limit
+    applies to; the off-chip levels whose bandwidth the timing models enforce)."""
+    ceilings = {"compute": chip["peak_macs_per_cycle"] * chip["clock_hz"]}
     intensity = {}
     for name in _OFF_CHIP:
         lv = levels.get(name)
         if lv and lv["bytes"] > 0:
-            intensity[name] = ops / lv["bytes"]
+            intensity[name] = macs / lv["bytes"]
             if lv["peak_bytes_per_s"]:
                 ceilings[name] = intensity[name] * lv["peak_bytes_per_s"]
-    bound = min(ceilings, key=ceilings.get) if ops else None
-    return {"intensity_ops_per_byte": intensity, "ceilings_ops_per_s": ceilings,
-            "attainable_ops_per_s": ceilings[bound] if bound else None, "bound": bound}
+    bound = min(ceilings, key=ceilings.get) if macs else None
+    return {"intensity_macs_per_byte": intensity, "ceilings_macs_per_s": ceilings,
+            "attainable_macs_per_s": ceilings[bound] if bound else None, "bound": bound}
+
+
+def _useful_dram(layer: dict):
+    rd, wr = layer.get("dram_read_bytes"), layer.get("dram_write_bytes")
+    return None if rd is None and wr is None else (float(rd or 0), float(wr or 0))
 
 
 def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
@@ -269,12 +392,12 @@ def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
     total = sum(energy.values())
     macs = layer["macs"]
     ops = 2 * macs
-    levels = _memory_levels(actions, span, chip)
+    levels = _memory_levels(actions, span, chip, _useful_dram(layer))
     stalls = {cause: layer.get(f"stall_{cause}_cycles") or 0 for cause in ("dram", "link", "sram")}
     compute = layer.get("compute_cycles")
     if compute is None:
         compute = cycles - sum(stalls.values())
-    roof = _roofline(ops, levels, chip)
+    roof = _roofline(macs, levels, chip)
     return {
         "name": layer["name"], "op": layer["op"], "engine": layer["engine"],
         "cycles": cycles, "seconds": seconds, "active_cycles": active, "active_seconds": span,
@@ -289,9 +412,10 @@ def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
         "power_w": total / span if span else 0.0,
         "tops_per_w": (ops / total / 1e12) if total and ops else 0.0,
         "memory": levels,
-        "arithmetic_intensity_ops_per_dram_byte": roof["intensity_ops_per_byte"].get("dram"),
+        "macs_per_dram_byte": roof["intensity_macs_per_byte"].get("dram"),
         "roofline": roof,
-        "bound": roof["bound"],
+        # the simulation's verdict (busiest resource); compute-only timing has no other
+        "bound": layer.get("bound") or ("compute" if macs else roof["bound"]),
     }
 
 
@@ -321,15 +445,8 @@ def compute_metrics(run, tech: Technology | str = "45nm", *, dram_kind: str | No
     # Leakage runs for the whole run (the layers' cycles add up to it).
     breakdown["static"] = chip["static_power_w"] * seconds
     energy = sum(breakdown.values())
-    sums: dict[str, list] = {}
-    for x in layers:
-        for name, lv in x["memory"].items():
-            acc = sums.setdefault(name, [0.0, 0.0, lv["peak_bytes_per_s"]])
-            acc[0] += lv.get("read_bytes", lv["bytes"])
-            acc[1] += lv.get("write_bytes", 0.0)
-    levels = {name: _level(a, b, seconds, peak, per_direction=name.startswith("sram."))
-              for name, (a, b, peak) in sums.items()}
-    roof = _roofline(ops, levels, chip)
+    levels = _network_levels(layers, seconds)
+    roof = _roofline(macs, levels, chip)
     power = energy / seconds if seconds else 0.0
     on_chip = sum(v for k, v in breakdown.items() if k not in _OFF_CHIP)
     network = {
@@ -352,13 +469,38 @@ def compute_metrics(run, tech: Technology | str = "45nm", *, dram_kind: str | No
                                      if x["active_seconds"]] + [0.0]),
         "tops_per_w": (ops / seconds / 1e12) / power if power else 0.0,
         "memory": levels,
-        "arithmetic_intensity_ops_per_dram_byte": roof["intensity_ops_per_byte"].get("dram"),
+        "macs_per_dram_byte": roof["intensity_macs_per_byte"].get("dram"),
         "roofline": roof,
         "bound_counts": _count(x["bound"] for x in layers),
+        "roofline_bound_counts": _count(x["roofline"]["bound"] for x in layers),
         "layers_costed": len(layers),
         "layers_not_costed": len(data["layers"]) - len(layers),
     }
     return Metrics(network=network, layers=layers, chip=chip, technology=tech.to_dict())
+
+
+def _network_levels(layers: list, seconds: float) -> dict:
+    """Every memory level of the layers, bytes summed, rates over the whole run."""
+    sums: dict[str, list] = {}
+    for x in layers:
+        for name, lv in x["memory"].items():
+            acc = sums.setdefault(name, [0.0, 0.0, 0.0, 0.0, lv["peak_bytes_per_s"]])
+            if name == "dram":
+                acc[0] += lv["bytes"]
+                acc[2] += lv["useful_read_bytes"]
+                acc[3] += lv["useful_write_bytes"]
+            else:
+                acc[0] += lv.get("read_bytes", lv["bytes"])
+                acc[1] += lv.get("write_bytes", 0.0)
+    return {name: (_dram_level(a, rd, wr, seconds, peak) if name == "dram" else
+                   _level(a, b, seconds, peak, per_direction=name.startswith("sram.")))
+            for name, (a, b, rd, wr, peak) in sums.items()}
+
+
+def memory_bound(network: dict) -> int:
+    """How many layers the simulation found bound by DRAM or host-link transfers."""
+    counts = network.get("bound_counts") or {}
+    return sum(counts.get(k, 0) for k in _OFF_CHIP)
 
 
 def _count(items) -> dict:

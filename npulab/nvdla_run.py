@@ -78,8 +78,6 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
         utilization_pct=100.0 * macs / (peak_macs * cycles) if cycles else 0.0,
         compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),
         dram_read_bytes=rd, dram_write_bytes=wr,
-        dram_bandwidth_gbps=(rd + wr) * clock_hz / cycles / 1e9 if cycles else 0.0,
-        arithmetic_intensity=macs / (rd + wr) if rd + wr else None,
         bound={"mac": "compute", "cdma": "dram"}.get(c.bound, c.bound), tiling=plan,
         **_LAYER_DEFAULTS)
 
@@ -175,8 +173,7 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
         name=hl.name, op="+".join(_units(hl)), engine=hl.kind, macs=0, cycles=cycles,
         utilization_pct=None, compute_cycles=busy, stall_dram_cycles=max(0, cycles - busy),
         dram_read_bytes=rd, dram_write_bytes=wr,
-        dram_bandwidth_gbps=(rd + wr) * clock_hz / cycles / 1e9 if cycles else 0.0,
-        arithmetic_intensity=None, bound=bound,
+        bound=bound,
         tiling=(f"{len(parts)} PDP passes" if len(parts) > 1 else None), actions=actions,
         units=_whole_cycles(units), **_LAYER_DEFAULTS)
 
@@ -211,10 +208,8 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
         "peak_macs_per_cycle": peak,
         "compute_cycles": sum(x.compute_cycles for x in layers),
         "dram_read_bytes": rd, "dram_write_bytes": wr,
-        "dram_bandwidth_gbps": (rd + wr) / latency / 1e9 if cycles else 0.0,
         "dram_available_gbps": path.bytes_per_cycle * clock_hz / 1e9,
         "memory": path.source,
-        "arithmetic_intensity": macs / (rd + wr) if rd + wr else None,
         "memory_bound_layers": sum(1 for x in layers if x.bound == "dram"),
         "hardware_layers": program.counts(),
         "layers_simulated": len(layers),

@@ -113,23 +113,25 @@ def _fmt(value: float, unit: str) -> str:
 # ---- roofline ---------------------------------------------------------------------------------
 
 def roofline(summary: dict):
-    """Achieved ops/s of every layer against its ops per DRAM byte, log-log, under the chip's
-    ceilings: peak compute (horizontal) and the DRAM bandwidth slope (and the host-link slope,
-    with each layer's link point, when the link carried bytes and has a limit). Points are
-    coloured by the layer's ``bound``; a star marks the whole network. Layers that cannot be
-    placed (no DRAM bytes, as in compute-only timing, or no MACs) are counted in a note."""
+    """Achieved MACs/s of every layer (over its busy span) against its MACs per DRAM byte
+    (bytes read and written), log-log, under the chip's ceilings: peak compute (horizontal)
+    and the DRAM bandwidth slope (and the host-link slope, with each layer's link point, when
+    the link carried bytes and has a limit). Points are coloured by the layer's ``bound``; a
+    star marks the whole network. Layers that cannot be placed (no DRAM bytes, as in
+    compute-only timing, or no MACs) are counted in a note. The slowest few layers are named,
+    each label placed where it covers neither the star nor another label."""
     m = _metrics(summary)
     chip, layers, net = m["chip"], m["layers"], m["network"]
     fig = _figure(9.0, 5.6)
     ax = fig.add_subplot()
-    peak = chip["peak_ops_per_s"]
+    peak = chip["peak_macs_per_cycle"] * chip["clock_hz"]
     dram_bw = (chip.get("dram") or {}).get("peak_bytes_per_s")
     link_bw = (chip.get("link") or {}).get("peak_bytes_per_s")
 
     placed, no_macs, no_dram = [], [], []
     for i, layer in enumerate(layers):
-        x = layer["roofline"]["intensity_ops_per_byte"].get("dram")
-        if not layer["ops"] or not layer["ops_per_s"]:
+        x = layer["roofline"]["intensity_macs_per_byte"].get("dram")
+        if not layer["macs"] or not layer["macs_per_s"]:
             no_macs.append(layer["name"])
         elif not x:
             no_dram.append(layer["name"])
@@ -138,8 +140,8 @@ def roofline(summary: dict):
     link_points = []
     if link_bw:
         for i, layer in enumerate(layers):
-            xl = layer["roofline"]["intensity_ops_per_byte"].get("link")
-            if xl and layer["ops_per_s"]:
+            xl = layer["roofline"]["intensity_macs_per_byte"].get("link")
+            if xl and layer["macs_per_s"]:
                 link_points.append((i, layer, xl))
 
     xs = [x for _, _, x in placed] + [x for _, _, x in link_points]
@@ -148,70 +150,59 @@ def roofline(summary: dict):
     hi = max(xs + ridges) * 4 if xs or ridges else 1e4
     if not xs:
         lo, hi = min([0.1] + [r / 10 for r in ridges]), max([1e4] + [r * 10 for r in ridges])
-    tops = 1e-12
+    tera = 1e-12
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.plot([lo, hi], [peak * tops] * 2, color="black", lw=2,
-            label=f"peak compute {peak * tops:.3g} TOPS", gid="roofline-ceiling-compute")
+    ax.plot([lo, hi], [peak * tera] * 2, color="black", lw=2,
+            label=f"peak compute {peak * tera:.3g} TMAC/s ({2 * peak * tera:.3g} TOPS)",
+            gid="roofline-ceiling-compute")
     for level, bw, style in (("dram", dram_bw, "-"), ("link", link_bw if link_points else None, "--")):
         if not bw:
             continue
         ridge = peak / bw
         x0 = lo
         x1 = min(hi, ridge)
-        ax.plot([x0, x1], [x0 * bw * tops, x1 * bw * tops], color=BOUND_COLORS[level], lw=2,
+        ax.plot([x0, x1], [x0 * bw * tera, x1 * bw * tera], color=BOUND_COLORS[level], lw=2,
                 ls=style, gid=f"roofline-ceiling-{level}",
                 label=f"{'DRAM' if level == 'dram' else 'host link'} {bw / 1e9:.3g} GB/s "
-                      f"(ridge {ridge:.3g} ops/B)")
+                      f"(ridge {ridge:.3g} MAC/B)")
 
     seen_bounds = set()
     for i, layer, x in placed:
         b = layer["bound"]
         label = f"layer bound: {b}" if b not in seen_bounds else None
         seen_bounds.add(b)
-        art = ax.scatter([x], [layer["ops_per_s"] * tops], s=28, color=BOUND_COLORS.get(b, "#7f7f7f"),
+        art = ax.scatter([x], [layer["macs_per_s"] * tera], s=28, color=BOUND_COLORS.get(b, "#7f7f7f"),
                          edgecolors="black", linewidths=0.4, zorder=3, label=label)
         gid = f"roofline-dram-{i}"
         art.set_gid(gid)
-        fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {x:.3g} ops/DRAM byte, "
-                                    f"{layer['ops_per_s'] * tops:.3g} TOPS, bound {b}")
+        fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {x:.3g} MAC/B, "
+                                    f"{layer['macs_per_s'] * tera:.3g} TMAC/s, bound {b}")
     first = True
     for i, layer, xl in link_points:
-        art = ax.scatter([xl], [layer["ops_per_s"] * tops], s=28, facecolors="none",
+        art = ax.scatter([xl], [layer["macs_per_s"] * tera], s=28, facecolors="none",
                          edgecolors=BOUND_COLORS["link"], linewidths=0.9, zorder=3,
-                         label="layer at ops per link byte" if first else None)
+                         label="layer at MACs per link byte" if first else None)
         first = False
         gid = f"roofline-link-{i}"
         art.set_gid(gid)
-        fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {xl:.3g} ops/link byte, "
-                                    f"{layer['ops_per_s'] * tops:.3g} TOPS")
-    xn = net["roofline"]["intensity_ops_per_byte"].get("dram")
-    if xn and net["ops_per_s"]:
-        art = ax.scatter([xn], [net["ops_per_s"] * tops], marker="*", s=160, color="gold",
-                         edgecolors="black", linewidths=0.6, zorder=4, label="whole network")
-        art.set_gid("roofline-network")
+        fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {xl:.3g} MACs/link byte, "
+                                    f"{layer['macs_per_s'] * tera:.3g} TMAC/s")
+    xn = net["roofline"]["intensity_macs_per_byte"].get("dram")
+    star = None
+    if xn and net["macs_per_s"]:
+        star = ax.scatter([xn], [net["macs_per_s"] * tera], marker="*", s=160, color="gold",
+                          edgecolors="black", linewidths=0.6, zorder=4, label="whole network")
+        star.set_gid("roofline-network")
         fig.npulab_tooltips["roofline-network"] = (
-            f"network: {xn:.3g} ops/DRAM byte, {net['ops_per_s'] * tops:.3g} TOPS, "
+            f"network: {xn:.3g} MAC/B, {net['macs_per_s'] * tera:.3g} TMAC/s, "
             f"bound {net['roofline']['bound']}")
-    # Name the slowest few layers (the ones worth a look); the rest have hover titles.
-    # Name the slowest few layers (the ones worth a look), skipping any that sits right next to
-    # one already named; every point has a hover title in the HTML report.
-    named: list[tuple[float, float]] = []
-    for i, layer, x in sorted(placed, key=lambda p: -p[1]["cycles"]):
-        y = layer["ops_per_s"] * tops
-        if len(named) == 4:
-            break
-        if any(abs(math.log10(x / nx)) < 0.15 and abs(math.log10(y / ny)) < 0.15 for nx, ny in named):
-            continue
-        named.append((x, y))
-        ax.annotate(_short(layer["name"]), (x, y), fontsize=7, xytext=(4, -10),
-                    textcoords="offset points")
 
     notes = []
     if no_dram:
         why = " (compute-only timing: operands assumed in SRAM)" if len(no_dram) == len(layers) else ""
         notes.append(f"{len(no_dram)} of {len(layers)} layers not placed: no DRAM bytes, "
-                     f"ops per DRAM byte undefined{why}")
+                     f"MACs per DRAM byte undefined{why}")
     if no_macs:
         notes.append(f"{len(no_macs)} layers not placed: no MACs (e.g. {_short(no_macs[0])})")
     if not dram_bw:
@@ -225,16 +216,65 @@ def roofline(summary: dict):
         else:
             _empty(ax, text)
     ax.set_xlim(lo, hi)
-    ys = [layer["ops_per_s"] * tops for _, layer, _ in placed + link_points]
-    ymin = min(ys + [peak * tops]) / (10 if ys else 1000)
-    ax.set_ylim(ymin, peak * tops * 3)
-    ax.set_xlabel("arithmetic intensity (ops per DRAM byte; hollow: per link byte)"
-                  if link_points else "arithmetic intensity (ops per DRAM byte)")
-    ax.set_ylabel("achieved performance (TOPS)")
+    ys = [layer["macs_per_s"] * tera for _, layer, _ in placed + link_points]
+    ymin = min(ys + [peak * tera]) / (10 if ys else 1000)
+    ax.set_ylim(ymin, peak * tera * 3)
+    ax.set_xlabel("arithmetic intensity (MACs per DRAM byte; hollow: per link byte)"
+                  if link_points else "arithmetic intensity (MACs per DRAM byte)")
+    ax.set_ylabel("achieved performance (TMAC/s; 1 MAC = 2 ops)")
     ax.set_title(_title(summary, "Roofline"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    legend = ax.legend(fontsize=7, loc="upper left")
+    _name_slowest(fig, ax, placed, star, legend)
     return fig
+
+
+#: Where a layer's name may go, in points from its dot: (dx, dy, ha, va), tried in order.
+_LABEL_OFFSETS = ((4, -4, "left", "top"), (4, 4, "left", "bottom"), (-4, 4, "right", "bottom"),
+                  (-4, -4, "right", "top"), (0, -9, "center", "top"), (0, 9, "center", "bottom"))
+
+
+def _name_slowest(fig, ax, placed, star, legend, count: int = 4) -> None:
+    """Name the ``count`` slowest layers of ``placed`` (the ones worth a look; every point has
+    a hover title in the HTML report), skipping one that sits right next to a layer already
+    named. Each label takes the first of :data:`_LABEL_OFFSETS` whose box overlaps neither the
+    network's star, the legend, another label, nor leaves the axes."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    from matplotlib.transforms import Bbox
+    taken = [legend.get_window_extent(renderer)] if legend else []
+    if star is not None:
+        # a scatter marker's box: its centre in display units, sqrt(s) points across
+        cx, cy = ax.transData.transform(star.get_offsets()[0])
+        half = 0.6 * math.sqrt(star.get_sizes()[0]) * fig.dpi / 72
+        taken.append(Bbox.from_extents(cx - half, cy - half, cx + half, cy + half))
+    box = ax.get_window_extent(renderer)
+    named: list[tuple[float, float]] = []
+    for i, layer, x in sorted(placed, key=lambda p: -p[1]["cycles"]):
+        y = layer["macs_per_s"] * 1e-12
+        if len(named) == count:
+            break
+        if any(abs(math.log10(x / nx)) < 0.15 and abs(math.log10(y / ny)) < 0.15 for nx, ny in named):
+            continue
+        named.append((x, y))
+        for dx, dy, ha, va in _LABEL_OFFSETS:
+            text = ax.annotate(_short(layer["name"]), (x, y), fontsize=7, xytext=(dx, dy),
+                               textcoords="offset points", ha=ha, va=va,
+                               gid=f"roofline-label-{i}")
+            text.set_in_layout(False)
+            ext = text.get_window_extent(renderer)
+            inside = (ext.x0 >= box.x0 and ext.x1 <= box.x1 and ext.y0 >= box.y0
+                      and ext.y1 <= box.y1)
+            if inside and not any(ext.overlaps(t) for t in taken):
+                taken.append(ext)
+                break
+            text.remove()
+        else:
+            text = ax.annotate(_short(layer["name"]), (x, y), fontsize=7, xytext=(4, -4),
+                               textcoords="offset points", ha="left", va="top",
+                               gid=f"roofline-label-{i}")
+            text.set_in_layout(False)
+            taken.append(text.get_window_extent(renderer))
 
 
 # ---- cycles -----------------------------------------------------------------------------------
@@ -285,7 +325,8 @@ def cycle_breakdown(summary: dict):
     _layer_axis(ax, names, fig.get_figwidth())
     ax.set_ylabel("cycles")
     ax.set_title(_title(summary, "Cycles per layer"), fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylim(0, max(bottom + [1]) * 1.05)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(True, axis="y", alpha=0.3)
     return fig
 
@@ -357,7 +398,9 @@ def energy_breakdown(summary: dict):
         base = [b + v for b, v in zip(base, values)]
     _layer_axis(bottom_ax, names, width)
     bottom_ax.set_ylabel("energy per layer (µJ)")
-    bottom_ax.legend(fontsize=7, loc="upper right", ncols=min(4, len(layer_keys)))
+    # every stack whole (a little headroom), the legend outside the axes, clear of the bars
+    bottom_ax.set_ylim(0, max(base + [1e-12]) * 1.05)
+    bottom_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     bottom_ax.grid(True, axis="y", alpha=0.3)
     return fig
 

@@ -1,4 +1,12 @@
-"""Render a :class:`~npulab.simulate.RunResult` as a text table, JSON or CSV."""
+"""Render a :class:`~npulab.simulate.RunResult` as a text table, JSON or CSV.
+
+Every derived quantity (utilization, bandwidths, MACs per DRAM byte, bound, energy) comes
+from the run's metrics (:mod:`npulab.metrics`: one record, one name/label/unit table,
+:data:`~npulab.metrics.LAYER_QUANTITIES`); the run supplies only what it measured (cycles,
+stalls, bytes, SRAM accesses). Without ``metrics`` the views compute them with the command
+line's default energy table, so a table, CSV or DataFrame never disagrees with the HTML
+report of the same run.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ _SHAPE_COLUMNS = [  # (header, attribute, format)
 _COLUMNS = _SHAPE_COLUMNS + [
     ("cycles", "cycles", ","),
     ("MACs", "macs", ","),
-    ("util %", "utilization_pct", ".1f"),
+    "compute_util_pct",
     ("map eff %", "mapping_efficiency_pct", ".1f"),
     ("ifmap rd", "ifmap_sram_reads", ","),
     ("filter rd", "filter_sram_reads", ","),
@@ -40,13 +48,15 @@ _NATIVE_COLUMNS = _SHAPE_COLUMNS + [
     ("stall dram", "stall_dram_cycles", ","),
     ("stall link", "stall_link_cycles", ","),
     ("stall sram", "stall_sram_cycles", ","),
-    ("util %", "utilization_pct", ".1f"),
+    "busy_span_cycles",
+    "compute_util_pct",
     ("DRAM rd B", "dram_read_bytes", ","),
     ("DRAM wr B", "dram_write_bytes", ","),
     ("link B", "link_bytes", ","),
-    ("GB/s", "dram_bandwidth_gbps", ".2f"),
-    ("MAC/B", "arithmetic_intensity", ".1f"),
-    ("bound", "bound", "s"),
+    "dram_bus_gbps",
+    "dram_useful_gbps",
+    "macs_per_dram_byte",
+    "bound",
 ]
 
 
@@ -60,24 +70,32 @@ _NVDLA_COLUMNS = [
     ("layer", "name", "s"),
     ("units", "op", "s"),
     ("cycles", "cycles", ","),
-    ("busy", "compute_cycles", ","),
+    ("compute", "compute_cycles", ","),
     ("MACs", "macs", ","),
-    ("util %", "utilization_pct", ".1f"),
+    "compute_util_pct",
     ("DRAM rd B", "dram_read_bytes", ","),
     ("DRAM wr B", "dram_write_bytes", ","),
-    ("GB/s", "dram_bandwidth_gbps", ".2f"),
-    ("MAC/B", "arithmetic_intensity", ".1f"),
-    ("bound", "bound", "s"),
+    "dram_bus_gbps",
+    "macs_per_dram_byte",
+    "bound",
     ("CBUF plan", "tiling", "s"),
 ]
 
 
-def _grid(columns, layers, text_last: bool = False) -> list[str]:
+def _grid(columns, layers, metrics, text_last: bool = False) -> list[str]:
     """Header, rule and one fixed-width line per layer: the first two columns left-aligned, the
-    rest right-aligned (the last one left-aligned too with ``text_last``)."""
-    rows = [[h for h, _, _ in columns]]
+    rest right-aligned (the last one left-aligned too with ``text_last``). A column is a run
+    field ``(header, attribute, format)`` or the key of a metrics quantity
+    (:data:`npulab.metrics.LAYER_QUANTITIES`, shown under its label)."""
+    from npulab.metrics import LAYER_QUANTITIES
+    quantity = {q.key: q for q in LAYER_QUANTITIES}
+    by_name = {m["name"]: m for m in metrics.layers}
+    columns = [quantity[c] if isinstance(c, str) else c for c in columns]
+    rows = [[c.label if not isinstance(c, tuple) else c[0] for c in columns]]
     for layer in layers:
-        rows.append([_cell(getattr(layer, attr), fmt) for _, attr, fmt in columns])
+        m = by_name.get(layer.name) if layer.cycles is not None else None
+        rows.append([_cell(getattr(layer, c[1]), c[2]) if isinstance(c, tuple)
+                     else (c.text(m) if m is not None else "-") for c in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
     last = len(columns) - 1
     lines = []
@@ -90,14 +108,19 @@ def _grid(columns, layers, text_last: bool = False) -> list[str]:
     return lines
 
 
-def _nvdla_table(result: RunResult) -> str:
+def _network_lines(metrics) -> list[str]:
+    from npulab.metrics import network_items
+    return [f"{label:<22}{text}" for label, text in network_items(metrics)]
+
+
+def _nvdla_table(result: RunResult, metrics) -> str:
     cfg = result.config["nvdla"]
     t = result.totals
     header = (f"npulab: {result.model} on {result.chip} (NVDLA, {cfg['atomic_c']}x"
               f"{cfg['atomic_k']} atomic C x K, {t['precision']}, "
               f"{cfg['cbuf_banks'] * cfg['cbuf_bank_width_bytes'] * cfg['cbuf_bank_depth'] // 1024}"
               f" KiB CBUF, {cfg['clock_mhz']:g} MHz), timing: nvdla")
-    lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers,
+    lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers, metrics,
                                                            text_last=True)
     hw = ", ".join(f"{n} {k}" for k, n in t["hardware_layers"].items())
     lines += [
@@ -109,12 +132,8 @@ def _nvdla_table(result: RunResult) -> str:
         f"MAC utilization       {t['utilization_pct']:.1f} %",
         f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} "
         f"TOPS peak",
-        f"DRAM traffic          {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B written",
-        f"DRAM bandwidth        {t['dram_bandwidth_gbps']:.2f} GB/s achieved of "
-        f"{t['dram_available_gbps']:.2f} GB/s available ({t['memory']})",
-        "arithmetic intensity  " + (f"{t['arithmetic_intensity']:.1f} MACs per DRAM byte"
-                                    if t["arithmetic_intensity"] else "-"),
-        f"memory-bound layers   {t['memory_bound_layers']} of {t['layers_simulated']}",
+        *_network_lines(metrics),
+        f"memory model          {t['memory']}",
         f"hardware layers       {hw}",
     ]
     if t["ops_skipped"]:
@@ -148,20 +167,28 @@ def _energy_lines(metrics) -> list[str]:
 
 def to_table(result: RunResult, metrics=None) -> str:
     """A fixed-width per-layer table followed by the totals (and the energy summary when
-    ``metrics`` from :func:`npulab.metrics.compute_metrics` are given)."""
-    text = _nvdla_table(result) if result.timing == "nvdla" else _systolic_table(result)
+    ``metrics`` from :func:`npulab.metrics.compute_metrics` are given; without them the
+    derived columns use the default energy table's metrics and no energy lines are shown)."""
+    shown = _metrics_of(result, metrics)
+    text = (_nvdla_table(result, shown) if result.timing == "nvdla"
+            else _systolic_table(result, shown))
     if metrics is not None:
         text += "\n".join(_energy_lines(metrics)) + "\n"
     return text
 
 
-def _systolic_table(result: RunResult) -> str:
+def _metrics_of(result: RunResult, metrics):
+    """``metrics``, or the run's metrics with the command line's default energy table."""
+    return metrics if metrics is not None else result.metrics()
+
+
+def _systolic_table(result: RunResult, metrics) -> str:
     arr = result.config["array"]
     header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
               f"timing: {result.timing}")
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
-    lines = [header, f"scope: {result.scope}", ""] + _grid(columns, result.layers)
+    lines = [header, f"scope: {result.scope}", ""] + _grid(columns, result.layers, metrics)
     t = result.totals
     lines += [
         "",
@@ -176,20 +203,14 @@ def _systolic_table(result: RunResult) -> str:
         f"SRAM psum reads       {t['ofmap_sram_reads']:,}",
     ]
     if result.timing == "native":
-        mem = result.config
-        peak = t["dram_peak_gbps"]
+        items = _network_lines(metrics)
         lines += [
             f"compute cycles        {t['compute_cycles']:,}",
             f"stall cycles          dram {t['stall_dram_cycles']:,}, link {t['stall_link_cycles']:,}, "
             f"sram {t['stall_sram_cycles']:,}",
-            f"DRAM traffic          {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B written "
-            f"({t['dram_bus_bytes']:,} B on the bus)",
-            f"DRAM bandwidth        {t['dram_bandwidth_gbps']:.2f} GB/s achieved"
-            + (f" of {peak:.1f} GB/s peak ({mem['dram']['preset']})" if peak else " (ideal DRAM)"),
+            *items[:2],
             f"host link traffic     {t['link_bytes']:,} B",
-            "arithmetic intensity  " + (f"{t['arithmetic_intensity']:.1f} MACs per DRAM byte"
-                                        if t["arithmetic_intensity"] else "-"),
-            f"memory-bound layers   {t['memory_bound_layers']} of {t['layers_simulated']}",
+            *items[2:],
         ]
     lines += [
         f"layers                {t['layers_simulated']} on the array, "
@@ -207,53 +228,34 @@ def to_json(result: RunResult, metrics=None) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-#: Per-layer metric columns appended to the CSV when metrics are given (name, getter).
-_METRIC_COLUMNS = (
-    ("seconds", lambda m: m["seconds"]),
-    ("active_cycles", lambda m: m["active_cycles"]),
-    ("ops_per_s", lambda m: m["ops_per_s"]),
-    ("compute_utilization", lambda m: m["compute_utilization"]),
-    ("energy_j", lambda m: m["energy_j"]),
-    ("power_w", lambda m: m["power_w"]),
-    ("tops_per_w", lambda m: m["tops_per_w"]),
-    ("ops_per_dram_byte", lambda m: m["arithmetic_intensity_ops_per_dram_byte"]),
-    ("roofline_bound", lambda m: m["bound"]),
-    ("attainable_ops_per_s", lambda m: m["roofline"]["attainable_ops_per_s"]),
-)
+#: LayerResult fields the CSV leaves out: nested data (in the JSON), and what the metrics'
+#: columns carry under their own names (utilization, bound).
+_CSV_SKIP = ("actions", "units", "utilization_pct", "bound")
 
 
 def csv_table(result: RunResult, metrics=None) -> tuple[list[str], list[list]]:
-    """The header and rows of :func:`to_csv` as Python values (``None`` for an empty cell);
-    :meth:`RunResult.to_pandas` builds its DataFrame from the same rows."""
-    from npulab.metrics import ordered_components
-    names = [f.name for f in fields(LayerResult) if f.name not in ("actions", "units")]
-    by_name = {}
-    extra: list[str] = []
-    if metrics is not None:
-        by_name = {m["name"]: m for m in metrics.layers}
-        components = ordered_components(sorted({k for m in metrics.layers
-                                                for k in m["energy_breakdown_j"]}))
-        levels = ordered_components(sorted({k for m in metrics.layers for k in m["memory"]}))
-        extra = ([c for c, _ in _METRIC_COLUMNS] + [f"energy_{c}_j" for c in components]
-                 + [f"{lv}_utilization" for lv in levels])
+    """The header and rows of :func:`to_csv` as Python values (``None`` for an empty cell):
+    what the run measured (every scalar :class:`LayerResult` field but the derived ones), then
+    the metrics' columns (:func:`npulab.metrics.layer_columns`; ``metrics`` default to the
+    run's with the default energy table). :meth:`RunResult.to_pandas` builds its DataFrame
+    from the same rows."""
+    from npulab.metrics import layer_columns
+    metrics = _metrics_of(result, metrics)
+    names = [f.name for f in fields(LayerResult) if f.name not in _CSV_SKIP]
+    by_name = {m["name"]: m for m in metrics.layers}
+    cols = layer_columns(metrics.layers)
     rows = []
     for layer in result.layers:
-        row = [getattr(layer, n) for n in names]
-        m = by_name.get(layer.name)
-        if extra:
-            if m is None:
-                row += [None] * len(extra)
-            else:
-                row += [get(m) for _, get in _METRIC_COLUMNS]
-                row += [m["energy_breakdown_j"].get(c) for c in components]
-                row += [m["memory"].get(lv, {}).get("utilization") for lv in levels]
-        rows.append(row)
-    return names + extra, rows
+        m = by_name.get(layer.name) if layer.cycles is not None else None
+        rows.append([getattr(layer, n) for n in names]
+                    + [q.value(m) if m is not None else None for q in cols])
+    return names + [q.key for q in cols], rows
 
 
 def to_csv(result: RunResult, metrics=None) -> str:
-    """One row per layer with every scalar :class:`LayerResult` field; empty cells for ``None``
-    (the nested ``actions``/``units`` are in the JSON)."""
+    """One row per layer: the run's measured fields and the metrics' columns
+    (:func:`csv_table`); empty cells for ``None`` (the nested ``actions``/``units`` are in
+    the JSON)."""
     header, rows = csv_table(result, metrics)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

@@ -80,8 +80,8 @@ class LayerResult:
     dram_read_bytes: int | None = None
     dram_write_bytes: int | None = None
     link_bytes: int | None = None
-    dram_bandwidth_gbps: float | None = None
-    arithmetic_intensity: float | None = None
+    # the busiest resource the simulation found (compute, dram, link); bandwidths, MACs per
+    # DRAM byte and the roofline are metrics (:mod:`npulab.metrics`), not fields
     bound: str | None = None
     tiling: str | None = None
     # What the hardware did, in the units the energy model charges (:mod:`npulab.metrics`):
@@ -145,13 +145,9 @@ class RunResult:
             f"{t['effective_tops']:.3g} of {t['peak_tops']:.3g} TOPS",
         ]
         if t.get("dram_read_bytes") is not None:
-            ai = t.get("arithmetic_intensity")
-            lines.append(f"DRAM {t['dram_read_bytes']:,} B read, {t['dram_write_bytes']:,} B "
-                         f"written, {t['dram_bandwidth_gbps']:.3g} GB/s, "
-                         + (f"{ai:.3g} MACs/B" if ai else "no DRAM bytes"))
-        if t.get("memory_bound_layers") is not None:
-            lines.append(f"memory-bound layers {t['memory_bound_layers']} of "
-                         f"{t['layers_simulated']}")
+            # the metrics' words and numbers (npulab.metrics.network_items), as every view
+            from npulab.metrics import network_items
+            lines += [f"{label} {text}" for label, text in network_items(self.metrics())]
         done = t.get("layers_simulated", len(self.layers))
         lines.append(f"layers {done} simulated, {len(self.layers) - done} not "
                      f"(to_pandas() for the table, metrics() for energy and power)")
@@ -165,7 +161,7 @@ class RunResult:
     def _repr_html_(self) -> str:
         from hw._notebook import html_table
         from npulab.report import csv_table
-        cols = ["name", "op", "cycles", "macs", "utilization_pct", "bound", "dram_read_bytes",
+        cols = ["name", "op", "cycles", "macs", "compute_util_pct", "bound", "dram_read_bytes",
                 "dram_write_bytes", "stall_dram_cycles"]
         header, rows = csv_table(self)
         idx = [header.index(c) for c in cols]
@@ -337,6 +333,10 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
             chip, array=replace(chip.array, dataflow=Dataflow(t.dataflow)))
         base = _array_layer(op, lchip, "compute")
         cycles = c["cycles"]
+        # the layer's window, or longer when its own work overlapped the previous window
+        # (prefetch): array, DRAM and link busy time
+        active = max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"],
+                     c["dram_transfer_cycles"], c["link_transfer_cycles"])
         dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
         dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
         link = c["link_in_bytes"] + c["link_out_bytes"]
@@ -348,7 +348,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         layers.append(LayerResult(
             **{**asdict(base),
                "cycles": cycles,
-               "utilization_pct": 100.0 * op.macs / (chip.array.pes * cycles) if cycles else 0.0,
+               # over the busy span, as npulab.metrics' compute_utilization
+               "utilization_pct": 100.0 * op.macs / (chip.array.pes * active) if active else 0.0,
                "ifmap_sram_reads": c["ifmap_sram_reads"], "filter_sram_reads": c["filter_sram_reads"],
                "ofmap_sram_writes": c["ofmap_sram_writes"], "ofmap_sram_reads": c["ofmap_sram_reads"],
                "compute_cycles": c["compute_cycles"],
@@ -356,8 +357,6 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                "stall_link_cycles": c["stall_link_cycles"],
                "stall_sram_cycles": c["stall_sram_cycles"],
                "dram_read_bytes": dram_rd, "dram_write_bytes": dram_wr, "link_bytes": link,
-               "dram_bandwidth_gbps": dram_bytes * chip.clock_hz / cycles / 1e9 if cycles else 0.0,
-               "arithmetic_intensity": op.macs / dram_bytes if dram_bytes else None,
                "bound": max(demand, key=demand.get),
                "tiling": (f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
                           f"{t.order}{' in:sram' if t.input_resident else ''}"
@@ -372,11 +371,7 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                    # an ideal DRAM has no bus, so the bytes asked for.
                    dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
                                if not chip.dram.is_ideal else dram_bytes),
-                   link_bytes=link,
-                   # the layer's window, or longer when its own work overlapped the previous
-                   # window (prefetch): array, DRAM and link busy time
-                   active_cycles=max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"],
-                                     c["dram_transfer_cycles"], c["link_transfer_cycles"])),
+                   link_bytes=link, active_cycles=active),
                }))
     return layers, run
 
@@ -415,9 +410,6 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
 def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig) -> dict:
     t = run.totals
     cycles = run.cycles
-    dram_bytes = sum(t[k] for k in ("dram_ifmap_read_bytes", "dram_filter_read_bytes",
-                                    "dram_psum_read_bytes", "dram_ofmap_write_bytes",
-                                    "dram_psum_write_bytes"))
     latency_s = cycles / chip.clock_hz
     out = dict(totals)
     out.update(
@@ -430,9 +422,7 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
         dram_write_bytes=t["dram_ofmap_write_bytes"] + t["dram_psum_write_bytes"],
         dram_bus_bytes=t["dram_bus_read_bytes"] + t["dram_bus_write_bytes"],
         link_bytes=t["link_in_bytes"] + t["link_out_bytes"],
-        dram_bandwidth_gbps=dram_bytes * chip.clock_hz / cycles / 1e9 if cycles else 0.0,
         dram_peak_gbps=chip.dram.peak_gbps if not chip.dram.is_ideal else None,
-        arithmetic_intensity=totals["macs"] / dram_bytes if dram_bytes else None,
         memory_bound_layers=sum(1 for x in layers if x.bound in ("dram", "link")),
     )
     for key in ("ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes", "ofmap_sram_reads"):

@@ -28,8 +28,10 @@ One process (pid 1, named after the chip and the model) holds every track:
   the layer's window: the fetching units (CDMA, BDMA) from the window's start, the others after
   ``units["startup"]`` (first fill / DRAM latency; 0 when not given), moved earlier when needed
   to end inside the window.
-* counter track ``DRAM GB/s`` (``ph`` C, series ``read`` and ``write``): each layer window's
-  DRAM bytes over its duration, for native and NVDLA runs.
+* counter track ``DRAM useful GB/s`` (``ph`` C, series ``read`` and ``write``): each layer
+  window's DRAM bytes read and written (useful bytes, not bus bytes) over the window's
+  duration, for native and NVDLA runs. The per-layer bus and useful bandwidths of the other
+  views are over the layer's busy span (:mod:`npulab.metrics`).
 
 :func:`validate_trace` checks a document against the format's rules that Perfetto relies on;
 :func:`write_trace` validates and writes compact JSON.
@@ -107,7 +109,7 @@ class _Doc:
         self.complete(TID_LAYERS, name, start, finish, {"window_of": name, **args})
 
     def dram_counter(self, t: int, read_gbps: float, write_gbps: float) -> None:
-        self.events.append({"name": "DRAM GB/s", "ph": "C", "ts": self.time(t), "pid": PID,
+        self.events.append({"name": "DRAM useful GB/s", "ph": "C", "ts": self.time(t), "pid": PID,
                             "tid": 0, "args": {"read": read_gbps, "write": write_gbps}})
 
     def finish(self, process_name: str, other: dict) -> dict:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Open an HTML report in headless Chromium; fail on any console error, uncaught exception or
-request that leaves the file system; write a screenshot.
+"""Open an HTML report in headless Chromium; fail on any console error, uncaught exception,
+request that leaves the file system or sideways overflow; write a screenshot.
 
     python scripts/check_report_chromium.py out/                 # out/report.html
     python scripts/check_report_chromium.py out/report.html --screenshot shot.png --full-page
@@ -16,7 +16,10 @@ load event plus a short settle time, and collects
 * ``Runtime.exceptionThrown`` (uncaught exceptions, syntax errors),
 * ``Log.entryAdded`` of level ``error`` (failed loads, security errors),
 * ``Network.requestWillBeSent`` for any URL that is not ``file:``, ``data:``, ``about:`` or
-  ``blob:`` (a self-contained report fetches nothing).
+  ``blob:`` (a self-contained report fetches nothing);
+* layout (:data:`LAYOUT_JS`, run in the page): the page itself must not scroll sideways at
+  the viewport width, and every element wider than its box (a wide table) must sit in a
+  container that scrolls sideways (``overflow-x: auto`` or ``scroll``).
 
 Exit status: 0 clean (screenshot written), 1 problems found (each listed on stderr),
 2 the check could not run (no Chromium, no file, protocol timeout).
@@ -42,6 +45,24 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--mute-audio", "--hide-scrollbars", "--remote-debugging-pipe"]
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:", "chrome:", "devtools:")
+
+
+#: Layout problems of the loaded page, one string each (see the module docstring).
+LAYOUT_JS = r"""(function () {
+  var out = [], doc = document.documentElement;
+  if (doc.scrollWidth > window.innerWidth + 1) {
+    out.push("layout: the page scrolls sideways (" + doc.scrollWidth + " px content in a "
+             + window.innerWidth + " px window)");
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table"), function (t) {
+    var box = t.parentElement, style = getComputedStyle(box);
+    if (t.scrollWidth > box.clientWidth + 1 && !/(auto|scroll)/.test(style.overflowX)) {
+      out.push("layout: a table " + t.scrollWidth + " px wide overflows its " + box.tagName
+               + " (" + box.clientWidth + " px) with no sideways scroll");
+    }
+  });
+  return out;
+})()"""
 
 
 class CheckError(Exception):
@@ -220,6 +241,8 @@ def check(html: Path, screenshot: Path | None, *, chromium: str = CHROMIUM, widt
         if not browser.wait_event("Page.loadEventFired", timeout):
             raise CheckError(f"{html}: no load event within {timeout:g} s")
         browser.drain(settle)
+        layout = browser.send("Runtime.evaluate", {"expression": LAYOUT_JS, "returnByValue": True},
+                              session=session)["result"].get("value") or []
         problems = problems_of(browser.events)
         if screenshot is not None:
             params = {"format": "png"}
@@ -231,7 +254,7 @@ def check(html: Path, screenshot: Path | None, *, chromium: str = CHROMIUM, widt
             shot = browser.send("Page.captureScreenshot", params, session=session)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
         # Events that arrived while the screenshot was taken count too.
-        return problems_of(browser.events)
+        return problems_of(browser.events) + list(layout)
     finally:
         browser.close()
 
@@ -239,7 +262,8 @@ def check(html: Path, screenshot: Path | None, *, chromium: str = CHROMIUM, widt
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Open an HTML report in headless Chromium; exit 1 on console errors, "
-                    "uncaught exceptions or external requests; write a screenshot.")
+                    "uncaught exceptions, external requests or a page that overflows sideways "
+                    "(a wide table outside a scroll container); write a screenshot.")
     parser.add_argument("path", metavar="DIR_OR_HTML",
                         help="a report directory (its report.html) or an HTML file")
     parser.add_argument("--screenshot", metavar="PNG",

@@ -113,9 +113,12 @@ def test_identities(runs, kind, tech):
         assert 0 <= x["compute_utilization"] <= 1
         if x["ops"]:
             roof = x["roofline"]
-            assert roof["bound"] == min(roof["ceilings_ops_per_s"], key=roof["ceilings_ops_per_s"].get)
+            assert roof["bound"] == min(roof["ceilings_macs_per_s"], key=roof["ceilings_macs_per_s"].get)
             # a layer never runs faster than its roofline allows
-            assert x["ops_per_s"] <= roof["attainable_ops_per_s"] * (1 + 1e-9)
+            assert x["macs_per_s"] <= roof["attainable_macs_per_s"] * (1 + 1e-9)
+            dram = x["memory"]["dram"]
+            # useful bytes never exceed the bytes on the bus
+            assert dram["useful_bytes"] <= dram["bytes"] + 1e-9
             assert x["tops_per_w"] == pytest.approx(x["ops_per_s"] / 1e12 / x["power_w"])
     if kind in ("compute", "scalesim"):
         assert net["energy_breakdown_j"]["dram"] == 0          # operands assumed resident

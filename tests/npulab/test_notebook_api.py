@@ -61,15 +61,15 @@ def test_run_to_pandas_equals_the_cli_layers_csv(run, metrics, tmp_path, capsys)
 def test_metrics_to_pandas_matches_the_metrics(metrics):
     df = metrics.to_pandas()
     assert len(df) == metrics.network["layers_costed"]
-    assert df["energy_j"].sum() + (metrics.network["energy_breakdown_j"]["static"]
-                                   - df["energy_static_j"].sum()) == pytest.approx(
-        metrics.network["energy_j"], rel=1e-12)
-    parts = [c for c in df.columns if c.startswith("energy_") and c.endswith("_j")
-             and c != "energy_j"]
-    assert np.allclose(df[parts].sum(axis=1), df["energy_j"], rtol=1e-12, atol=0)
-    # roofline bound: the ceiling with the lowest attainable ops/s (hand-computed per layer)
+    assert (df["energy_uj"].sum() + (metrics.network["energy_breakdown_j"]["static"] * 1e6
+                                     - df["energy_static_uj"].sum())) == pytest.approx(
+        metrics.network["energy_j"] * 1e6, rel=1e-12)
+    parts = [c for c in df.columns if c.startswith("energy_") and c.endswith("_uj")
+             and c != "energy_uj"]
+    assert np.allclose(df[parts].sum(axis=1), df["energy_uj"], rtol=1e-12, atol=0)
+    # roofline bound: the ceiling with the lowest attainable MACs/s (hand-computed per layer)
     for m, row in zip(metrics.layers, df.itertuples()):
-        ceilings = m["roofline"]["ceilings_ops_per_s"]
+        ceilings = m["roofline"]["ceilings_macs_per_s"]
         assert row.roofline_bound == min(ceilings, key=ceilings.get)
 
 
@@ -94,8 +94,8 @@ def test_plots_return_figures_with_one_mark_per_layer(run, metrics):
     roof = run.plot_roofline(metrics)
     assert isinstance(roof, Figure)
     points = [c for c in roof.axes[0].collections if (c.get_gid() or "").startswith("roofline-dram-")]
-    placed = [m for m in metrics.layers if m["roofline"]["intensity_ops_per_byte"].get("dram")
-              and m["ops_per_s"]]
+    placed = [m for m in metrics.layers if m["roofline"]["intensity_macs_per_byte"].get("dram")
+              and m["macs_per_s"]]
     assert len(points) == len(placed) == metrics.network["layers_costed"]
     bars = run.plot_breakdown(metrics)
     ax = bars.axes[0]

@@ -5,9 +5,9 @@ cycles the simulator counted), never from the code under test, and from hand-wor
 
 * the default chip is a 32 x 32 array at 1 GHz: 1024 MACs/cycle, peak 2 x 1024 x 1e9 =
   2.048 TOPS; its DRAM is DDR4-3200 on a 64-bit bus, 16 bytes per 0.63 ns clock = 25.397 GB/s,
-  so the roofline ridge sits at 2.048e12 / 25.397e9 = 80.64 ops per DRAM byte;
+  so the roofline ridge sits at 1.024e12 MACs/s / 25.397e9 = 40.32 MACs per DRAM byte;
 * nv_full is 64 x 32 atomic C x K = 2048 MACs/cycle at 1 GHz (4.096 TOPS) on a 20 GB/s memory:
-  ridge 204.8 ops/byte.
+  ridge 102.4 MACs/byte.
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def test_headline_equals_the_run(pages, summaries, kind):
     peak = {"native": 2.048e12, "compute": 2.048e12, "nvdla": 4.096e12}[kind]
     assert card["latency"] == f"{format_si(seconds, 's')} ({cycles:,} cycles at 1 GHz)"
     assert card["inferences/s"] == f"{1 / seconds:,.1f}"
-    assert card["throughput"] == (f"{2 * macs / seconds / 1e12:.3g} TOPS effective of "
-                                  f"{peak / 1e12:.3g} TOPS peak")
+    assert card["throughput"] == (f"{2 * macs / seconds / 1e12:.3f} TOPS effective of "
+                                  f"{peak / 1e12:.3f} TOPS peak")
     assert card["compute utilization"] == f"{100 * macs / (peak / 2 / clock * cycles):.1f} %"
     assert card["energy per inference"] == format_si(net["energy_j"], "J")
     assert card["average power"] == format_si(net["energy_j"] / seconds, "W")
@@ -212,16 +212,20 @@ def test_headline_equals_the_run(pages, summaries, kind):
     assert card["efficiency"] == f"{2 * macs / seconds / 1e12 / (net['energy_j'] / seconds):.3g} TOPS/W"
     assert card["technology"] == "16nm (16 nm)"
     dram_bits = sum(x["actions"]["dram_bits"] for x in run["layers"] if x["actions"])
+    useful = sum((x["dram_read_bytes"] or 0) + (x["dram_write_bytes"] or 0)
+                 for x in run["layers"] if x["actions"])
     if kind == "compute":
         assert dram_bits == 0
-        assert card["DRAM bandwidth utilization"] == "no DRAM traffic"
-        assert card["arithmetic intensity"] == "- (no DRAM traffic)"
+        assert card["DRAM bandwidth"].startswith("0.00 GB/s on the bus")
+        assert card["arithmetic intensity"] == "- (no DRAM bytes)"
     else:
         bw = {"native": 16 / 0.63e-9, "nvdla": 20e9}[kind]
-        achieved = dram_bits / 8 / seconds
-        assert card["DRAM bandwidth utilization"] == (
-            f"{100 * achieved / bw:.1f} % ({format_si(achieved, 'B/s')} of {format_si(bw, 'B/s')})")
-        assert card["arithmetic intensity"] == f"{2 * macs / (dram_bits / 8):.1f} ops per DRAM byte"
+        bus = dram_bits / 8 / seconds
+        preset = {"native": ", ddr4-3200", "nvdla": ""}[kind]
+        assert card["DRAM bandwidth"] == (
+            f"{bus / 1e9:.2f} GB/s on the bus ({100 * bus / bw:.1f} % of {bw / 1e9:.1f} GB/s "
+            f"peak{preset}), {useful / seconds / 1e9:.2f} GB/s useful")
+        assert card["arithmetic intensity"] == f"{macs / (dram_bits / 8):.1f} MACs per DRAM byte"
 
 
 def test_energy_table_cites_every_entry(pages, summaries):
@@ -281,19 +285,19 @@ def test_roofline_points_and_ceilings_native(summaries):
     assert sorted(int(g.rsplit("-", 1)[1]) for g in pts) == with_dram
     for i in with_dram:
         x = costed[i]
-        ops = 2 * x["macs"]
-        gold = (ops / (x["actions"]["dram_bits"] / 8), ops / (_active(x) / 1e9) / 1e12)
+        macs = x["macs"]
+        gold = (macs / (x["actions"]["dram_bits"] / 8), macs / (_active(x) / 1e9) / 1e12)
         assert tuple(pts[f"roofline-dram-{i}"].get_offsets()[0]) == pytest.approx(gold)
         bound = s["metrics"]["layers"][i]["bound"]
         assert tuple(pts[f"roofline-dram-{i}"].get_facecolor()[0][:3]) == pytest.approx(
             _rgb(plots.BOUND_COLORS[bound]))
-    # Ceilings: 2.048 TOPS flat; the DRAM slope is 25.397 GB/s and meets it at 80.64 ops/B.
+    # Ceilings: 1.024 TMAC/s flat; the DRAM slope is 25.397 GB/s and meets it at 40.32 MAC/B.
     compute = _by_gid(fig, "roofline-ceiling-compute")["roofline-ceiling-compute"]
-    assert list(compute.get_ydata()) == pytest.approx([2.048, 2.048])
+    assert list(compute.get_ydata()) == pytest.approx([1.024, 1.024])
     dram = _by_gid(fig, "roofline-ceiling-dram")["roofline-ceiling-dram"]
     xs, ys = dram.get_xdata(), dram.get_ydata()
     assert ys[1] / xs[1] == pytest.approx(25.397e9 * 1e-12, rel=1e-4)
-    assert xs[1] == pytest.approx(80.64, rel=1e-3) and ys[1] == pytest.approx(2.048)
+    assert xs[1] == pytest.approx(40.32, rel=1e-3) and ys[1] == pytest.approx(1.024)
     # The host link carried the input image and the logits: those layers appear under it too.
     links = _by_gid(fig, "roofline-link-")
     assert sorted(int(g.rsplit("-", 1)[1]) for g in links) == [
@@ -323,9 +327,9 @@ def test_roofline_says_what_it_cannot_place(summaries):
     fig = plots.roofline(s)
     assert len(_by_gid(fig, "roofline-dram-")) == len(s["metrics"]["layers"]) - 12
     assert "12 layers not placed: no MACs" in " ".join(_notes(fig)).replace("\n", " ")
-    # NVDLA: 4.096 TOPS and 20 GB/s meet at 204.8 ops/B.
+    # NVDLA: 2.048 TMAC/s and 20 GB/s meet at 102.4 MAC/B.
     dram = _by_gid(fig, "roofline-ceiling-dram")["roofline-ceiling-dram"]
-    assert dram.get_xdata()[1] == pytest.approx(204.8)
+    assert dram.get_xdata()[1] == pytest.approx(102.4)
 
 
 def _stacks(ax, n):
@@ -370,6 +374,60 @@ def test_energy_breakdown(summaries):
     assert sums == pytest.approx([x["energy_j"] * 1e6 for x in layers], rel=1e-9)
     # vector energy is zero on a systolic chip: no empty legend entry for it
     assert "vector" not in [t.get_text() for t in bottom.get_legend().get_texts()]
+
+
+def _drawn(fig):
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+@pytest.mark.parametrize("kind", ["native", "nvdla"])
+def test_bar_legends_cover_no_bar_and_no_bar_is_cut(summaries, kind):
+    """Issue 21 item 23: every stacked bar fits under the axes' top, and the legend's box
+    overlaps no bar (it sits outside the axes)."""
+    s = summaries[kind]
+    for fig, ax in ((plots.energy_breakdown(s), None), (plots.cycle_breakdown(s), None)):
+        ax = fig.axes[-1]
+        renderer = _drawn(fig)
+        n = len(s["metrics"]["layers"])
+        sums, _ = _stacks(ax, n)
+        assert ax.get_ylim()[1] >= max(sums)
+        legend = ax.get_legend().get_window_extent(renderer)
+        for patch in ax.patches:
+            if patch.get_height() > 0:
+                assert not legend.overlaps(patch.get_window_extent(renderer)), patch.get_gid()
+
+
+@pytest.mark.parametrize("kind", ["native", "nvdla"])
+def test_roofline_labels_leave_the_star_and_each_other_clear(summaries, kind):
+    """Issue 21 item 23: no layer name sits on the whole network's star (or the legend, or
+    another name)."""
+    fig = plots.roofline(summaries[kind])
+    ax = fig.axes[0]
+    renderer = _drawn(fig)
+    labels = [t for t in ax.texts if (t.get_gid() or "").startswith("roofline-label-")]
+    assert len(labels) == 4
+    star = _by_gid(fig, "roofline-network")["roofline-network"]
+    cx, cy = ax.transData.transform(star.get_offsets()[0])
+    half = 0.5 * (star.get_sizes()[0] ** 0.5) * fig.dpi / 72
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    legend = ax.get_legend().get_window_extent(renderer)
+    for i, box in enumerate(boxes):
+        assert not (box.x0 < cx + half and box.x1 > cx - half and box.y0 < cy + half
+                    and box.y1 > cy - half), labels[i].get_text()
+        assert not box.overlaps(legend)
+        assert not any(box.overlaps(other) for other in boxes[i + 1:])
+
+
+def test_layers_table_scrolls_sideways(pages):
+    """Issue 21 item 23: the wide layers table sits in its own scroll container, at most 80 %
+    of the window high, so its sideways scroll bar is on screen (not below the last of
+    50+ rows) and the sticky header stays in view."""
+    page = pages["native"]
+    assert re.search(r'<div class="table-scroll"[^>]*><table class="sortable"', page)
+    css = re.search(r"\.table-scroll\{([^}]*)\}", page).group(1)
+    assert "overflow-x:auto" in css and "max-width:100%" in css
+    assert "overflow-y:auto" in css and "max-height:80vh" in css
 
 
 def test_utilization_lines(summaries):
@@ -442,7 +500,8 @@ def test_report_regenerates_and_recosts(tmp_path, summaries, capsys):
     assert _report(str(tmp_path)) == 0
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "npulab report: alexnet on npulab-default" in page and "16nm (16 nm)" in page
-    assert f"wrote {tmp_path / 'report.html'}" in capsys.readouterr().err
+    assert f"wrote summary.json, layers.csv, report.txt, report.html to {tmp_path}" in \
+        capsys.readouterr().err
 
     assert _report(str(tmp_path), "--tech", "7nm") == 0
     saved = json.loads((tmp_path / "summary.json").read_text())
@@ -543,6 +602,22 @@ def test_chromium_check_fails_on_errors(chromium, tmp_path, body, expected):
     r = _check(page, "--screenshot", tmp_path / "bad.png")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert expected in r.stderr
+
+
+def test_chromium_check_finds_a_table_that_does_not_scroll(chromium, tmp_path, pages):
+    """Issue 21 item 23: a wide table outside a scroll container is a layout problem; the
+    report's layers table (in its scroll container) is not, even in a narrow window."""
+    row = "".join(f"<td>{'x' * 30} {i}</td>" for i in range(60))
+    page = tmp_path / "wide.html"
+    page.write_text("<!DOCTYPE html><html><head><title>t</title><style>td{white-space:nowrap}"
+                    f"</style></head><body><div><table><tr>{row}</tr></table></div></body></html>")
+    r = _check(page, "--screenshot", tmp_path / "wide.png")
+    assert r.returncode == 1 and "layout: the page scrolls sideways" in r.stderr
+    assert "with no sideways scroll" in r.stderr
+    good = tmp_path / "report.html"
+    good.write_text(pages["native"], encoding="utf-8")
+    r = _check(good, "--screenshot", tmp_path / "good.png")
+    assert r.returncode == 0, r.stderr
 
 
 def test_chromium_check_needs_a_file(chromium, tmp_path):

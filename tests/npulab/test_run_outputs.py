@@ -31,15 +31,15 @@ def test_run_writes_every_output_and_they_agree(tmp_path, capsys):
     # layers.csv: one row per op of the graph, metric columns filled for simulated layers.
     rows = list(csv.DictReader((tmp_path / "layers.csv").read_text().splitlines()))
     assert [r["name"] for r in rows] == [x["name"] for x in summary["run"]["layers"]]
-    costed = [r for r in rows if r["energy_j"]]
+    costed = [r for r in rows if r["energy_uj"]]
     assert len(costed) == net["layers_costed"] == 21
-    assert sum(float(r["energy_j"]) for r in costed) == pytest.approx(
+    assert sum(float(r["energy_uj"]) for r in costed) == pytest.approx(1e6 * (
         net["energy_j"] - net["energy_breakdown_j"]["static"]
-        + sum(x["energy_breakdown_j"]["static"] for x in summary["metrics"]["layers"]))
+        + sum(x["energy_breakdown_j"]["static"] for x in summary["metrics"]["layers"])))
     for r in costed:
-        parts = [float(v) for k, v in r.items() if k.startswith("energy_") and k.endswith("_j")
-                 and k != "energy_j" and v]
-        assert sum(parts) == pytest.approx(float(r["energy_j"]))
+        parts = [float(v) for k, v in r.items() if k.startswith("energy_") and k.endswith("_uj")
+                 and k != "energy_uj" and v]
+        assert sum(parts) == pytest.approx(float(r["energy_uj"]))
     trace = json.loads((tmp_path / "trace.json").read_text())
     from npulab.timeline import validate_trace
     validate_trace(trace)

@@ -18,4 +18,4 @@ def test_worked_example_numbers_match_the_hand_derivation():
     assert conv.bound == "compute" and conv.utilization_pct > 95
     assert fc.dram_read_bytes == 2048 * 1000 + 2048 and fc.dram_write_bytes == 1000
     assert fc.bound == "dram" and fc.stall_dram_cycles > 0.5 * fc.compute_cycles
-    assert fc.arithmetic_intensity < 1.01
+    assert fc.macs / (fc.dram_read_bytes + fc.dram_write_bytes) < 1.01

@@ -61,7 +61,7 @@ def run_config(model: str, sets: list[str], objective: str = "latency") -> dict:
         layers.append({
             "name": layer.name, "macs": layer.macs, "dram_bytes": int(dram_bytes),
             "intensity": layer.macs / dram_bytes if dram_bytes else float("inf"),
-            "attainable_macs_per_s": roof["attainable_ops_per_s"] / 2,
+            "attainable_macs_per_s": roof["attainable_macs_per_s"],
             "achieved_macs_per_s": m["macs_per_s"],
             "roofline_bound": roof["bound"], "simulated_bound": layer.bound,
             "cycles": layer.cycles, "compute_cycles": layer.compute_cycles,

@@ -151,7 +151,7 @@ COMMANDS = {
     "run": "simulate a model on a chip (the main job)",
     "scalesim": "run SCALE-Sim inputs, write SCALE-Sim reports",
     "config": "inspect configs",
-    "report": "regenerate report.html from a saved run",
+    "report": "regenerate report.html (and the other reports) from a saved run",
     "dram": "DRAM timing model: replay a trace, list presets",
     "rtl": "systolic-array RTL: Verilog, synthesis, co-simulation",
     "nvdla": "NVDLA models: NVIDIA's performance spreadsheet and trace tests",

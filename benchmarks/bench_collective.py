@@ -32,6 +32,8 @@ CHILD = r"""
 import json, resource, sys, time
 from hw.system.topology import topology_from_spec
 from hw.system.collectives import collective
+from hw.system import budget
+budget.MAX_MESSAGES, budget.MAX_MEMORY_BYTES = 1 << 27, 16 << 30   # ring:4096 is above the default
 p, repeat = int(sys.argv[1]), int(sys.argv[2])
 collective(topology_from_spec("ring:8"), "allreduce", 1 << 20, algorithm="ring")   # JIT
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

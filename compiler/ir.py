@@ -28,6 +28,10 @@ __all__ = [
     "Op",
     "Graph",
     "conv2d",
+    "MAX_DIM",
+    "MAX_OP_MACS",
+    "MAX_ELEMENTS",
+    "MAX_GRAPH_MACS",
 ]
 
 
@@ -35,16 +39,44 @@ class IRError(ValueError):
     """An op or graph was built with values that do not describe a valid workload."""
 
 
+#: Ranges every frontend gets (checked when an op is built, so a CSV row, an ONNX input or a
+#: ``--gemm`` option of absurd size is refused at once instead of simulating for hours): any
+#: dimension (rows, columns, channels, heights, kernel sizes, strides, batch, padding) at most
+#: 2**24 = 16,777,216; an op at most 2**46 (~7.0e13) MACs and 2**40 (~1.1e12) elements per
+#: tensor; a graph at most 2**50 (~1.1e15) MACs in all. (GPT-3's largest GEMM with a 16-
+#: sequence micro-batch of 2048 tokens is ~1e13 MACs; ResNet-50 at batch 256 is ~1e12 in all.)
+MAX_DIM = 1 << 24
+MAX_OP_MACS = 1 << 46
+MAX_ELEMENTS = 1 << 40
+MAX_GRAPH_MACS = 1 << 50
+
+
 def _check_positive(op_name: str, kind: str, **values: int) -> None:
     for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer >= 1")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIM:
+            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer in "
+                          f"1..{MAX_DIM:,}")
 
 
 def _check_non_negative(op_name: str, kind: str, **values: int) -> None:
     for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer >= 0")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DIM:
+            raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer in "
+                          f"0..{MAX_DIM:,}")
+
+
+def _check_count(op_name: str, kind: str, key: str, value: int) -> None:
+    """An element count: an integer in 1..MAX_ELEMENTS."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ELEMENTS:
+        raise IRError(f"{kind} {op_name!r}: {key} = {value!r}: must be an integer in "
+                      f"1..{MAX_ELEMENTS:,} (2**40)")
+
+
+def _check_size(op_name: str, kind: str, key: str, value: int, limit: int, what: str) -> None:
+    """A product of dimensions (MACs, elements) within ``limit``."""
+    if value > limit:
+        raise IRError(f"{kind} {op_name!r}: {key} = {value:,}: must be at most {limit:,} "
+                      f"(2**{limit.bit_length() - 1}) {what}")
 
 
 def _check_name(name: object, kind: str) -> None:
@@ -93,6 +125,7 @@ class Gemm:
         _check_name(self.name, "Gemm")
         _check_positive(self.name, "Gemm", m=self.m, n=self.n, k=self.k, batch=self.batch)
         _check_inputs(self.name, "Gemm", self.inputs)
+        _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")
 
     def gemm_shape(self) -> GemmShape:
         return GemmShape(self.batch, self.m, self.n, self.k)
@@ -154,6 +187,9 @@ class Conv2d:
                 f"{self.dilation_h}x{self.dilation_w}) does not fit the padded "
                 f"{self.in_h}x{self.in_w} input: output would be {self.out_h}x{self.out_w}"
             )
+        _check_size(self.name, "Conv2d", "input elements", self.batch * self.in_channels
+                    * self.in_h * self.in_w, MAX_ELEMENTS, "per tensor")
+        _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
 
     @property
     def out_h(self) -> int:
@@ -258,7 +294,8 @@ class Eltwise:
         _check_name(self.name, "Eltwise")
         if not isinstance(self.op, str) or not self.op:
             raise IRError(f"Eltwise {self.name!r}: op = {self.op!r}: must be a non-empty string")
-        _check_positive(self.name, "Eltwise", elements=self.elements, operands=self.operands)
+        _check_count(self.name, "Eltwise", "elements", self.elements)
+        _check_positive(self.name, "Eltwise", operands=self.operands)
         _check_inputs(self.name, "Eltwise", self.inputs)
 
     def gemm_shape(self) -> None:
@@ -287,7 +324,7 @@ class Move:
         _check_name(self.name, "Move")
         if not isinstance(self.kind, str) or not self.kind:
             raise IRError(f"Move {self.name!r}: kind = {self.kind!r}: must be a non-empty string")
-        _check_positive(self.name, "Move", elements=self.elements)
+        _check_count(self.name, "Move", "elements", self.elements)
         _check_inputs(self.name, "Move", self.inputs)
 
     def gemm_shape(self) -> None:
@@ -329,6 +366,7 @@ class Graph:
                         f"earlier op"
                     )
             seen.add(op.name)
+        _check_size(self.name, "Graph", "MACs", self.macs, MAX_GRAPH_MACS, "in all")
 
     def __iter__(self):
         return iter(self.ops)

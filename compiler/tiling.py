@@ -110,6 +110,29 @@ class TileProblem:
         bottom = (first_row + rows - 1) * self.stride_h - self.pad_top + self.dilation_h * (self.kernel_h - 1)
         return max(0, min(bottom, self.in_h - 1) - max(top, 0) + 1)
 
+    def m_tile_shapes(self, unit_tile: int) -> Counter:
+        """Counter ``(units, a_rows) -> tiles per GEMM``: :meth:`m_tiles` in closed form (a few
+        distinct shapes, whatever M is), so costing a tiling is independent of M's size."""
+        mu = unit_tile
+        if self.lowering != "direct":
+            full, rest = divmod(self.m, mu)
+            c = Counter({(mu, mu): full})
+            if rest:
+                c[(rest, rest)] += 1
+            return c
+        if mu >= self.out_h:
+            images = mu // self.out_h
+            full, rest = divmod(self.batch, images)
+            c = Counter({(images * self.out_h, images * self.in_h): full})
+            if rest:
+                c[(rest * self.out_h, rest * self.in_h)] += 1
+            return c
+        c = Counter()
+        for r in range(0, self.out_h, mu):
+            rows = min(mu, self.out_h - r)
+            c[(rows, self.input_rows(r, rows))] += self.batch
+        return c
+
     def m_tiles(self, unit_tile: int) -> list[tuple[int, int, int]]:
         """``(first_unit, units, a_rows)`` of every M tile; ``a_rows`` is input rows (direct) or
         A matrix rows."""
@@ -251,9 +274,12 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
         smallest[name] = min(smallest.get(name, nbytes), nbytes)
 
     for mu in m_cands:
-        mtiles = p.m_tiles(mu)
+        shapes = p.m_tile_shapes(mu)          # (units, rows) -> count: cost independent of M
+        mtiles = [(cnt, units, rows) for (units, rows), cnt in shapes.items() if cnt]
         max_rows = max(t[2] for t in mtiles)
-        m_sizes = Counter(t[1] * unit_px for t in mtiles)
+        m_sizes = Counter()
+        for cnt, units, _ in mtiles:
+            m_sizes[units * unit_px] += cnt
         for ku in k_cands:
             kt = ku * p.k_unit
             if p.lowering == "direct":
@@ -264,8 +290,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
                 too_big("ifmap", a_fp)
                 continue
             k_sizes = _sizes(p.k_units, ku)
-            a_pass = _a_pass(p, mtiles, k_sizes, eb, burst)
-            a_exact = _a_pass(p, mtiles, k_sizes, eb, 1)
+            a_pass = _a_pass_shapes(p, shapes, k_sizes, eb, burst)
+            a_exact = _a_pass_shapes(p, shapes, k_sizes, eb, 1)
             for nt in n_cands:
                 b_fp, c_fp = kt * nt * eb, mu * unit_px * nt * ab
                 if b_fp > cap_b:
@@ -275,7 +301,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
                     too_big("ofmap", c_fp)
                     continue
                 n_sizes = _sizes(p.n, nt)
-                trips = {"m": len(mtiles), "n": sum(n_sizes.values()), "k": sum(k_sizes.values())}
+                trips = {"m": sum(m_sizes.values()), "n": sum(n_sizes.values()),
+                         "k": sum(k_sizes.values())}
                 single = trips["m"] == trips["n"] == trips["k"] == 1
                 g_opts = _candidates(p.count, 1) if single else [1]
                 for gt in g_opts:
@@ -294,9 +321,9 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
                     for unit in (burst, 1):   # bus bytes (whole bursts) and exact bytes
                         b_pass = sum(kc * nc * _b_bytes(p, ksz * p.k_unit, nsz, eb, unit)
                                      for ksz, kc in k_sizes.items() for nsz, nc in n_sizes.items())
-                        c_pass = sum(nc * _c_bytes(p, mt, nsz, eb, unit)
+                        c_pass = sum(mt[0] * nc * _c_bytes(p, mt, nsz, eb, unit)
                                      for mt in mtiles for nsz, nc in n_sizes.items())
-                        c_acc = sum(nc * _burst(mt[1] * unit_px * nsz * ab, unit)
+                        c_acc = sum(mt[0] * nc * _burst(mt[1] * unit_px * nsz * ab, unit)
                                     for mt in mtiles for nsz, nc in n_sizes.items())
                         a_p = a_pass if unit == burst else a_exact
                         passes.append((a_p, b_pass, c_pass, c_acc))
@@ -337,21 +364,29 @@ def _traffic(order: str, trips, input_resident: bool, output_resident: bool, a_p
     return a_bytes + b_bytes + c_bytes
 
 
+def _a_tile(p: TileProblem, rows: int, ksz: int, eb: int, burst: int) -> int:
+    """DRAM bytes of one A tile of ``rows`` input/A rows and ``ksz`` K units."""
+    if p.lowering == "direct":
+        if ksz == p.in_channels and p.count == 1:
+            return _burst(rows * p.in_w * ksz * eb, burst)
+        return rows * p.in_w * _burst(ksz * eb, burst)
+    if ksz == p.k:
+        return _burst(rows * ksz * eb, burst)
+    return rows * _burst(ksz * eb, burst)
+
+
 def _a_pass(p: TileProblem, mtiles, k_sizes: Counter, eb: int, burst: int) -> int:
-    """DRAM bytes of one pass over all A tiles of one GEMM."""
-    total = 0
-    for ksz, kc in k_sizes.items():
-        for _, units, rows in mtiles:
-            if p.lowering == "direct":
-                if ksz == p.in_channels and p.count == 1:
-                    total += kc * _burst(rows * p.in_w * ksz * eb, burst)
-                else:
-                    total += kc * rows * p.in_w * _burst(ksz * eb, burst)
-            elif ksz == p.k:
-                total += kc * _burst(rows * ksz * eb, burst)
-            else:
-                total += kc * rows * _burst(ksz * eb, burst)
-    return total
+    """DRAM bytes of one pass over all A tiles of one GEMM (``mtiles``: :meth:`TileProblem.
+    m_tiles`)."""
+    return sum(kc * _a_tile(p, rows, ksz, eb, burst)
+               for ksz, kc in k_sizes.items() for _, _, rows in mtiles)
+
+
+def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes: Counter, eb: int,
+                   burst: int) -> int:
+    """:func:`_a_pass` over :meth:`TileProblem.m_tile_shapes` (one term per distinct shape)."""
+    return sum(cnt * kc * _a_tile(p, rows, ksz, eb, burst)
+               for ksz, kc in k_sizes.items() for (_, rows), cnt in shapes.items())
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:

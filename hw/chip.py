@@ -40,7 +40,8 @@ class ChipConfig:
     name:
         Free-form label used in reports.
     clock_mhz:
-        Core clock in MHz (0 < clock_mhz <= 10000) of the array, SRAMs and DMA; turns cycles into
+        Core clock in MHz (1 <= clock_mhz <= 10000; below 1 MHz a core cycle would span
+        thousands of DRAM cycles and cycle counts overflow) of the array, SRAMs and DMA; turns cycles into
         seconds. The DRAM runs at its own clock (``dram.tck_ns``).
     model_input, model_output:
         ``"host"`` (default): the network's input arrives over the host link into DRAM before the
@@ -79,7 +80,7 @@ class ChipConfig:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"{where}: {prefix}name = {self.name!r}: must be a non-empty string")
         object.__setattr__(self, "clock_mhz", _number_in(self.clock_mhz, f"{prefix}clock_mhz", where,
-                                                         0, 10000, lo_open=True))
+                                                         1, 10000))
         for key in ("model_input", "model_output"):
             value = getattr(self, key)
             if value not in TENSOR_LOCATIONS:

@@ -363,11 +363,18 @@ def main(args) -> int:
     problem = _problem(op, chip, CompileOptions(conv_lowering=lowering))
     # the tiler's choice first: it also loads the cost kernel, so the search time below is
     # the search's alone
+    # A phase bar on a terminal (nothing in pipes): a GEMM near the size limits (2**24 rows)
+    # takes about a minute to cost and search.
+    from npulab.progress import Progress
+    progress = Progress()
+    progress(0, 2, "costing the default tiler's choice")
     choice, tiler = cost_tiler_choice(problem, chip, objective, tech, order=args.loop_order,
                                       dram_kind=args.dram_type)
+    progress(1, 2, "searching the mapping space")
     result = map_op(problem, chip, objective, tech=tech, dataflows=dataflows,
                     orders=args.loop_order, exhaustive_limit=limit, samples=samples, seed=seed,
                     keep=top, dram_kind=args.dram_type)
+    progress(2, 2, "done")
     macs = problem.count * problem.m * problem.n * problem.k
     pes = chip.array.rows * chip.array.cols
     better = _pct_better(result.best.objective, tiler.objective)

@@ -166,8 +166,12 @@ def load(args) -> SystemConfig:
 def _collective_rows(system: SystemConfig, args) -> list[dict]:
     from hw.system.collectives import applicable_algorithms, collective
     sizes = _size_list(args.bytes)
-    n = system.topology.n_ranks if args.ranks is None else args.ranks
-    if not 2 <= n <= system.topology.n_ranks:
+    total = system.topology.n_ranks
+    if total < 2:
+        raise ValueError(f"--system {args.system}: the system has {total} chip; a collective "
+                         f"needs at least 2")
+    n = total if args.ranks is None else args.ranks
+    if not 2 <= n <= total:
         raise ValueError(f"--ranks {n}: must be in 2..{system.topology.n_ranks} (the system's "
                          f"ranks)")
     groups = None if args.ranks is None else [tuple(range(n))]

@@ -155,25 +155,8 @@ def _grid_sizes(p: TileProblem, chip: ChipConfig, df: Dataflow):
 
 
 def _m_tiles(p: TileProblem, mu: int) -> Counter:
-    """Counter ``(units, a_rows) -> tiles per GEMM`` (closed form of ``TileProblem.m_tiles``)."""
-    if p.lowering != "direct":
-        full, rest = divmod(p.m, mu)
-        c = Counter({(mu, mu): full})
-        if rest:
-            c[(rest, rest)] += 1
-        return c
-    if mu >= p.out_h:
-        images = mu // p.out_h
-        full, rest = divmod(p.batch, images)
-        c = Counter({(images * p.out_h, images * p.in_h): full})
-        if rest:
-            c[(rest * p.out_h, rest * p.in_h)] += 1
-        return c
-    c = Counter()
-    for r in range(0, p.out_h, mu):
-        rows = min(mu, p.out_h - r)
-        c[(rows, p.input_rows(r, rows))] += p.batch
-    return c
+    """Counter ``(units, a_rows) -> tiles per GEMM`` (:meth:`TileProblem.m_tile_shapes`)."""
+    return p.m_tile_shapes(mu)
 
 
 def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: bool = False,

@@ -30,6 +30,15 @@ The kernel jumps from event to event (refresh request, move, command) instead of
 each event it computes every candidate command's earliest legal cycle from the constraint state
 below, so it makes the choice a per-cycle controller makes; the tests hold it to one.
 
+Idle time is skipped (:func:`_skip_idle`): while a channel waits more than ``SKIP_ROUNDS``
+refresh rounds (``ranks x tREFI/ranks`` cycles each) for its next request, the only events are
+refreshes, and once two consecutive rounds change the whole state and the counters by the same
+amounts, every later idle round does too (the controller's rules depend on time differences
+only), so the kernel adds ``m`` times that change at once instead of simulating ``m`` rounds.
+The results are identical to stepping through (a test replays the same traces both ways; a
+command log, when requested, disables the skip so it lists every command). The cost of a gap
+is then a few rounds, not gap / tREFI.
+
 Array layout
 ------------
 ``params`` (int64, read only): the ``P_*`` entries. Timings are command-to-command distances in
@@ -71,6 +80,8 @@ QLEN                             C*Q         requests in each command queue (its
 BE_ROW/WR/REQ/FLAG/SEQ           C*R*B*D     ring entries: row, write?, request index, flags
                                              (1: it had an ACT, 2: it had a PRE), sequence
 TQ_BANK/ROW/WR/REQ/Q/ARR         C*T         transactions: ..., command queue, arrival cycle
+SCRATCH                          2*(S+N)     idle skipping: a snapshot and a per-round change of
+                                             the state above (S entries) and the N stats
 ===============================  ==========  ===================================================
 
 Splitting every constraint into bank, bank-group, rank and other-rank terms is exact because
@@ -122,7 +133,7 @@ K_ACT, K_PRE, K_RD, K_WR, K_RDA, K_WRA, K_REF = 0, 1, 2, 3, 4, 5, 6
  P_O_FAW_IDX, P_O_RK_ROW_EPOCH, P_O_RK_COL_EPOCH, P_O_RBMASK, P_O_FAW, P_O_QLEN,
  P_O_BE_ROW, P_O_BE_WR, P_O_BE_REQ, P_O_BE_FLAG, P_O_BE_SEQ,
  P_O_TQ_BANK, P_O_TQ_ROW, P_O_TQ_WR, P_O_TQ_REQ, P_O_TQ_Q, P_O_TQ_ARR,
- P_STATE_SIZE, N_PARAMS) = range(127)
+ P_O_SCRATCH, P_STATE_SIZE, N_PARAMS) = range(128)
 
 (ST_READS, ST_WRITES, ST_ROW_HITS, ST_ROW_MISSES, ST_ROW_CONFLICTS, ST_ACTIVATES,
  ST_PRECHARGES, ST_REFRESHES, ST_DATA_CYCLES, ST_REFRESH_CYCLES, N_STATS) = range(11)
@@ -710,6 +721,70 @@ def _step(p, s, st, ch, limit, finish, log, logn):
     return c
 
 
+SKIP_ROUNDS = 4     # gaps longer than this many refresh rounds are skipped (_skip_idle)
+
+
+@njit(cache=True, _nrt=False)
+def _run_until(p, s, st, ch, limit, finish, log, logn):
+    while _step(p, s, st, ch, limit, finish, log, logn) >= 0:
+        pass
+
+
+@njit(cache=True, _nrt=False)
+def _snapshot(s, st, core, snap):
+    for i in range(core):
+        s[snap + i] = s[i]
+    for i in range(st.shape[0]):
+        s[snap + core + i] = st[i]
+
+
+@njit(cache=True, _nrt=False)
+def _skip_idle(p, s, st, ch, arrival, finish, log, logn):
+    """Bring channel ``ch`` close to ``arrival`` (its next request) without simulating idle
+    refresh rounds one by one (module docstring); exact. No-op without refresh or with a
+    command log."""
+    if not p[P_REFRESH] or log.shape[0] > 0:
+        return
+    period = p[P_REF_INTERVAL] * p[P_RANKS]
+    core = p[P_O_SCRATCH]
+    nst = st.shape[0]
+    snap = core
+    dlt = core + core + nst
+    while arrival - s[p[P_O_REF_NEXT] + ch] > SKIP_ROUNDS * period:
+        b = s[p[P_O_REF_NEXT] + ch]
+        _run_until(p, s, st, ch, b + period, finish, log, logn)
+        if s[p[P_O_QCOUNT] + ch] > 0 or s[p[P_O_TQLEN] + ch] > 0:
+            continue                                # still busy: one round at a time
+        _snapshot(s, st, core, snap)
+        _run_until(p, s, st, ch, b + 2 * period, finish, log, logn)
+        for i in range(core):
+            s[dlt + i] = s[i] - s[snap + i]
+        for i in range(nst):
+            s[dlt + core + i] = st[i] - s[snap + core + i]
+        _snapshot(s, st, core, snap)
+        _run_until(p, s, st, ch, b + 3 * period, finish, log, logn)
+        same = s[p[P_O_QCOUNT] + ch] == 0 and s[p[P_O_TQLEN] + ch] == 0
+        for i in range(core):
+            if s[i] - s[snap + i] != s[dlt + i]:
+                same = False
+                break
+        for i in range(nst):
+            if st[i] - s[snap + core + i] != s[dlt + core + i]:
+                same = False
+                break
+        if same:
+            m = (arrival - s[p[P_O_REF_NEXT] + ch]) // period - 2
+            if m > 0:
+                for i in range(core):
+                    s[i] += m * s[dlt + i]
+                for i in range(nst):
+                    st[i] += m * s[dlt + core + i]
+                # the one modular field that moves while idle: the refresh FIFO's head (the
+                # FIFO is empty at a round boundary, so only its position mod REF_FIFO counts)
+                s[p[P_O_REF_HEAD] + ch] %= REF_FIFO
+            return
+
+
 @njit(cache=True, _nrt=False)
 def run_requests(p, s, st, addrs, writes, issues, base_addr, base_write, start, n, max_outstanding,
                  finish, log, logn):
@@ -763,6 +838,7 @@ def run_requests(p, s, st, addrs, writes, issues, base_addr, base_write, start, 
             finish[slot] = -1
         ch, lbank, row = decode_address(p, addr)
         arrival = max(arrival, s[p[P_O_TIME] + ch] + 1)  # a channel cannot go back in time
+        _skip_idle(p, s, st, ch, arrival, finish, log, logn)
         while _step(p, s, st, ch, arrival, finish, log, logn) >= 0:
             pass
         while s[p[P_O_TQLEN] + ch] >= tdepth:

@@ -546,6 +546,8 @@ def _kernel_params(cfg: DramConfig) -> np.ndarray:
     for index, size in regions:
         p[index] = offset
         offset += size
+    p[K.P_O_SCRATCH] = offset                   # idle skipping: snapshot + change per round
+    offset += 2 * (offset + K.N_STATS)
     p[K.P_STATE_SIZE] = offset
     return p
 
@@ -628,6 +630,12 @@ class ReplayResult:
                              "latency_cycles": lat})
 
 
+#: The latest issue cycle a trace or :func:`replay` may give: 2**60 (a 2**62 sentinel is the
+#: kernel's "never"); idle gaps of any length up to it cost a few refresh rounds (the kernel
+#: skips idle time).
+MAX_TRACE_CYCLE = 1 << 60
+
+
 def _as_requests(addresses, is_write, issue_cycles):
     a = np.ascontiguousarray(addresses, dtype=np.int64).reshape(-1)
     w = np.ascontiguousarray(is_write).reshape(-1).astype(np.uint8)
@@ -637,6 +645,9 @@ def _as_requests(addresses, is_write, issue_cycles):
                          f"({len(a)}, {len(w)}, {len(t)})")
     if len(a) and (a.min() < 0 or t.min() < 0):
         raise ValueError("replay: addresses and issue cycles must be >= 0")
+    if len(a) and t.max() > MAX_TRACE_CYCLE:
+        raise ValueError(f"replay: issue cycle {int(t.max())}: must be <= {MAX_TRACE_CYCLE} "
+                         f"(2**60)")
     return a, w, t
 
 
@@ -705,10 +716,12 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             cycle = int(parts[2], 10)
         except ValueError:
             cycle = -1
-        if cycle < 0 or addr < 0 or addr >= 1 << 62:
-            bad = parts[2] if cycle < 0 else parts[0]
-            raise TraceError(f"{path}:{lineno}: {bad!r}: cycle must be a decimal integer >= 0 "
-                             f"and address below 2**62")
+        if not 0 <= cycle <= MAX_TRACE_CYCLE:
+            raise TraceError(f"{path}:{lineno}: cycle {parts[2]!r}: must be a decimal integer "
+                             f"in 0..{MAX_TRACE_CYCLE} (2**60)")
+        if not 0 <= addr < 1 << 62:
+            raise TraceError(f"{path}:{lineno}: address {parts[0]!r}: must be in 0x0.."
+                             f"{(1 << 62) - 1:#x} (below 2**62)")
         addrs.append(addr)
         writes.append(kind)
         cycles.append(cycle)

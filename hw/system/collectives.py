@@ -50,6 +50,7 @@ import numpy as np
 
 from hw.system import ALGORITHMS, OPS
 from hw.system import analytic as af
+from hw.system.budget import check_chunks, check_collective
 from hw.system.engine import Messages, messages_from_edges, simulate
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveResult", "collective", "compare_algorithms",
@@ -710,11 +711,11 @@ def build_messages(system_or_topology, op, nbytes, *, algorithm="ring", groups=N
     if alg == "hierarchical" and not whole:
         raise ValueError("algorithm = 'hierarchical' runs over all ranks (groups=None); "
                          "use 'ring' for subgroups")
+    chunks = check_chunks(chunks)
     if chunks is None:
         per = nbytes / 2 if (alg == "tree" and op == "allreduce") else nbytes
         chunks = _default_chunks(alg, op, per)
-    if not (isinstance(chunks, (int, np.integer)) and chunks >= 1):
-        raise ValueError(f"chunks = {chunks!r}: must be an integer >= 1")
+    check_collective(topo, op, alg, gs, chunks, "sim")      # before building anything
     dag = _Dag(o, gamma)
     for gi, grp in enumerate(gs):
         dag.group = gi
@@ -850,9 +851,11 @@ def _analytic(topo, system, op, n, algorithm, groups, root, chunks, reduce_gbps,
     grp = gs[0]
     p = len(grp)
     alg = algorithm if algorithm != "auto" else _auto(topo, op, p, n, whole)
+    chunks = check_chunks(chunks)
     if chunks is None:
         chunks = _default_chunks(alg, op, n / 2 if (alg == "tree" and op == "allreduce") else n)
     c = int(chunks)
+    check_collective(topo, op, alg, gs, c, "analytic")
     g = np.asarray(grp)
 
     def ring_time(group, opn, nb):

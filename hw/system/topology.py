@@ -45,7 +45,7 @@ from hw.validate import read_toml
 __all__ = ["TopologyError", "Topology", "KINDS", "INLINE_FORMS", "topology_from_spec",
            "topology_from_file", "topology_from_dict", "ring", "mesh2d", "torus2d", "mesh3d",
            "torus3d", "switch", "fattree", "fully_connected", "hierarchical", "with_host",
-           "DEFAULT_LINK_GBPS", "DEFAULT_LINK_LATENCY_NS", "DEFAULT_LINK_EFFICIENCY"]
+           "DEFAULT_LINK_GBPS", "DEFAULT_LINK_LATENCY_NS", "DEFAULT_LINK_EFFICIENCY", "MAX_LINKS"]
 
 
 class TopologyError(ConfigError):
@@ -64,6 +64,10 @@ DEFAULT_LINK_GBPS = 25.0
 DEFAULT_LINK_LATENCY_NS = 500.0
 DEFAULT_LINK_EFFICIENCY = 1.0
 _MAX_NODES = 1 << 20
+#: The most directed links a topology may have (a builder checks its closed-form link count
+#: before allocating anything): 262,144 holds ring:100000 (200,000) and fc:500 (249,500) and
+#: builds in seconds; fc:2000 (3,998,000) or torus3d:64x64x64 (1,572,864) are refused.
+MAX_LINKS = 1 << 18
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,6 +123,7 @@ class Topology:
         L = len(src)
         arrays = {"link_gbps": self.link_gbps, "link_efficiency": self.link_efficiency,
                   "link_latency_ns": self.link_latency_ns}
+        _check_links(where, L)
         conv = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in arrays.items()}
         if len(dst) != L or any(len(v) != L for v in conv.values()) or len(self.link_names) != L:
             raise TopologyError(f"{where}: link arrays have different lengths")
@@ -708,6 +713,14 @@ def _check_count(name: str, value, lo: int = 1) -> int:
     return int(value)
 
 
+def _check_links(where: str, n_links: int) -> None:
+    """Refuse a topology of more than MAX_LINKS directed links (called with the closed-form
+    count before a builder allocates its links)."""
+    if n_links > MAX_LINKS:
+        raise TopologyError(f"{where}: {n_links:,} directed links; the simulator takes at most "
+                            f"{MAX_LINKS:,} (fewer ranks, or a switch/fattree instead of fc)")
+
+
 def _link_params(where: str, gbps, latency_ns, efficiency) -> tuple[float, float, float]:
     gbps = DEFAULT_LINK_GBPS if gbps is None else gbps
     latency_ns = DEFAULT_LINK_LATENCY_NS if latency_ns is None else latency_ns
@@ -762,6 +775,8 @@ def _grid(kind: str, dims: tuple[int, ...], gbps, latency_ns, efficiency, name) 
     n = _check_count(f"{where}: ranks", math.prod(dims))
     g, lat, eff = _link_params(where, gbps, latency_ns, efficiency)
     wrap = kind in ("ring", "torus2d", "torus3d")
+    _check_links(where, sum(2 * (n if d > 2 else n // 2) if wrap else 2 * (n // d) * (d - 1)
+                            for d in dims))
     b = _Builder(n)
     strides = np.cumprod((1,) + dims[:-1])
     ranks = np.arange(n)
@@ -811,6 +826,7 @@ def switch(n: int, *, gbps=None, latency_ns=None, efficiency=None, name=None) ->
     where = name or f"switch:{n}"
     n = _check_count(f"{where}: N", n)
     g, lat, eff = _link_params(where, gbps, latency_ns, efficiency)
+    _check_links(where, 2 * n)
     b = _Builder(n)
     sw = b.node("sw0", "switch")
     for r in range(n):
@@ -839,6 +855,7 @@ def fattree(n: int, leaf_ports: int, *, oversubscription: float = 1.0, gbps=None
     g, lat, eff = _link_params(where, gbps, latency_ns, efficiency)
     n_leaves = -(-n // k)
     n_spines = int(round(ups)) if n_leaves > 1 else 0
+    _check_links(where, 2 * n + 2 * n_leaves * n_spines)
     b = _Builder(n)
     leaf0 = len(b.names)
     for i in range(n_leaves):
@@ -865,6 +882,7 @@ def fully_connected(n: int, links_per_pair: int = 1, *, gbps=None, latency_ns=No
     n = _check_count(f"{where}: N", n)
     lpp = _check_count(f"{where}: links_per_pair", links_per_pair)
     g, lat, eff = _link_params(where, gbps, latency_ns, efficiency)
+    _check_links(where, n * (n - 1))
     b = _Builder(n)
     for u in range(n):
         for v in range(u + 1, n):
@@ -910,6 +928,8 @@ def hierarchical(levels: Sequence, *, name: str | None = None) -> Topology:
         counts.append(count)
         kinds.append(kind)
     n = _check_count(f"{where}: ranks", math.prod(counts))
+    _check_links(where, (n * (counts[0] - 1) if kinds[0] == "fc" else 2 * n)
+                 + 2 * n * (len(counts) - 1))
     b = _Builder(n)
     switch0 = [0] * len(counts)
     k0 = counts[0]

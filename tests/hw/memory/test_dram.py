@@ -779,8 +779,13 @@ def test_read_trace(tmp_path):
 @pytest.mark.parametrize("line, match", [
     ("0xZZ READ 1", "address '0xZZ': must be hexadecimal"),
     ("0x40 FETCH 1", "operation 'FETCH': must be READ or WRITE"),
-    ("0x40 READ soon", "'soon': cycle must be a decimal integer"),
-    ("0x40 READ -3", "'-3': cycle must be a decimal integer"),
+    ("0x40 READ soon", r"cycle 'soon': must be a decimal integer in 0\.\.1152921504606846976"),
+    ("0x40 READ -3", r"cycle '-3': must be a decimal integer in 0\.\."),
+    # issue 21: an OverflowError before; 2**62 never finished (one idle refresh at a time)
+    ("0x40 READ 99999999999999999999", r"cycle '99999999999999999999': must be a decimal "
+                                       r"integer in 0\.\.1152921504606846976 \(2\*\*60\)"),
+    ("0x40 READ 4611686018427387904", r"cycle '4611686018427387904': must be"),
+    ("0x4000000000000000 READ 1", r"address '0x4000000000000000': must be in 0x0\.\."),
     ("0x40 READ", "expected '<hex address> READ|WRITE <cycle>'"),
 ])
 def test_trace_errors_name_file_and_line(tmp_path, line, match):
@@ -834,3 +839,37 @@ def test_cli_errors_are_config_errors(tmp_path):
     ini.write_text(DDR4_INI)
     cfg = config_from_args(None, str(ini), ["dram.page_policy=closed"])
     assert cfg.page_policy == "closed" and cfg.preset == "dramsim3:d.ini"
+
+
+# ---- idle skipping (issue 21) ------------------------------------------------------------
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preset=st.sampled_from(sorted(DRAM_PRESETS)), seed=st.integers(0, 1000),
+       gap_rounds=st.integers(5, 60))
+def test_idle_skip_is_exact(preset, seed, gap_rounds):
+    """Bursts separated by idle gaps of many refresh rounds: the skipping replay equals the
+    stepping one (a command log disables the skip), finish cycles and every counter."""
+    cfg = DRAM_PRESETS[preset]
+    rng = np.random.default_rng(seed)
+    period = cfg.trefi
+    n = 60
+    a = rng.integers(0, 1 << 28, n) & ~63
+    t = np.repeat(np.arange(3) * gap_rounds * period, n // 3) + np.tile(np.arange(n // 3) * 7, 3)
+    w = rng.random(n) < 0.4
+    fast = replay(cfg, a, w, t)
+    slow = replay(cfg, a, w, t, command_log=True)
+    assert fast.finish_cycles.tolist() == slow.finish_cycles.tolist()
+    for key in ("row_hits", "row_misses", "row_conflicts", "activates", "precharges",
+                "refreshes", "reads", "writes"):
+        assert getattr(fast, key) == getattr(slow, key), key
+
+
+def test_huge_idle_gap_is_skipped_not_stepped():
+    """A request 2**50 cycles after the previous one: before the skip this stepped through
+    ~10**11 refresh events (hours); now it costs a few rounds. Its refresh count is the closed
+    form: one REF per rank per tREFI, floor(2**50 / (tREFI / ranks)) requests in all (give or
+    take the last round)."""
+    cfg = DRAM_PRESETS["ddr4-3200"]
+    r = replay(cfg, [0x40, 0x80], [False, False], [0, 1 << 50])
+    interval = cfg.trefi // cfg.ranks
+    assert abs(r.refreshes - (1 << 50) // interval) <= 2 * cfg.ranks
+    assert r.finish_cycles[1] > 1 << 50

@@ -291,6 +291,9 @@ def trace_main(args) -> int:
         cfg = load_nvdla_config(args.config)
     except (ValueError, OSError) as e:
         raise UserError(f"--config {args.config}: {e}") from None
+    if args.dump:
+        from hw.files import check_output_dir
+        check_output_dir(args.dump, "dump folder", flag="--dump")
     paths = args.paths
     if not paths:
         default = default_trace_dir() / "nv_small"

@@ -87,22 +87,30 @@ def check_input_file(path, what: str = "file", *, missing: str | None = None,
 
 
 def decode_text(data: bytes, where: str, *, error: type[Exception] = ConfigError) -> str:
-    """``data`` (the bytes of the file ``where``) decoded by the rule in the module doc."""
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+    """``data`` (the bytes of the file ``where``) decoded by the rule in the module doc; an
+    error's offset counts from the start of the file (a byte-order mark included)."""
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     for bom, name in _WIDE_BOMS:
         if data.startswith(bom):
             raise error(f"{where}: {name} text (byte-order mark {bom.hex(' ').upper()}); "
                         f"{ENCODING_RULE}: save it as UTF-8")
     try:
-        return data.decode("utf-8")
+        text = data[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        start = exc.start
-        line = data.count(b"\n", 0, start) + 1
-        column = start - (data.rfind(b"\n", 0, start) + 1) + 1
-        raise error(f"{where}:{line}: byte 0x{data[start]:02x} (offset {start}, column "
-                    f"{column}) is not UTF-8; {ENCODING_RULE}: save it as UTF-8 (from latin-1: "
-                    f"iconv -f latin1 -t utf-8)") from None
+        raise error(f"{_at(where, data, skip + exc.start)} is not UTF-8; {ENCODING_RULE}: save "
+                    f"it as UTF-8 (from latin-1: iconv -f latin1 -t utf-8)") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise error(f"{_at(where, data, nul)}: a text file has no NUL bytes (UTF-16 without a "
+                    f"byte-order mark, or a binary file?); {ENCODING_RULE}")
+    return text
+
+
+def _at(where: str, data: bytes, offset: int) -> str:
+    """``file:line: byte 0xNN (offset N, column N)`` for the byte at ``offset``."""
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - data.rfind(b"\n", 0, offset)
+    return f"{where}:{line}: byte 0x{data[offset]:02x} (offset {offset}, column {column})"
 
 
 def read_text(path, what: str = "file", *, missing: str | None = None, flag: str | None = None,

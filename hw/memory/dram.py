@@ -462,7 +462,8 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
                           f"'RANK_LEVEL_SIMULTANEOUS' is accepted with one rank)")
     al = t("AL")
     values = dict(
-        preset=f"dramsim3:{path.name}", channels=get("system", "channels", 1, minimum=1), ranks=ranks,
+        preset=f"dramsim3:{path.name}", channels=get("system", "channels", 1, minimum=1),
+        ranks=ranks,
         bankgroups=bankgroups, banks_per_group=banks_per_group, rows=rows, columns=columns,
         bus_width_bits=bus_width, burst_length=bl, transfers_per_clock=tpc,
         tck_ns=get("timing", "tCK", 1.0, float), cl=t("CL") + al, cwl=t("CWL") + al,

@@ -33,13 +33,13 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hw.files import read_text
 from hw.system import PRESETS
 from hw.system.topology import (
     Topology, TopologyError, fattree, fully_connected, hierarchical, topology_from_dict,
     topology_from_spec, with_host,
 )
 from hw.systolic.config import ConfigError
-from hw.files import read_text
 from hw.validate import _number_in, config_from_table, read_toml
 
 __all__ = ["RooflineDevice", "ChipDevice", "Protocol", "SystemConfig", "PRESETS", "DEVICES",

@@ -630,8 +630,9 @@ def test_missing_external_data_file_is_one_line_naming_it(tmp_path):
     with pytest.raises(OnnxImportError) as exc:
         import_onnx(path)
     msg = str(exc.value)
-    assert re.fullmatch(rf"{re.escape(str(path))}: initializer '[^']+': its data is in the external "
-                        rf"file '{re.escape(str(tmp_path / 'r18.data'))}', which does not exist; "
+    assert re.fullmatch(rf"{re.escape(str(path))}: initializer '[^']+': its data is in the "
+                        rf"external file '{re.escape(str(tmp_path / 'r18.data'))}', which does "
+                        r"not exist; "
                         r"keep the model's data files next to it", msg), msg
     (tmp_path / "r18.data").mkdir()
     with pytest.raises(OnnxImportError, match="r18.data', which is not a file"):

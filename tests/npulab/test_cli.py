@@ -153,7 +153,8 @@ def test_run_onnx_dim_sets_symbolic_dimensions(capsys, tmp_path):
 def test_run_onnx_dim_errors(capsys, tmp_path, dims, message):
     pytest.importorskip("onnx")
     path = _symbolic_conv(tmp_path / "sym.onnx")
-    code, out, err = run(capsys, "run", "--onnx", str(path), *(a for d in dims for a in ("--dim", d)))
+    options = [a for d in dims for a in ("--dim", d)]
+    code, out, err = run(capsys, "run", "--onnx", str(path), *options)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert message in err, err
 

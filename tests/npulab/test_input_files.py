@@ -119,7 +119,8 @@ def test_valid_base_files_are_accepted_by_the_reader(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", sorted(FILES))
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_non_utf8_input_is_one_line_naming_the_file(kind, data, scratch, capsys):
     name, text, argv = FILES[kind]
@@ -195,7 +196,8 @@ def _wrong_path(t: Path, kind: str, name: str) -> Path:
 
 
 @pytest.mark.parametrize("case", sorted(PATHS))
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(),
        stem=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8))
 def test_wrong_kind_of_path_is_one_line_before_any_work(case, data, stem, scratch, capsys,
@@ -219,7 +221,8 @@ def test_wrong_kind_of_path_is_one_line_before_any_work(case, data, stem, scratc
 
 # ---- NVDLA trace tests: a file that cannot be read fails that test, named, and the run goes on
 @pytest.mark.parametrize("bad", ["cfg", "dat"])
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(junk=JUNK)
 def test_nvdla_trace_files_with_bad_bytes_fail_their_test_naming_the_file(bad, junk, scratch,
                                                                          capsys):

@@ -759,7 +759,8 @@ def test_dramsim3_ini_gives_the_matching_preset(tmp_path, text, preset):
     # issue 21: ZeroDivisionError, InterpolationSyntaxError and a three-line message before
     (("device_width = 8", "device_width = 0"),
      r"\[dram_structure\] device_width = '0': must be an integer >= 1$"),
-    (("bus_width = 64", "bus_width = -64"), r"\[system\] bus_width = '-64': must be an integer >= 1$"),
+    (("bus_width = 64", "bus_width = -64"),
+     r"\[system\] bus_width = '-64': must be an integer >= 1$"),
     (("CL = 22", "CL = 22%"), r"\[timing\] CL = '22%': must be an integer >= 0$"),
     (("tCK = 0.63", "tCK = nan"), r"\[timing\] tCK = 'nan': must be a number > 0$"),
     (("; DDR4-3200 8Gb x8", "protocol = DDR4\n;"),

@@ -344,13 +344,32 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
     if objective not in ("latency", "traffic"):
         raise ValueError(f"objective = {objective!r}: must be 'latency' or 'traffic'")
     if best is None:
-        what = ", ".join(f"{k} scratchpad needs at least {v} bytes per tile"
+        what = "; ".join(f"{k} scratchpad needs at least {v} bytes per tile, "
+                         f"{_buffer_origin(k, chip, output_resident)}"
                          for k, v in sorted(smallest.items()))
         raise TilingError(
             f"{p.name}: no tiling fits the scratchpads (one buffer: ifmap {cap_a} B, filter "
-            f"{cap_b} B, ofmap {cap_c} B){'; ' + what if what else ''}; enlarge sram.*.capacity_kib"
+            f"{cap_b} B, ofmap {cap_c} B){'; ' + what if what else ''}; enlarge "
+            f"sram.*.capacity_kib"
+            + (" or bring sram.*.buffer_split nearer 0.5" if any(
+                chip.sram(k).double_buffer for k in smallest) else "")
         )
     return best
+
+
+def _buffer_origin(name: str, chip: ChipConfig, output_resident: bool) -> str:
+    """Which config keys size one buffer of scratchpad ``name``, with their values."""
+    s = chip.sram(name)
+    size = f"sram.{name}.capacity_kib = {s.capacity_kib:g}"
+    if s.double_buffer:
+        split = s.buffer_split
+        text = (f"one buffer holds min(sram.{name}.buffer_split = {split:g}, 1 - {split:g}) "
+                f"of {size}")
+    else:
+        text = f"one buffer is {size} (double_buffer = false)"
+    if name == "ofmap" and output_resident:
+        text += ", less the whole layer output kept on chip"
+    return text
 
 
 def _traffic(order: str, trips, input_resident: bool, output_resident: bool, a_pass: int,

@@ -14,6 +14,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from hw.files import read_text
 from hw.systolic.config import ConfigError
 
 __all__ = ["config_from_table", "read_config_text", "read_toml", "toml_value"]
@@ -48,23 +49,22 @@ def config_from_table(cls, data: Any, where: str, prefix: str):
     return obj
 
 
-def read_config_text(path: str | Path, missing: str = "no such file") -> str:
-    """The text of a config file; a missing or unreadable file is a ConfigError naming it."""
-    where = str(path)
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: {missing}") from None
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+def read_config_text(path: str | Path, missing: str = "no such file", *, what: str = "file",
+                     error: type[Exception] = ConfigError) -> str:
+    """The text of a config file, read by :func:`hw.files.read_text` (UTF-8, one-line errors
+    naming the file for a missing path, a directory, an unreadable file or bad bytes)."""
+    return read_text(path, what, missing=missing, error=error)
 
 
-def read_toml(path: str | Path, missing: str = "no such config file") -> dict[str, Any]:
-    """A TOML config file parsed; a missing file or invalid TOML is a ConfigError naming it."""
+def read_toml(path: str | Path, missing: str = "no such config file", *,
+              what: str = "TOML file", error: type[Exception] = ConfigError) -> dict[str, Any]:
+    """A TOML config file parsed; a missing file, bad bytes (:func:`hw.files.read_text`) or
+    invalid TOML is an ``error`` (default ConfigError) naming the file."""
+    text = read_config_text(path, missing=missing, what=what, error=error)
     try:
-        return tomllib.loads(read_config_text(path, missing=missing))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise error(f"{path}: not valid TOML: {exc}") from None
 
 
 def toml_value(raw: str) -> Any:

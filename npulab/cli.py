@@ -239,6 +239,9 @@ def _add_run_parser(sub, fmt) -> None:
     src.add_argument("--topology", "-t", metavar="CSV", help="SCALE-Sim topology CSV")
     src.add_argument("--onnx", metavar="MODEL", help="ONNX model file (needs the onnx extra)")
     _add_op_args(src)
+    run.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                     help="with --onnx: the size of the model's symbolic input dimension NAME "
+                          "(repeatable), e.g. --dim sequence=128; the batch dimension is --batch")
     run.add_argument("--skip-unsupported", action="store_true",
                      help="with --onnx: skip unsupported ONNX ops (listed) instead of failing")
     _add_topology_format_arg(run)
@@ -368,9 +371,27 @@ def _topology_gemm(args) -> bool | None:
     return None if args.topology_format is None else args.topology_format == "gemm"
 
 
+def _check_run_paths(args) -> None:
+    """Before any work: the input files are readable files, the output directory can be made,
+    the energy table loads (it is used only after the simulation)."""
+    from hw.energy import load_technology
+    from hw.files import check_input_file, check_output_dir
+    if args.topology:
+        check_input_file(args.topology, "topology CSV", flag="--topology")
+    if args.onnx:
+        check_input_file(args.onnx, "ONNX model", flag="--onnx")
+    if args.output:
+        check_output_dir(args.output, flag="--output")
+    load_technology(args.tech)
+
+
 def cmd_run(args) -> int:
     from hw.configfile import load_chip_config
     check_bare_gemm(args.gemm)
+    _check_run_paths(args)
+    if args.dim and not args.onnx:
+        raise UserError("--dim applies to --onnx models (symbolic input dimensions); zoo "
+                        "models take --batch, --image-size and --seq-len")
     path = resolve_config(args.config)
     nvdla = _load_nvdla(path, args.set)
     if nvdla is not None:
@@ -436,7 +457,8 @@ def _import_onnx(args):
                         f"pip install 'npulab[onnx]'") from None
     try:
         graph, report = import_onnx(args.onnx, batch=args.batch,
-                                    skip_unsupported=args.skip_unsupported)
+                                    skip_unsupported=args.skip_unsupported,
+                                    dims=parse_dims(args.dim))
     except OnnxImportError as exc:
         raise UserError(str(exc)) from None
     if report.skipped:
@@ -445,12 +467,33 @@ def _import_onnx(args):
     return graph
 
 
+def parse_dims(texts: list[str]) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as ``{NAME: SIZE}``; UserError for a malformed one, a size
+    that is not an integer >= 1, or a NAME given twice."""
+    dims: dict[str, int] = {}
+    for text in texts:
+        name, eq, size = (part.strip() for part in text.partition("="))
+        if not eq or not name:
+            raise UserError(f"--dim {text}: expected NAME=SIZE, e.g. --dim sequence=128")
+        if name in dims:
+            raise UserError(f"--dim {text}: {name} is given twice")
+        if not size.isdecimal() or int(size) < 1:
+            raise UserError(f"--dim {text}: SIZE {size!r} must be an integer >= 1")
+        dims[name] = int(size)
+    return dims
+
+
 def cmd_scalesim(args) -> int:
     from npulab.scalesim_cmd import run_scalesim
     check_bare_gemm(args.gemm)
     if args.gemm is not None:
         raise UserError("npulab scalesim reads its layers from -t CSV; --gemm M,N,K is for "
                         "npulab run and npulab map (GEMM rows in the CSV: --topology-format gemm)")
+
+    from hw.files import check_input_file, check_output_dir
+    check_input_file(args.config, "SCALE-Sim .cfg", flag="--config")
+    check_input_file(args.topology, "topology CSV", flag="--topology")
+    check_output_dir(args.output, flag="--output")
 
     layers = run_scalesim(args.config, args.topology, args.output, gemm=_topology_gemm(args),
                           overrides=args.set, issue_166=args.scalesim_issue_166)

@@ -20,6 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
+from hw.files import check_input_file, check_output_file
 from hw.memory.dram import (DEFAULT_PRESET, DRAM_PRESET_SOURCES, DRAM_PRESETS, DramConfig,
                             ReplayResult, dram_config_from_dict, dram_config_from_dramsim3_ini,
                             dram_config_to_dict, read_trace, replay)
@@ -147,6 +148,9 @@ def _write_per_request(path: str, addresses, is_write, issues, result: ReplayRes
 
 
 def cmd_replay(args) -> int:
+    check_input_file(args.trace, "trace file", missing="no such trace file")
+    if args.per_request:
+        check_output_file(args.per_request, "CSV file", flag="--per-request")
     cfg = config_from_args(args.preset, args.ini, args.set)
     addresses, is_write, issues = read_trace(args.trace)
     result = replay(cfg, addresses, is_write, issues)

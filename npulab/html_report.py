@@ -67,13 +67,11 @@ def load_summary(path: str | os.PathLike, *, need_metrics: bool = True) -> dict:
     its name; bad JSON or a wrong schema a :class:`ConfigError` naming the file.
     ``need_metrics=False`` accepts a summary without ``metrics`` (they are about to be
     recomputed)."""
+    from hw.files import read_text
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "no such file", str(path)) from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if not path.exists() and not path.is_symlink():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    text = read_text(path, "summary file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -359,11 +357,10 @@ def _sources(tech: dict) -> dict:
     path = tech.get("file")
     if not path or not os.path.isfile(path):
         return {}
-    import tomllib
+    from hw.validate import read_toml
     try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get("sources", {})
-    except (OSError, tomllib.TOMLDecodeError):
+        table = read_toml(path).get("sources", {})
+    except ConfigError:
         return {}
     return {str(k): str(v) for k, v in table.items()}
 

@@ -368,6 +368,9 @@ def trace_main(args) -> int:
         cfg = load_nvdla_config(args.config)
     except (ValueError, OSError) as e:
         raise UserError(f"--config {args.config}: {e}") from None
+    if args.dump:
+        from hw.files import check_output_dir
+        check_output_dir(args.dump, "dump folder", flag="--dump")
     paths = args.paths
     if paths and args.traces is not None:
         raise UserError("--traces DIR applies when no PATH is given (a PATH names the traces "

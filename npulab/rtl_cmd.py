@@ -157,6 +157,13 @@ def _main(args) -> int:
                                   f"1..256 (the waveform is for small GEMMs)")
     if cmd == "verify" and args.cases < 1:
         raise ConfigError(f"npulab rtl verify: --cases = {args.cases}: must be at least 1")
+    from hw.files import check_output_dir, check_output_file
+    if cmd == "verilog" and args.output:
+        check_output_file(args.output, "Verilog file", flag="--output")
+    if cmd == "wave":
+        check_output_dir(args.out, "waveform folder", flag="--out")
+    if cmd == "verify" and args.vcd:
+        check_output_dir(args.vcd, "waveform folder", flag="--vcd")
     cfg = array_config_from_args(args)
     if cmd == "verilog":
         from hw.systolic.rtl.synth import verilog_text

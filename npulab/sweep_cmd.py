@@ -141,6 +141,8 @@ def _run(args) -> int:
             raise UserError(f"--{name} {value}: must be >= 1")
     spec = load_spec(args.spec)
     out = Path(args.output) if args.output else Path("sweeps") / spec.name
+    from hw.files import check_output_dir
+    check_output_dir(out, "sweep directory", flag="--output" if args.output else None)
     with Progress(quiet=args.quiet) as progress:
         summary = run_sweep(spec, out, executor=args.executor, jobs=args.jobs,
                             address=args.address, resume=args.resume,

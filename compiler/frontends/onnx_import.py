@@ -236,7 +236,7 @@ def _load(onnx, model) -> tuple[Any, str, str]:
             proto = onnx.load(path, load_external_data=False)
         except Exception as exc:  # protobuf's DecodeError and friends
             raise OnnxImportError(f"{path}: not an ONNX model ({_first_line(exc)})") from exc
-        _load_small_external_data(onnx, proto, path.parent)
+        _load_small_external_data(onnx, proto, path.parent, label)
     else:
         raise TypeError(f"model = {model!r}: must be a file path or an onnx.ModelProto")
     if not proto.HasField("graph") or not proto.graph.node:
@@ -248,16 +248,27 @@ def _load(onnx, model) -> tuple[Any, str, str]:
     return proto, label, default_name
 
 
-def _load_small_external_data(onnx, proto, base_dir: Path) -> None:
+def _load_small_external_data(onnx, proto, base_dir: Path, label: str) -> None:
     """Read the small externally stored initializers (shape tensors that shape inference must
-    see); weights stay on disk, since only their dims matter here."""
+    see); weights stay on disk, since only their dims matter here (their files are not even
+    opened). A small initializer whose data file is missing is an OnnxImportError naming it."""
     helper = onnx.external_data_helper
     for tensor in proto.graph.initializer:
         if helper.uses_external_data(tensor) and math.prod(tensor.dims) <= _INLINE_LIMIT:
+            where = f"{label}: initializer {tensor.name!r}"
+            location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+            data = base_dir / location
+            if not location:
+                raise OnnxImportError(f"{where}: stored as external data without a location")
+            if not data.is_file():
+                state = "is not a file" if data.exists() else "does not exist"
+                raise OnnxImportError(f"{where}: its data is in the external file {str(data)!r}, "
+                                      f"which {state}; keep the model's data files next to it")
             try:
                 helper.load_external_data_for_tensor(tensor, str(base_dir))
-            except OSError:  # a missing data file: the tensor stays a typed input
-                continue
+            except Exception as exc:  # onnx's checker (ValidationError), OSError
+                raise OnnxImportError(f"{where}: cannot read its external data in "
+                                      f"{str(data)!r}: {_first_line(exc)}") from exc
             tensor.data_location = onnx.TensorProto.DEFAULT
             del tensor.external_data[:]
 
@@ -287,6 +298,7 @@ def _prepare(onnx, proto, label: str, batch: int | None, dims: dict[str, int]):
                                                               list(tensor.dims)))
     fixed: dict[str, int] = dict(dims)  # dim_param -> value, applied everywhere below
     batch_set, fixed_batches = False, []
+    symbols: list[str] = []  # the dim_params of the graph inputs, in order
     for value in graph.input:
         entry = g.input.add()
         entry.CopyFrom(value)
@@ -301,6 +313,8 @@ def _prepare(onnx, proto, label: str, batch: int | None, dims: dict[str, int]):
                     fixed_batches.append(f"{value.name!r} has {dim.dim_value}")
                 continue
             param = dim.dim_param
+            if param and param not in symbols:
+                symbols.append(param)
             if param in fixed:
                 dim.dim_value = fixed[param]
             elif axis == 0:
@@ -310,10 +324,17 @@ def _prepare(onnx, proto, label: str, batch: int | None, dims: dict[str, int]):
                     fixed[param] = dim.dim_value
             else:
                 what = f"symbolic ({param!r})" if param else "unknown"
-                fix = f"pass dims={{{param!r}: <size>}}" if param else "export with static shapes"
+                fix = (f"give its size with npulab run --dim {param}=SIZE (Python: "
+                       f"dims={{{param!r}: SIZE}})" if param else "export with static shapes")
                 raise OnnxImportError(
                     f"{label}: graph input {value.name!r} axis {axis} is {what}; npulab "
                     f"simulates static shapes: {fix}")
+    unknown = [key for key in dims if key not in symbols]
+    if unknown:
+        raise OnnxImportError(
+            f"{label}: dims[{unknown[0]!r}] (--dim {unknown[0]}=...): no graph input has a "
+            f"symbolic dimension of that name; its symbolic dimensions: "
+            f"{', '.join(symbols) if symbols else 'none'}")
     if batch is not None and not batch_set and fixed_batches:
         raise OnnxImportError(
             f"{label}: batch = {batch} cannot be applied: every graph input has a fixed first "

@@ -9,6 +9,8 @@ case-insensitive, ``:`` and ``=`` both separate, and ``%`` is an interpolation c
                            ReadRequestBuffer, WriteRequestBuffer
     [run_presets]          InterfaceBandwidth (CALC|USER), UseRamulatorTrace     (v3)
     [layout], [sparsity]   custom SRAM layouts, N:M sparsity                      (v3)
+                           ([layout]'s Ifmap/Filter SRAMBankBandwidth, -Num and -Port are
+                           checked to be integers >= 1; they matter only for custom layouts)
 
 Units are SCALE-Sim's: SRAM sizes in kB of 1024 bytes, 1-byte words (``single_layer_sim.py``),
 offsets are word addresses, Bandwidth is words per cycle. SCALE-Sim parses Bandwidth as a
@@ -30,6 +32,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
+
+from hw.files import read_text
 
 __all__ = [
     "ScaleSimConfigError",
@@ -62,6 +66,10 @@ _INT_KEYS = (
     ("read_request_buffer", _ARCH, "ReadRequestBuffer", 1, False),
     ("write_request_buffer", _ARCH, "WriteRequestBuffer", 1, False),
 )
+# [layout] bank parameters (v3): read by SCALE-Sim only for custom layouts, which npulab rejects,
+# but checked like every other number so that a typo is not silently carried along.
+_LAYOUT_INT_KEYS = tuple(f"{operand}SRAMBank{what}" for operand in ("Ifmap", "Filter")
+                         for what in ("Bandwidth", "Num", "Port"))
 # (section, key, why) for v3 switches npulab does not model; true values are rejected.
 _UNMODELLED = (
     ("layout", "IfmapCustomLayout", "custom ifmap SRAM layouts"),
@@ -135,8 +143,7 @@ def read_scalesim_cfg(path: PathLike) -> ScaleSimConfig:
     """Parse a SCALE-Sim v2 or v3 ``.cfg``; raises :class:`ScaleSimConfigError` naming the file."""
     path = Path(path)
     parser = configparser.ConfigParser()  # SCALE-Sim's own parser settings
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = read_text(path, "SCALE-Sim .cfg", error=ScaleSimConfigError)
     lines = text.splitlines()
 
     def syntax(lineno: int, allowed: str) -> ScaleSimConfigError:
@@ -211,6 +218,11 @@ def read_scalesim_cfg(path: PathLike) -> ScaleSimConfig:
             raise fail(_ARCH, "Bandwidth", text, "must be a decimal integer >= 1 (words per "
                        "cycle), or a comma-separated list of them")
         values["bandwidth"] = tuple(int(p) for p in parts)
+
+    for key in _LAYOUT_INT_KEYS:
+        text = get("layout", key, required=False)
+        if text is not None and (not _DIGITS.fullmatch(text) or int(text) < 1):
+            raise fail("layout", key, text, "must be a decimal integer >= 1")
 
     for section, key, why in _UNMODELLED:
         text = get(section, key, required=False)

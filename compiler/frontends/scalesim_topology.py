@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Union
 
 from compiler.ir import Conv2d, Gemm, Graph, IRError
+from hw.files import read_text
 
 __all__ = [
     "TopologyError",
@@ -105,8 +106,14 @@ def _fields(row: str) -> list[str]:
     return fields
 
 
-def _layout_of(count: int) -> bool | None:
-    """True for a GEMM row, False for a conv row, None for neither (by field count)."""
+def _layout_of(fields: list[str]) -> bool | None:
+    """True for a GEMM row, False for a conv row, None for neither, by field count; one field
+    more than a layout has counts only when it is an ``N:M`` ratio (it holds a ``:``), so a
+    truncated conv row such as ``conv1, 16, 16, 3, 3`` is a field-count error, not a GEMM row
+    with a bad sparsity field."""
+    count = len(fields)
+    if count in (len(GEMM_FIELDS) + 1, len(CONV_FIELDS) + 1) and ":" not in fields[-1]:
+        return None
     if count in (len(GEMM_FIELDS), len(GEMM_FIELDS) + 1):
         return True
     if count in (len(CONV_FIELDS), len(CONV_FIELDS) + 1):
@@ -115,7 +122,7 @@ def _layout_of(count: int) -> bool | None:
 
 
 def _looks_like_layer(fields: list[str]) -> bool:
-    gemm = _layout_of(len(fields))
+    gemm = _layout_of(fields)
     if gemm is None:
         return False
     width = len(GEMM_FIELDS) if gemm else len(CONV_FIELDS)
@@ -130,8 +137,8 @@ def read_topology(path: PathLike, *, gemm: bool | None = None) -> Graph:
     ``input_type_gemm`` does. Raises :class:`TopologyError` naming ``path:line``.
     """
     path = Path(path)
-    with open(path, encoding="utf-8-sig") as f:  # -sig: spreadsheet exports start with a BOM
-        lines = f.read().splitlines()
+    # UTF-8; read_text skips the BOM that spreadsheet exports start with
+    lines = read_text(path, "topology CSV", error=TopologyError).splitlines()
 
     def fail(line: int, what: str, value: object, allowed: str) -> TopologyError:
         return TopologyError(f"{path}:{line}: {what}: {value!r}: {allowed}")
@@ -150,7 +157,7 @@ def read_topology(path: PathLike, *, gemm: bool | None = None) -> Graph:
         if not row:
             continue
         fields = _fields(row)
-        row_layout = _layout_of(len(fields))
+        row_layout = _layout_of(fields)
         if layout is None:
             if row_layout is None:
                 raise fail(number, "field count", len(fields), "a conv row has 8 fields ("

@@ -19,12 +19,12 @@ Rules (documented with the tables in ``docs/energy.md``):
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from hw.systolic.config import ConfigError
+from hw.validate import read_toml
 
 __all__ = ["Technology", "EnergyError", "load_technology", "technology_names",
            "dram_kind_for_preset", "PRECISIONS", "DRAM_KINDS", "LINK_KINDS", "DATA_DIR"]
@@ -235,14 +235,9 @@ def technology_names() -> list[str]:
 
 @lru_cache(maxsize=32)
 def _load(path: str) -> Technology:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EnergyError(f"{path}: no such energy table; shipped tables: "
-                          f"{', '.join(technology_names())}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise EnergyError(f"{path}: not valid TOML: {exc}") from None
+    data = read_toml(path, missing=f"no such energy table; shipped tables: "
+                                   f"{', '.join(technology_names())}",
+                     what="energy table", error=EnergyError)
     return _build(data, path)
 
 

@@ -408,25 +408,31 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
     settings (HMC, bank-level refresh) raise ConfigError naming the file and key."""
     path = Path(path)
     where = str(path)
-    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
+    # DRAMsim3 reads .ini files with inih: no '%' interpolation, so none here either
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
     parser.optionxform = str  # keys are case-sensitive (tRCD vs trcd)
-    text = read_config_text(path)
+    text = read_config_text(path, what="DRAMsim3 .ini file")
     try:
         parser.read_string(text, source=where)
     except configparser.Error as exc:
-        raise ConfigError(f"{where}: not a DRAMsim3 .ini file: {exc}") from None
+        raise ConfigError(_ini_syntax(where, text, exc)) from None
 
-    def get(section: str, key: str, default=None, kind=int):
+    def get(section: str, key: str, default=None, kind=int, minimum=0):
         raw = parser.get(section, key, fallback=None)
         if raw is None:
             if default is None:
                 raise ConfigError(f"{where}: [{section}] {key}: missing; DRAMsim3 configs must set it")
             return default
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
-            raise ConfigError(f"{where}: [{section}] {key} = {raw!r}: must be "
-                              f"{'an integer' if kind is int else 'a number'}") from None
+            value = None
+        if kind is int and (value is None or value < minimum):
+            raise ConfigError(f"{where}: [{section}] {key} = {raw!r}: must be an integer "
+                              f">= {minimum}")
+        if kind is float and (value is None or not math.isfinite(value) or value <= 0):
+            raise ConfigError(f"{where}: [{section}] {key} = {raw!r}: must be a number > 0")
+        return value
 
     t = lambda key: get("timing", key, _INI_DEFAULTS[key])  # noqa: E731
     protocol = parser.get("dram_structure", "protocol", fallback="DDR3")
@@ -434,18 +440,18 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
         raise ConfigError(f"{where}: [dram_structure] protocol = {protocol!r}: must be one of "
                           f"{', '.join(_PROTOCOLS)} (HMC is not modelled)")
     hbm, gddr = protocol.startswith("HBM"), protocol.startswith("GDDR")
-    bankgroups = get("dram_structure", "bankgroups", 2)
-    banks_per_group = get("dram_structure", "banks_per_group", 2)
+    bankgroups = get("dram_structure", "bankgroups", 2, minimum=1)
+    banks_per_group = get("dram_structure", "banks_per_group", 2, minimum=1)
     if parser.get("dram_structure", "bankgroup_enable", fallback="true").lower() in ("false", "0", "no"):
         banks_per_group, bankgroups = banks_per_group * bankgroups, 1
-    rows = get("dram_structure", "rows", 1 << 16)
-    columns = get("dram_structure", "columns", 1 << 10)
-    device_width = get("dram_structure", "device_width", 8)
-    bl = get("dram_structure", "BL", 8)
+    rows = get("dram_structure", "rows", 1 << 16, minimum=1)
+    columns = get("dram_structure", "columns", 1 << 10, minimum=1)
+    device_width = get("dram_structure", "device_width", 8, minimum=1)
+    bl = get("dram_structure", "BL", 8, minimum=1)
     tpc = {"GDDR5": 4, "GDDR5X": 8}.get(protocol, 2)
     columns *= bl if gddr else 2 if hbm else 1  # DRAMsim3's physical columns
-    bus_width = get("system", "bus_width", 64)
-    channel_size = get("system", "channel_size", 1024)
+    bus_width = get("system", "bus_width", 64, minimum=1)
+    channel_size = get("system", "channel_size", 1024, minimum=1)
     banks = bankgroups * banks_per_group
     page_bytes = columns * device_width // 8
     megs_per_rank = page_bytes * (rows // 1024) // 1024 * banks * (bus_width // device_width)
@@ -459,7 +465,8 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
                           f"'RANK_LEVEL_SIMULTANEOUS' is accepted with one rank)")
     al = t("AL")
     values = dict(
-        preset=f"dramsim3:{path.name}", channels=get("system", "channels", 1), ranks=ranks,
+        preset=f"dramsim3:{path.name}", channels=get("system", "channels", 1, minimum=1),
+        ranks=ranks,
         bankgroups=bankgroups, banks_per_group=banks_per_group, rows=rows, columns=columns,
         bus_width_bits=bus_width, burst_length=bl, transfers_per_clock=tpc,
         tck_ns=get("timing", "tCK", 1.0, float), cl=t("CL") + al, cwl=t("CWL") + al,
@@ -473,12 +480,31 @@ def dram_config_from_dramsim3_ini(path) -> DramConfig:
         page_policy="closed" if parser.get("system", "row_buf_policy", fallback="OPEN_PAGE")
         == "CLOSE_PAGE" else "open",
         queue_structure=parser.get("system", "queue_structure", fallback="PER_BANK").lower(),
-        queue_depth=get("system", "cmd_queue_size", 16),
-        transaction_queue_depth=get("system", "trans_queue_size", 32),
+        queue_depth=get("system", "cmd_queue_size", 16, minimum=1),
+        transaction_queue_depth=get("system", "trans_queue_size", 32, minimum=1),
         dual_command_issue=hbm and parser.get("dram_structure", "hbm_dual_cmd", fallback="true").lower()
         not in ("false", "0", "no"),
         refresh=True, ideal=False)
     return dram_config_from_dict(values, where, prefix="")
+
+
+def _ini_syntax(where: str, text: str, exc: configparser.Error) -> str:
+    """configparser's (multi-line) syntax error as one line naming the file, line and text."""
+    lineno = getattr(exc, "lineno", None)
+    if lineno is None and getattr(exc, "errors", None):
+        lineno = exc.errors[0][0]
+    lines = text.splitlines()
+    line = lines[lineno - 1].strip() if lineno and 0 < lineno <= len(lines) else ""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        allowed = "the file must start with a [section] header such as [dram_structure]"
+    elif isinstance(exc, configparser.DuplicateSectionError):
+        allowed = f"section [{exc.section}] appears twice"
+    elif isinstance(exc, configparser.DuplicateOptionError):
+        allowed = f"key {exc.option} appears twice in [{exc.section}]"
+    else:
+        allowed = "expected 'key = value' or '[section]'"
+    at = f"{where}:{lineno}" if lineno else where
+    return f"{at}: {line!r}: not a DRAMsim3 .ini file: {allowed}"
 
 
 # ---- kernel arrays ------------------------------------------------------------------------
@@ -688,12 +714,7 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     (e.g. ``0x12345680 READ 10``); blank lines and ``#`` comments are skipped. Returns
     (addresses, is_write, issue_cycles). TraceError names the file and line of bad input."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such trace file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
+    text = read_config_text(path, "no such trace file", what="trace file", error=TraceError)
     addrs, writes, cycles = [], [], []
     kinds = {"READ": False, "R": False, "WRITE": True, "W": True}
     for lineno, line in enumerate(text.splitlines(), 1):

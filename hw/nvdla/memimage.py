@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hw.files import read_text
+
 __all__ = ["SparseMemory", "MemoryImageError", "parse_dat", "region_problem", "INIT_PATTERNS",
            "ADDR_LIMIT", "MAX_REGION"]
 
@@ -68,10 +70,7 @@ def parse_dat(path) -> list[tuple[int, bytes]]:
     """The packets of a ``.dat`` file as (offset, bytes). Raises MemoryImageError naming the file and
     the packet when a payload's byte count differs from its ``size`` or a byte is not 0x00..0xFF."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise MemoryImageError(f"{path}: cannot read the .dat file ({e.strerror})") from None
+    text = read_text(path, ".dat file", error=MemoryImageError)
     packets = []
     for m in _PACKET.finditer(text):
         off, size = int(m[1], 0), int(m[2])

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hw.files import read_text
 from hw.nvdla.memimage import INIT_PATTERNS, MemoryImageError, SparseMemory, region_problem
 from hw.nvdla.regfile import INTERRUPT_UNITS, RegisterError, RegisterFile, register_map
 
@@ -202,7 +203,7 @@ def load_trace(path) -> Trace:
     else:
         raise TraceError(f"{path}: not a trace folder or .cfg file")
     commands = []
-    for i, raw in enumerate(cfg.read_text().splitlines(), 1):
+    for i, raw in enumerate(read_text(cfg, "trace .cfg", error=TraceError).splitlines(), 1):
         stmt = raw.split("//")[0].strip()
         if stmt:
             commands.append(_parse(cfg, i, stmt))

@@ -25,8 +25,9 @@ def systems_dir():
 def system_names() -> tuple[str, ...]:
     """The shipped systems: :data:`PRESETS`, then any other ``sim_configs/systems/*.toml`` with
     a ``[system]`` table (e.g. ``dgx1-v100``); graph files alone are not systems."""
+    from hw.files import read_text
     extra = []
     for path in sorted(systems_dir().glob("*.toml")):
-        if path.stem not in PRESETS and "\n[system]" in "\n" + path.read_text(encoding="utf-8"):
+        if path.stem not in PRESETS and "\n[system]" in "\n" + read_text(path, "system file"):
             extra.append(path.stem)
     return PRESETS + tuple(extra)

@@ -323,7 +323,7 @@ def load_system(spec: str, *, link_gbps=None, link_latency_ns=None, device=None)
     if text in PRESETS or text in system_names():
         path = systems_dir() / f"{text}.toml"
         cfg = _system_from_file(path, overrides)
-    elif text.endswith(".toml") or Path(text).is_file():
+    elif text.endswith(".toml") or "/" in text or Path(text).exists():
         cfg = _system_from_file(Path(text), overrides)
     elif ":" in text:
         topo = topology_from_spec(text, link_gbps=link_gbps, link_latency_ns=link_latency_ns)
@@ -352,7 +352,7 @@ def _device_arg(device) -> RooflineDevice | ChipDevice:
 
 
 def _system_from_file(path: Path, overrides: dict) -> SystemConfig:
-    data = read_toml(path, missing="no such system file")
+    data = read_toml(path, missing="no such system file", what="system TOML file")
     where = str(path)
     if "system" not in data and "nodes" in data:      # a bare graph file: default device
         topo = topology_from_dict(data, where, default_name=path.stem)
@@ -472,7 +472,8 @@ def _topology_table(table, where, base, overrides):
             if not gpath.is_absolute():
                 gpath = base / gpath
             _apply_link_overrides(None, overrides, where, spec_based=False)
-            gdata = read_toml(gpath, missing=f"no such graph file (the topology of {where})")
+            gdata = read_toml(gpath, missing=f"no such graph file (the topology of {where})",
+                              what="graph TOML file")
             topo = topology_from_dict(gdata, str(gpath), default_name=gpath.stem)
         else:
             if table.get("kind", "hierarchical") != "hierarchical":

@@ -1150,4 +1150,32 @@ def topology_from_dict(data: Mapping, where: str, default_name: str = "graph") -
                 raise TopologyError(f"{where}: {key}: {b.names[u]}->{b.names[v]} is listed "
                                     f"twice; give one link with count = k instead")
             b.links[(u, v)] = [g * count, lat, eff]
+    _check_connected(b, len(ranks), where)
     return b.build(name, "graph", len(ranks), (len(ranks),))
+
+
+def _check_connected(b: _Builder, n_ranks: int, where: str) -> None:
+    """Every rank of a graph file reaches every other over its (directed) links: all reach
+    rank 0 and rank 0 reaches all. Otherwise a TopologyError naming the file and a rank."""
+    def reached(forward: bool) -> set[int]:
+        nbrs: dict[int, list[int]] = {}
+        for u, v in b.links:
+            a, z = (u, v) if forward else (v, u)
+            nbrs.setdefault(a, []).append(z)
+        seen, todo = {0}, [0]
+        while todo:
+            for nxt in nbrs.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    for forward in (True, False):
+        missing = [r for r in range(n_ranks) if r not in reached(forward)]
+        if missing:
+            names = ", ".join(b.names[r] for r in missing[:5]) + (" ..." if len(missing) > 5
+                                                                   else "")
+            first = b.names[0]
+            how = f"from {first} to" if forward else f"to {first} from"
+            raise TopologyError(f"{where}: links: no path {how} rank(s) {names}; every rank "
+                                f"must reach every other rank over the links")

@@ -558,10 +558,18 @@ def test_symbolic_batch_and_dims():
     with pytest.raises(OnnxImportError, match=r"batch = 2 cannot be applied: every graph "
                                               r"input has a fixed first dimension \('x' has 1\)"):
         import_onnx(conv_model(batch=1), batch=2)
-    with pytest.raises(OnnxImportError, match=r"axis 2 is symbolic \('height'\).*dims="):
+    with pytest.raises(OnnxImportError, match=r"axis 2 is symbolic \('height'\).*: give its "
+                                              r"size with npulab run --dim height=SIZE \(Python: "
+                                              r"dims=\{'height': SIZE\}\)$"):
         import_onnx(conv_model(in_hw=("height", 9)))
     (op,) = import_onnx(conv_model(in_hw=("height", 9)), dims={"height": 5})[0].ops
     assert (op.in_h, op.in_w) == (5, 9)
+    with pytest.raises(OnnxImportError, match=r"dims\['width'\] \(--dim width=\.\.\.\): no graph "
+                                              r"input has a symbolic dimension of that name; its "
+                                              r"symbolic dimensions: height$"):
+        import_onnx(conv_model(in_hw=("height", 9)), dims={"height": 5, "width": 3})
+    with pytest.raises(OnnxImportError, match=r"symbolic dimensions: none$"):
+        import_onnx(conv_model(), dims={"height": 5})
     with pytest.raises(OnnxImportError, match="batch = 0"):
         import_onnx(model, batch=0)
 
@@ -611,6 +619,31 @@ def test_external_data_weights_stay_on_disk(tmp_path):
               size_threshold=0)  # even the Reshape's shape constants live in r18.data
     graph, _ = import_onnx(path, batch=2)
     assert graph.ops == zoo.resnet18(batch=2).ops
+
+
+def test_missing_external_data_file_is_one_line_naming_it(tmp_path):
+    path = tmp_path / "r18.onnx"
+    model = onnx_resnet((2, 2, 2, 2), False, flatten="shape")
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="r18.data", size_threshold=0)  # shape constants in r18.data too
+    (tmp_path / "r18.data").unlink()
+    with pytest.raises(OnnxImportError) as exc:
+        import_onnx(path)
+    msg = str(exc.value)
+    assert re.fullmatch(rf"{re.escape(str(path))}: initializer '[^']+': its data is in the "
+                        rf"external file '{re.escape(str(tmp_path / 'r18.data'))}', which does "
+                        r"not exist; "
+                        r"keep the model's data files next to it", msg), msg
+    (tmp_path / "r18.data").mkdir()
+    with pytest.raises(OnnxImportError, match="r18.data', which is not a file"):
+        import_onnx(path)
+    # only weights external (more than 4096 elements), their file missing: only dims matter
+    big = tmp_path / "big.onnx"
+    model = onnx_resnet((2, 2, 2, 2), False, flatten="shape")  # onnx.save changed the first
+    onnx.save(model, big, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="big.data", size_threshold=4 * 4096 + 4)
+    (tmp_path / "big.data").unlink()
+    assert import_onnx(big, batch=2)[0].ops == zoo.resnet18(batch=2).ops
 
 
 def test_embedding_gather_unsorted_nodes_constant_weights():

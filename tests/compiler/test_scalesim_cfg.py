@@ -125,6 +125,19 @@ def test_v3_sections(tmp_path, extra, key, value):
     assert str(exc.value).startswith(f"{path}: {key}: {value!r}: ")
 
 
+@pytest.mark.parametrize("key", ["IfmapSRAMBankNum", "IfmapSRAMBankBandwidth",
+                                 "IfmapSRAMBankPort", "FilterSRAMBankNum",
+                                 "FilterSRAMBankBandwidth", "FilterSRAMBankPort"])
+@pytest.mark.parametrize("value", ["-1", "abc", "nan", "0", "2.5"])
+def test_layout_bank_keys_are_checked(tmp_path, key, value):
+    path = write(tmp_path, V2 + f"[layout]\nIfmapCustomLayout: False\n{key}: {value}\n")
+    with pytest.raises(ScaleSimConfigError) as exc:
+        read_scalesim_cfg(path)
+    assert str(exc.value) == f"{path}: layout.{key}: {value!r}: must be a decimal integer >= 1"
+    ok = write(tmp_path, V2 + f"[layout]\n{key}: 10\n", "ok.cfg")
+    assert read_scalesim_cfg(ok).array_rows == 16
+
+
 def test_v3_features_off_are_accepted(tmp_path):
     text = V2 + ("[layout]\nIfmapCustomLayout: False\n[sparsity]\nSparsitySupport : false\n"
                  "[run_presets]\nInterfaceBandwidth: CALC\nUseRamulatorTrace: False\n")

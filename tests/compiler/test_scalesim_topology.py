@@ -204,6 +204,8 @@ def test_reader_matches_scalesim_shapes(tmp_path_factory, h, w, r, s, c, k, stri
     ("c, 8, 8, 3, 3, 1, 1, 1.5,", 3, "stride", "1.5"),
     ("c, 8, 8, 3, 3, 1, 1, ,", 3, "stride", ""),
     ("c, 8, 8, 3, 3, 1,", 3, "field count", 6),
+    ("c, 16, 16, 3, 3", 3, "field count", 5),  # truncated conv row: not a GEMM + sparsity row
+    ("c, 8, 8, 3, 3, 1, 1, 1, 5,", 3, "field count", 9),  # a 9th field must be N:M
     ("c, 4, 8, 5, 3, 1, 1, 1,", 3, "filter_h", "5"),
     ("c, 8, 2, 3, 3, 1, 1, 1,", 3, "filter_w", "3"),
     ("a, 8, 8, 3, 3, 1, 1, 1,", 3, "name", "a"),
@@ -216,6 +218,18 @@ def test_errors_name_path_line_and_value(tmp_path, row, line, what, value):
     message = str(exc.value)
     assert message.startswith(f"{path}:{line}: {what}: {value!r}: ")
     assert "\n" not in message
+
+
+def test_truncated_first_row_says_fields_found_and_required(tmp_path):
+    path = write(tmp_path, f"{CONV_HEADER}\nconv1, 16, 16, 3, 3\n")
+    with pytest.raises(TopologyError) as exc:
+        read_topology(path)
+    assert str(exc.value) == (
+        f"{path}:2: field count: 5: a conv row has 8 fields (name, ifmap_h, ifmap_w, filter_h, "
+        "filter_w, channels, num_filters, stride) and a GEMM row 4 (name, M, N, K), each "
+        "optionally followed by an N:M sparsity field and a trailing comma")
+    with pytest.raises(TopologyError, match=r":2: sparsity: '2:4'"):  # a real ratio still is one
+        read_topology(write(tmp_path, f"{GEMM_HEADER}\ng, 4, 4, 4, 2:4,\n", "g.csv"))
 
 
 def test_duplicate_name_cites_first_line(tmp_path):

@@ -145,6 +145,28 @@ def test_k_outer_order_spills_partial_sums_at_accumulator_width():
     assert kinner.layers[0]["dram_psum_write_bytes"] == 0
 
 
+def test_a_tiny_buffer_split_is_named_in_the_error():
+    """buffer_split = 1e-9 leaves a 0-byte ping buffer: the error names the key and value."""
+    op = Gemm(name="g", m=64, n=64, k=64)
+    chip = replace(_chip(64, 64, 64), ifmap_sram=SramConfig(capacity_kib=64, buffer_split=1e-9))
+    with pytest.raises(TilingError) as exc:
+        compile_graph(Graph("t", (op,)), chip)
+    msg = str(exc.value)
+    assert msg.startswith("g: no tiling fits the scratchpads (one buffer: ifmap 0 B, filter "
+                          "32768 B, ofmap 32768 B); ifmap scratchpad needs at least ")
+    assert ("one buffer holds min(sram.ifmap.buffer_split = 1e-09, 1 - 1e-09) of "
+            "sram.ifmap.capacity_kib = 64; enlarge sram.*.capacity_kib or bring "
+            "sram.*.buffer_split nearer 0.5") in msg
+    big = Conv2d(name="conv_big", in_h=512, in_w=512, in_channels=64, out_channels=64,
+                 kernel_h=3, kernel_w=3)
+    single = replace(_chip(64, 64, 64), ifmap_sram=SramConfig(capacity_kib=0.25,
+                                                              double_buffer=False))
+    with pytest.raises(TilingError, match=r"needs at least 1536 bytes per tile, one buffer is "
+                                          r"sram\.ifmap\.capacity_kib = 0\.25 \(double_buffer = "
+                                          r"false\); enlarge sram\.\*\.capacity_kib$"):
+        compile_graph(Graph("t", (big,)), single)
+
+
 def test_too_small_sram_is_a_clear_error():
     op = Conv2d(name="conv_big", in_h=512, in_w=512, in_channels=64, out_channels=64,
                 kernel_h=3, kernel_w=3)

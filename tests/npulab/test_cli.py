@@ -105,12 +105,65 @@ def test_topology_run(capsys, tmp_path):
     (["run", "--set", "sram.ifmap.size=3"], "sram.ifmap.size"),
     (["run", "--skip-unsupported"], "--skip-unsupported applies to --onnx"),
     (["run", "--onnx", "/nonexistent/m.onnx"], "/nonexistent/m.onnx"),
+    (["run", "--set", "sram.buffer_split=1e-9"], "sram.ifmap.buffer_split = 1e-09"),
 ])
 def test_user_errors_are_one_line(capsys, argv, fragment):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.startswith("npulab: error: ") and err.count("\n") == 1
     assert fragment in err
+
+
+def _symbolic_conv(path, dims=("N", 3, "H", "W")):
+    """A 3x3 conv (16 filters, pad 1) whose input has symbolic dimensions."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 3, 3, 3], [0.0] * 432)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])],
+        "sym", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+def test_run_onnx_dim_sets_symbolic_dimensions(capsys, tmp_path):
+    pytest.importorskip("onnx")
+    path = _symbolic_conv(tmp_path / "sym.onnx")
+    code, _, err = run(capsys, "run", "--onnx", str(path))
+    assert code == 2 and err == (
+        f"npulab: error: {path}: graph input 'x' axis 2 is symbolic ('H'); npulab simulates "
+        "static shapes: give its size with npulab run --dim H=SIZE (Python: dims={'H': SIZE})\n")
+    code, out, _ = run(capsys, "run", "--onnx", str(path), "--dim", "H=8", "--dim", "W=4",
+                       "--batch", "2", "--format", "json", "--timing", "compute")
+    assert code == 0 and json.loads(out)["totals"]["macs"] == 2 * 8 * 4 * 16 * 27
+
+
+@pytest.mark.parametrize("dims, message", [
+    (["H"], "--dim H: expected NAME=SIZE, e.g. --dim sequence=128"),
+    (["=4"], "--dim =4: expected NAME=SIZE"),
+    (["H=0"], "--dim H=0: SIZE '0' must be an integer >= 1"),
+    (["H=-3"], "--dim H=-3: SIZE '-3' must be an integer >= 1"),
+    (["H=1e3"], "--dim H=1e3: SIZE '1e3' must be an integer >= 1"),
+    (["H=4", "H=5"], "--dim H=5: H is given twice"),
+    (["H=4", "W=4", "C=3"], "dims['C'] (--dim C=...): no graph input has a symbolic dimension "
+                            "of that name; its symbolic dimensions: N, H, W"),
+])
+def test_run_onnx_dim_errors(capsys, tmp_path, dims, message):
+    pytest.importorskip("onnx")
+    path = _symbolic_conv(tmp_path / "sym.onnx")
+    options = [a for d in dims for a in ("--dim", d)]
+    code, out, err = run(capsys, "run", "--onnx", str(path), *options)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert message in err, err
+
+
+def test_dim_needs_onnx(capsys):
+    code, _, err = run(capsys, "run", "--dim", "H=4")
+    assert code == 2 and err == ("npulab: error: --dim applies to --onnx models (symbolic input "
+                                 "dimensions); zoo models take --batch, --image-size and "
+                                 "--seq-len\n")
 
 
 def test_bad_topology_line_is_reported(capsys, tmp_path):

@@ -755,14 +755,27 @@ def test_dramsim3_ini_gives_the_matching_preset(tmp_path, text, preset):
     (("refresh_policy = RANK_LEVEL_STAGGERED", "refresh_policy = BANK_LEVEL_STAGGERED"),
      r"refresh_policy = 'BANK_LEVEL_STAGGERED': must be 'RANK_LEVEL_STAGGERED'"),
     (("address_mapping = rochrababgco", "address_mapping = rochrababg"), r"address_mapping = 'rochrababg'"),
-    (("[timing]", "[timing"), "not a DRAMsim3 .ini file"),
+    (("[timing]", "[timing"), r":11: '\[timing': not a DRAMsim3 .ini file: expected 'key = value'"),
+    # issue 21: ZeroDivisionError, InterpolationSyntaxError and a three-line message before
+    (("device_width = 8", "device_width = 0"),
+     r"\[dram_structure\] device_width = '0': must be an integer >= 1$"),
+    (("bus_width = 64", "bus_width = -64"),
+     r"\[system\] bus_width = '-64': must be an integer >= 1$"),
+    (("CL = 22", "CL = 22%"), r"\[timing\] CL = '22%': must be an integer >= 0$"),
+    (("tCK = 0.63", "tCK = nan"), r"\[timing\] tCK = 'nan': must be a number > 0$"),
+    (("; DDR4-3200 8Gb x8", "protocol = DDR4\n;"),
+     r":1: 'protocol = DDR4': not a DRAMsim3 .ini file: the file must start with a \[section\] "
+     r"header such as \[dram_structure\]$"),
+    (("[system]", "[timing]"), r":\d+: '\[timing\]': not a DRAMsim3 .ini file: section \[timing\] "
+                               r"appears twice$"),
 ])
 def test_dramsim3_ini_errors(tmp_path, edit, match):
     path = tmp_path / "bad.ini"
+    assert edit[0] in DDR4_INI
     path.write_text(DDR4_INI.replace(*edit))
     with pytest.raises(ConfigError, match=match) as exc:
         dram_config_from_dramsim3_ini(path)
-    assert str(exc.value).startswith(str(path))
+    assert str(exc.value).startswith(str(path)) and "\n" not in str(exc.value)
     with pytest.raises(ConfigError, match="no such file"):
         dram_config_from_dramsim3_ini(tmp_path / "missing.ini")
 

@@ -69,7 +69,7 @@ def test_dat_packets(tmp_path):
     p.write_text("{offset:0x10, size:1, payload:0xzz}")
     with pytest.raises(MemoryImageError, match=r"x.dat:1: payload '0xzz': bytes must be hex"):
         parse_dat(p)
-    with pytest.raises(MemoryImageError, match=r"nope.dat: cannot read"):
+    with pytest.raises(MemoryImageError, match=r"nope.dat: no such .dat file"):
         parse_dat(tmp_path / "nope.dat")
 
 

@@ -235,6 +235,13 @@ gbps = 10.0
      r"links\[0\]\.speed: unknown key"),
     ('nodes = [{name = "s", kind = "switch"}]\nlinks = []', 'no node has kind = "rank"'),
     ('[topology]\nx = 1', r"\[topology\]: unknown section"),
+    # disconnected ranks are found when the file is read (not later, by a route, without the file)
+    ('nodes = [{name = "a"}, {name = "b"}, {name = "c"}, {name = "d"}]\n'
+     'links = [{a = "a", b = "b"}, {a = "c", b = "d"}]',
+     r"links: no path from a to rank\(s\) c, d; every rank must reach every other"),
+    ('nodes = [{name = "a"}, {name = "b"}, {name = "s", kind = "switch"}]\n'
+     'links = [{a = "a", b = "s"}, {a = "s", b = "b", duplex = false}]',
+     r"links: no path to a from rank\(s\) b;"),
 ])
 def test_graph_file_errors_name_file_and_key(tmp_path, text, match):
     p = tmp_path / "bad.toml"

@@ -31,10 +31,13 @@ Stall accounting: the array's timeline is cut into compute cycles, bank-conflict
 before the next compute: ``dram`` (a DRAM load or store, including waiting for an accumulator
 buffer to drain), ``link`` (host copies) or ``sram`` (on-chip moves). The idle tail after the
 last compute is charged to whatever finished last. Layer ``i`` owns the window ``(E[i-1], E[i]]``
-where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), so the layers' cycles
-add up to the program's, and in each window ``cycles = compute + stall_dram + stall_link +
-stall_sram`` exactly (compute of a layer that overlaps the previous layer's window is counted
-in that window).
+where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), cut back to the
+start of a later layer's first compute when that compute began earlier (it ran under layer
+``i``'s stores); so the layers' cycles add up to the program's, every compute command lies in
+its own layer's window (a layer's ``cycles`` is never below its compute cycles, hence never
+below MACs / PEs), and in each window ``cycles = compute + stall_dram + stall_link +
+stall_sram`` exactly. A layer's loads may still run in the previous layer's window (prefetch)
+and its stores in the next one's.
 """
 
 from __future__ import annotations
@@ -540,13 +543,7 @@ class _ChipRun:
             seg_start.append(self.array_free)
             seg_end.append(total)
             seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
-        # Layer windows.
-        ends = np.zeros(n_layers, np.int64)
-        prev = 0
-        for li, ls in enumerate(program.layers):
-            e_i = int(finish[ls.first:ls.last].max()) if ls.last > ls.first else prev
-            prev = max(prev, e_i)
-            ends[li] = prev
+        ends = _layer_ends(program, finish, self.start, self.kinds, total)
         _window_cycles(counters, col, ends)
         _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
         names = tuple(ls.name for ls in program.layers)
@@ -565,6 +562,32 @@ class _ChipRun:
                       link_start=self.link_start, link_finish=self.link_finish)
         return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
                                dram=dram_counters, trace=trace)
+
+
+def _layer_ends(program: Program, finish, start, kinds, total: int) -> np.ndarray:
+    """``ends[i]``: the end of layer ``i``'s window ``(ends[i-1], ends[i]]`` (module docstring).
+
+    ``E[i]`` = the finish of the layer's last command (never before ``E[i-1]``), cut back to the
+    start of the next compute of a later layer when that compute began earlier (it overlapped
+    layer ``i``'s stores): so every compute command lies in its own layer's window. The array
+    runs its commands one at a time in layer order, so the cut never falls inside layer ``i``'s
+    own compute."""
+    n_layers = len(program.layers)
+    ends = np.zeros(n_layers, np.int64)
+    first_compute = np.full(n_layers + 1, total, np.int64)
+    prev = 0
+    for li, ls in enumerate(program.layers):
+        if ls.last > ls.first:
+            seg = slice(ls.first, ls.last)
+            prev = max(prev, int(finish[seg].max()))
+            comp = kinds[seg] == Kind.COMPUTE
+            if comp.any():
+                first_compute[li] = int(start[seg][comp].min())
+        ends[li] = prev
+    # earliest compute start of any later layer (suffix minimum)
+    later = np.minimum.accumulate(first_compute[::-1])[::-1][1:]
+    ends = np.minimum(ends, later)
+    return np.maximum.accumulate(ends) if n_layers else ends
 
 
 def _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat) -> None:

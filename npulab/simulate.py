@@ -7,7 +7,9 @@ Timing modes:
   (:mod:`hw.executor`) runs them against the systolic timing engine, the cycle-level DRAM model
   and the host link. Layers overlap where the schedule allows (the next layer's weights are
   prefetched while the current one computes); a layer's ``cycles`` is the window between the
-  previous layer's end and its own, so they add up to the network's.
+  previous layer's end and its own, so they add up to the network's; a window always holds
+  the layer's own compute (it ends early where the next layer's compute starts under this
+  layer's stores), so no layer shows fewer cycles than MACs / PEs.
 * ``compute``: compute only. Operands are assumed resident in SRAM with unlimited bandwidth;
   each layer starts on an empty array and its cycles are the timing engine's
   (:mod:`hw.systolic.timing`, which equals the register-level model cycle for cycle). A layer

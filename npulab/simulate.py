@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from compiler.ir import Graph
 from compiler.lower import CompileOptions, compile_graph
-from hw.chip import ChipConfig
+from hw.chip import SRAM_NAMES, ChipConfig
 from hw.configfile import chip_config_to_dict
 from hw.executor import ExecutionResult, execute
 from hw.systolic.config import Dataflow
@@ -374,9 +374,12 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                                if not chip.dram.is_ideal else dram_bytes),
                    link_bytes=link,
                    # the layer's window, or longer when its own work overlapped the previous
-                   # window (prefetch): array, DRAM and link busy time
-                   active_cycles=max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"],
-                                     c["dram_transfer_cycles"], c["link_transfer_cycles"])),
+                   # window (prefetch): array, DRAM, link and scratchpad-port busy time
+                   active_cycles=max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"]
+                                     + c["sram_bandwidth_cycles"],
+                                     c["dram_transfer_cycles"], c["link_transfer_cycles"],
+                                     *(c[f"{s}_{d}_port_cycles"] for s in SRAM_NAMES
+                                       for d in ("read", "write")))),
                }))
     return layers, run
 

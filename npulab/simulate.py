@@ -24,7 +24,8 @@ soon as their inputs are), and the totals say how many there were.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import functools
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from compiler.ir import Graph
 from compiler.lower import CompileOptions, compile_graph
@@ -119,7 +120,7 @@ class RunResult:
 
     def to_dict(self) -> dict:
         """Plain data (JSON-ready); the execution trace is left out."""
-        return {f: (getattr(self, f) if f != "layers" else [asdict(x) for x in self.layers])
+        return {f: (getattr(self, f) if f != "layers" else [_layer_dict(x) for x in self.layers])
                 for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
 
     # ---- notebook API: short repr, HTML table, DataFrame, metrics and plots ------------------
@@ -223,20 +224,46 @@ class RunResult:
         return utilization(self.summary(metrics))
 
 
+@functools.lru_cache(maxsize=4096)
+def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int) -> tuple[int, ...]:
+    """``(cycles, busy, folds, ifmap, filter, ofmap writes, ofmap reads)`` of one op shape on
+    the array, memoised: networks and long topologies repeat layer shapes, and identical
+    layers (same shape, same array, same timing mode) are timed once (the result depends on
+    nothing else)."""
+    if timing == "compute":
+        c = gemm_timing(cfg, m, n, k, count)
+        return (c.cycles, c.pe_busy_cycles, c.folds, c.ifmap_reads, c.filter_reads,
+                c.ofmap_writes, c.ofmap_reads)
+    s = scalesim_timing(cfg, m, n, k)
+    return (count * s.total_cycles, count * s.macs, count * s.folds, count * s.ifmap_sram_reads,
+            count * s.filter_sram_reads, count * s.ofmap_sram_writes, 0)
+
+
+_LAYER_FIELDS = tuple(f.name for f in fields(LayerResult))
+
+
+def _plain_copy(value):
+    """A deep copy of plain data (dicts, lists, tuples of scalars), as ``asdict`` makes of a
+    field, without its per-object overhead (``to_dict`` runs once per layer of long
+    topologies)."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_copy(v) for v in value)
+    return value
+
+
+def _layer_dict(layer: LayerResult) -> dict:
+    """``asdict(layer)``, faster."""
+    return {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
+
+
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
     """The op alone on the array: the timing engine (``compute``) or SCALE-Sim's formulas."""
     shape = op.gemm_shape()
     cfg = chip.array
-    if timing == "compute":
-        c = gemm_timing(cfg, shape.m, shape.n, shape.k, shape.count)
-        cycles, busy, folds = c.cycles, c.pe_busy_cycles, c.folds
-        ifmap, filt, ofw, ofr = c.ifmap_reads, c.filter_reads, c.ofmap_writes, c.ofmap_reads
-    else:
-        s = scalesim_timing(cfg, shape.m, shape.n, shape.k)
-        n = shape.count
-        cycles, busy, folds = n * s.total_cycles, n * s.macs, n * s.folds
-        ifmap, filt = n * s.ifmap_sram_reads, n * s.filter_sram_reads
-        ofw, ofr = n * s.ofmap_sram_writes, 0
+    cycles, busy, folds, ifmap, filt, ofw, ofr = _array_timing(
+        cfg, timing, shape.count, shape.m, shape.n, shape.k)
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
         gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
@@ -277,6 +304,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     }
 
 
+@functools.lru_cache(maxsize=4096)
 def _mapping_efficiency(cfg, shape, folds: int) -> float:
     """Mean fraction of PEs holding work per fold (SCALE-Sim's "Mapping Efficiency")."""
     mp = map_gemm(cfg, shape.m, shape.n, shape.k, shape.count)

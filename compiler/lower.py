@@ -177,9 +177,8 @@ def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input
           output_resident: bool) -> TileChoice:
     """The op's tiling: the tiler's, or the mapper's when ``options.map`` is set."""
     if options.map is None:
-        return choose_tiling(problem, chip, input_resident=input_resident,
-                             output_resident=output_resident, order=options.loop_order,
-                             objective=options.objective)
+        return _tiled(problem, chip, input_resident, output_resident, options.loop_order,
+                      options.objective)
     try:
         return _mapped(replace(problem, name=""), chip, options.map, options.tech,
                        options.loop_order, input_resident, output_resident)
@@ -188,6 +187,26 @@ def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input
         choose_tiling(problem, chip, input_resident=input_resident,
                       output_resident=output_resident, order=options.loop_order)
         raise
+
+
+def _tiled(problem: TileProblem, chip: ChipConfig, input_resident: bool, output_resident: bool,
+           order: str | None, objective: str) -> TileChoice:
+    """The tiler's choice, memoised per op shape: identical layers (long SCALE-Sim topologies
+    repeat a few shapes thousands of times) are tiled once. The choice depends on the shape,
+    not the name; a shape that does not fit is tiled again under its name for the message."""
+    try:
+        return _tiled_shape(replace(problem, name=""), chip, input_resident, output_resident,
+                            order, objective)
+    except ValueError:
+        return choose_tiling(problem, chip, input_resident=input_resident,
+                             output_resident=output_resident, order=order, objective=objective)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiled_shape(problem: TileProblem, chip: ChipConfig, input_resident: bool,
+                 output_resident: bool, order: str | None, objective: str) -> TileChoice:
+    return choose_tiling(problem, chip, input_resident=input_resident,
+                         output_resident=output_resident, order=order, objective=objective)
 
 
 @functools.lru_cache(maxsize=256)
@@ -222,7 +241,7 @@ def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptio
     if _resident_input_bytes(p) > chip.ifmap_sram.capacity_bytes:
         return False
     try:
-        choose_tiling(p, chip, input_resident=True, order=options.loop_order, objective=options.objective)
+        _tiled(p, chip, True, False, options.loop_order, options.objective)
     except ValueError:
         return False
     return True

@@ -9,7 +9,19 @@ Timing contract (all times in core cycles from 0, the cycle the program is start
 * ``COMPUTE``: the systolic timing engine's cycles for the tile (:mod:`hw.systolic.timing`:
   weight preload, skew, fill, compute and drain of a tile started on an empty array) plus the
   cycles the scratchpads need beyond one per vector when the vectors an edge reads per cycle
-  collide in SRAM banks (:func:`hw.memory.sram.vector_access_cycles`).
+  collide in SRAM banks (:func:`hw.memory.sram.vector_access_cycles`); and never shorter than
+  its scratchpad ports allow (below).
+* Scratchpad ports: each scratchpad moves at most ``banks x bank_width_bytes x ports`` bytes
+  per cycle in each direction (a read side and a write side, as a 1R1W macro; the
+  :meth:`~hw.memory.sram.SramConfig.bytes_per_cycle` that :mod:`npulab.metrics` takes as the
+  peak). Every command that uses a side books ``ceil(bits / (8 x peak))`` cycles on it,
+  starting when the command starts (DMA: after descriptor setup) or when the side is free,
+  whichever is later, and cannot finish before its booking ends. Sides and users: the array
+  reads its two operand scratchpads (operand width) and reads (partial sums) and writes the
+  ofmap scratchpad (accumulator width); ``LOAD`` writes ifmap, filter or (partial sums) ofmap;
+  ``STORE`` reads ofmap; ``MOVE`` reads ofmap and writes ifmap. Bookings on one side never
+  overlap, so no scratchpad moves more than its peak over any run or layer span: a compute
+  that waits for a port is an ``sram`` stall.
 * ``LOAD`` / ``STORE`` (DRAM): DMA descriptor setup, then every contiguous chunk of the tile's
   box goes to the cycle-level DRAM model (:mod:`hw.memory.dram`) as column requests; the
   command finishes when the last request completes (converted from the DRAM clock to the core
@@ -18,8 +30,8 @@ Timing contract (all times in core cycles from 0, the cycle the program is start
   requests are not interleaved).
 * ``HOST_IN`` / ``HOST_OUT``: the link copy (:func:`hw.memory.link.link_transfer_cycles`) runs
   alongside the DRAM side of the copy; the command takes the longer of the two.
-* ``MOVE`` (on chip, ofmap -> ifmap scratchpad): setup plus bytes over the narrower of the two
-  scratchpads' peak bandwidths.
+* ``MOVE`` (on chip, ofmap -> ifmap scratchpad): setup plus its bookings on the ofmap read
+  and ifmap write sides (bytes over each one's peak).
 * Several chips on one DRAM (:func:`execute_shared`, the SoC of :mod:`hw.system.soc`): the
   same event loop runs every chip's engine heads, in start order across chips (start times
   compared in seconds, since the chips may run at different clocks), against ONE DRAM model;
@@ -31,10 +43,13 @@ Stall accounting: the array's timeline is cut into compute cycles, bank-conflict
 before the next compute: ``dram`` (a DRAM load or store, including waiting for an accumulator
 buffer to drain), ``link`` (host copies) or ``sram`` (on-chip moves). The idle tail after the
 last compute is charged to whatever finished last. Layer ``i`` owns the window ``(E[i-1], E[i]]``
-where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), so the layers' cycles
-add up to the program's, and in each window ``cycles = compute + stall_dram + stall_link +
-stall_sram`` exactly (compute of a layer that overlaps the previous layer's window is counted
-in that window).
+where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), cut back to the
+start of a later layer's first compute when that compute began earlier (it ran under layer
+``i``'s stores); so the layers' cycles add up to the program's, every compute command lies in
+its own layer's window (a layer's ``cycles`` is never below its compute cycles, hence never
+below MACs / PEs), and in each window ``cycles = compute + stall_dram + stall_link +
+stall_sram`` exactly. A layer's loads may still run in the previous layer's window (prefetch)
+and its stores in the next one's.
 """
 
 from __future__ import annotations
@@ -70,6 +85,8 @@ _STAT_COLS = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
               "dram_row_misses", "dram_row_conflicts", "dram_activates")
 _CAUSE_NONE, _CAUSE_DRAM, _CAUSE_LINK, _CAUSE_SRAM = -1, 0, 1, 2
 _COMPUTE = 3  # segment category for busy array cycles
+_SRAMS = ("ifmap", "filter", "ofmap")
+_READ, _WRITE = 0, 1
 
 # Per-layer counter columns (int64).
 LAYER_COUNTERS = (
@@ -77,7 +94,10 @@ LAYER_COUNTERS = (
     "array_busy_cycles", "pe_busy_cycles",
     "ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes", "ofmap_sram_reads",
     "ifmap_sram_fill_bytes", "filter_sram_fill_bytes", "ofmap_sram_drain_bytes",
-    "sram_conflict_cycles",
+    "sram_conflict_cycles", "sram_bandwidth_cycles",
+    # cycles booked on each scratchpad side (see the module docstring)
+    "ifmap_read_port_cycles", "ifmap_write_port_cycles", "filter_read_port_cycles",
+    "filter_write_port_cycles", "ofmap_read_port_cycles", "ofmap_write_port_cycles",
     "dram_ifmap_read_bytes", "dram_filter_read_bytes", "dram_psum_read_bytes",
     "dram_ofmap_write_bytes", "dram_psum_write_bytes",
     "dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits", "dram_row_misses",
@@ -340,7 +360,12 @@ class _ChipRun:
         self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
                        else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
                        for ls in program.layers]
-        self.move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
+        # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
+        self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
+        self.port_free = [[0, 0] for _ in _SRAMS]
+        self.port_col = [[self.col[f"{name}_{d}_port_cycles"] for d in ("read", "write")]
+                         for name in _SRAMS]
+        self.acc_bits = arr.acc_bits
         self.req_bytes = 0 if dram is None else dram_cfg.request_bytes
         # array timeline
         self.seg_start: list[int] = []
@@ -375,6 +400,17 @@ class _ChipRun:
                 self.n_reported += 1
                 progress(self.n_reported, self.n_layers, layers[self.next_layer].name)
             self.next_layer += 1
+
+    def _book(self, sram: int, side: int, start: int, bits: int, row) -> int:
+        """Book ``bits`` on one scratchpad side from ``start`` (or when it is free); the cycle
+        the booking ends (``start`` when there is nothing to move)."""
+        cycles = -(-int(bits) // self.port_bits[sram])
+        if cycles <= 0:
+            return start
+        end = max(start, self.port_free[sram][side]) + cycles
+        self.port_free[sram][side] = end
+        row[self.port_col[sram][side]] += cycles
+        return end
 
     def peek(self):
         """``(ready, index, gate, engine)`` of the engine head that can start earliest (ties:
@@ -424,7 +460,8 @@ class _ChipRun:
         t_dram = 0
         if kind == Kind.COMPUTE:
             arr = self.arrays[lay]
-            left_sram, top_sram = ((chip.filter_sram, chip.ifmap_sram) if arr.dataflow is Dataflow.IS
+            is_ = arr.dataflow is Dataflow.IS
+            left_sram, top_sram = ((chip.filter_sram, chip.ifmap_sram) if is_
                                    else (chip.ifmap_sram, chip.filter_sram))
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
             vec = tile_counters(arr, m, nn, k, count)
@@ -437,7 +474,13 @@ class _ChipRun:
             if vl > 1 or vt > 1:
                 stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
             t1 = t0 + cyc + stretch
-            # Walk the critical path back from the gating dependency: each transfer on it is
+            # The scratchpads' ports: operands at operand width, accumulators at acc width.
+            eb8, acc = 8 * self.eb, self.acc_bits
+            t_port = max(self._book(1 if is_ else 0, _READ, t0, left * eb8, row),
+                         self._book(0 if is_ else 1, _READ, t0, top * eb8, row),
+                         self._book(2, _WRITE, t0, writes * acc, row),
+                         self._book(2, _READ, t0, psum * acc, row))
+            bandwidth = max(0, t_port - t1)            # Walk the critical path back from the gating dependency: each transfer on it is
             # charged for the part of the gap it was running, the rest goes to what it waited
             # for (a DRAM load that waited on a host copy charges that wait to the link).
             hi, d = t0, gate
@@ -456,10 +499,11 @@ class _ChipRun:
             seg_start.append(t0)
             seg_end.append(t0 + cyc)
             seg_cat.append(_COMPUTE)
-            if stretch:
+            if stretch or bandwidth:
                 seg_start.append(t0 + cyc)
-                seg_end.append(t1)
+                seg_end.append(t1 + bandwidth)
                 seg_cat.append(_CAUSE_SRAM)
+            t1 += bandwidth
             self.array_free = t1
             ifmap_r, filt_r = (top, left) if arr.dataflow is Dataflow.IS else (left, top)
             row[col["array_busy_cycles"]] += cyc
@@ -469,13 +513,15 @@ class _ChipRun:
             row[col["ofmap_sram_writes"]] += writes
             row[col["ofmap_sram_reads"]] += psum
             row[col["sram_conflict_cycles"]] += stretch
+            row[col["sram_bandwidth_cycles"]] += bandwidth
             row[col["computes"]] += 1
         else:
             nbytes = int(self.nbytes_col[i])
             operand = int(self.operands[i])
             is_write = kind in (Kind.STORE, Kind.HOST_IN)
             if kind == Kind.MOVE:
-                t1 = t0 + setup + -(-nbytes // self.move_bw)
+                t1 = max(t0 + setup, self._book(2, _READ, t0 + setup, 8 * nbytes, row),
+                         self._book(0, _WRITE, t0 + setup, 8 * nbytes, row))
                 cause[i] = _CAUSE_SRAM
                 row[col["onchip_move_bytes"]] += nbytes
                 row[col["ifmap_sram_fill_bytes"]] += nbytes
@@ -497,6 +543,14 @@ class _ChipRun:
                         row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
                 t1 = t_dram
                 cause[i] = _CAUSE_DRAM
+                if kind in (Kind.LOAD, Kind.STORE):   # the scratchpad side of the copy
+                    sram = (2 if kind == Kind.STORE or operand == Operand.PSUM
+                            else 0 if operand == Operand.IFMAP else 1)
+                    t_port = self._book(sram, _READ if kind == Kind.STORE else _WRITE,
+                                        t0 + setup, 8 * nbytes, row)
+                    if t_port > t1:
+                        t1 = t_port
+                        cause[i] = _CAUSE_SRAM
                 # DRAM busy time: this transfer's span, minus any part spent queued behind
                 # the previous one of this chip (transfers are served one after another).
                 row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, self.dram_busy_until))
@@ -540,13 +594,7 @@ class _ChipRun:
             seg_start.append(self.array_free)
             seg_end.append(total)
             seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
-        # Layer windows.
-        ends = np.zeros(n_layers, np.int64)
-        prev = 0
-        for li, ls in enumerate(program.layers):
-            e_i = int(finish[ls.first:ls.last].max()) if ls.last > ls.first else prev
-            prev = max(prev, e_i)
-            ends[li] = prev
+        ends = _layer_ends(program, finish, self.start, self.kinds, total)
         _window_cycles(counters, col, ends)
         _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
         names = tuple(ls.name for ls in program.layers)
@@ -565,6 +613,32 @@ class _ChipRun:
                       link_start=self.link_start, link_finish=self.link_finish)
         return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
                                dram=dram_counters, trace=trace)
+
+
+def _layer_ends(program: Program, finish, start, kinds, total: int) -> np.ndarray:
+    """``ends[i]``: the end of layer ``i``'s window ``(ends[i-1], ends[i]]`` (module docstring).
+
+    ``E[i]`` = the finish of the layer's last command (never before ``E[i-1]``), cut back to the
+    start of the next compute of a later layer when that compute began earlier (it overlapped
+    layer ``i``'s stores): so every compute command lies in its own layer's window. The array
+    runs its commands one at a time in layer order, so the cut never falls inside layer ``i``'s
+    own compute."""
+    n_layers = len(program.layers)
+    ends = np.zeros(n_layers, np.int64)
+    first_compute = np.full(n_layers + 1, total, np.int64)
+    prev = 0
+    for li, ls in enumerate(program.layers):
+        if ls.last > ls.first:
+            seg = slice(ls.first, ls.last)
+            prev = max(prev, int(finish[seg].max()))
+            comp = kinds[seg] == Kind.COMPUTE
+            if comp.any():
+                first_compute[li] = int(start[seg][comp].min())
+        ends[li] = prev
+    # earliest compute start of any later layer (suffix minimum)
+    later = np.minimum.accumulate(first_compute[::-1])[::-1][1:]
+    ends = np.minimum(ends, later)
+    return np.maximum.accumulate(ends) if n_layers else ends
 
 
 def _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat) -> None:

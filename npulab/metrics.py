@@ -28,7 +28,10 @@ over the off-chip levels ``x`` it moved bytes through (DRAM, the host link), wit
 ``intensity_x`` = MACs per byte on ``x``'s bus (DRAM: whole bursts, the over-fetch included,
 the bytes its bandwidth limit applies to); ``roofline.bound`` names the ceiling that gives the
 minimum. Scratchpad bandwidth is
-reported as utilization per level, not as a ceiling. Arithmetic intensity is in **MACs per
+reported as utilization per level, not as a ceiling: native timing stalls on bank conflicts and
+on each scratchpad's port bandwidth (:mod:`hw.executor`), so it stays <= 1; the compute-only
+timings take the array edge's bandwidth as the peak where it exceeds the configured one
+(:func:`_sram_peak`). Arithmetic intensity is in **MACs per
 byte** in every view (one MAC = one multiply-add; throughput in TOPS counts 2 ops per MAC).
 
 One record, every view: the terminal table, ``layers.csv``, the JSON, ``report.html``, the
@@ -273,7 +276,7 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
             cap = int(s.capacity_kib * 1024)
             srams[name] = {"capacity_bytes": cap, "bank_bytes": cap / s.banks,
                            "width_bits": 8 * s.bank_width_bytes,
-                           "peak_bytes_per_cycle": s.banks * s.bank_width_bytes * s.ports}
+                           "peak_bytes_per_cycle": _sram_peak(chip, name, run["timing"])}
         dram_gbps = None if chip.dram.is_ideal else chip.dram.peak_gbps
         preset = chip.dram.preset
         link_gbps = None if chip.host_link.ideal else chip.host_link.effective_gbps
@@ -294,6 +297,20 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
         "area_mm2": area, "area_total_mm2": sum(area.values()),
         "static_power_w": tech.leakage_w(sum(area.values())),
     }
+
+
+def _sram_peak(chip, name: str, timing: str) -> float:
+    """A scratchpad's peak bytes per cycle per direction: ``banks x bank_width_bytes x ports``
+    (native timing stalls on it, :mod:`hw.executor`). The compute-only timings assume operands
+    resident in SRAM with unlimited bandwidth, so there the scratchpad serves whatever the
+    array's edge asks: the peak is the larger of the configured one and the array edge's,
+    ``max(rows, cols)`` elements per cycle (operand width; accumulator width for ofmap)."""
+    peak = chip.sram(name).bytes_per_cycle
+    if timing == "native":
+        return peak
+    a = chip.array
+    width = a.acc_bits / 8 if name == "ofmap" else a.precision.bits // 8
+    return max(peak, max(a.rows, a.cols) * width)
 
 
 # ---- per layer --------------------------------------------------------------------------------

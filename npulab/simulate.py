@@ -7,7 +7,9 @@ Timing modes:
   (:mod:`hw.executor`) runs them against the systolic timing engine, the cycle-level DRAM model
   and the host link. Layers overlap where the schedule allows (the next layer's weights are
   prefetched while the current one computes); a layer's ``cycles`` is the window between the
-  previous layer's end and its own, so they add up to the network's.
+  previous layer's end and its own, so they add up to the network's; a window always holds
+  the layer's own compute (it ends early where the next layer's compute starts under this
+  layer's stores), so no layer shows fewer cycles than MACs / PEs.
 * ``compute``: compute only. Operands are assumed resident in SRAM with unlimited bandwidth;
   each layer starts on an empty array and its cycles are the timing engine's
   (:mod:`hw.systolic.timing`, which equals the register-level model cycle for cycle). A layer
@@ -22,12 +24,13 @@ soon as their inputs are), and the totals say how many there were.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import functools
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
 from compiler.lower import CompileOptions, compile_graph
-from hw.chip import ChipConfig
+from hw.chip import SRAM_NAMES, ChipConfig
 from hw.configfile import chip_config_to_dict
 from hw.executor import ExecutionResult, execute
 from hw.systolic.config import Dataflow
@@ -119,7 +122,7 @@ class RunResult:
 
     def to_dict(self) -> dict:
         """Plain data (JSON-ready); the execution trace is left out."""
-        return {f: (getattr(self, f) if f != "layers" else [asdict(x) for x in self.layers])
+        return {f: (getattr(self, f) if f != "layers" else [_layer_dict(x) for x in self.layers])
                 for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
 
     # ---- notebook API: short repr, HTML table, DataFrame, metrics and plots ------------------
@@ -219,20 +222,46 @@ class RunResult:
         return utilization(self.summary(metrics))
 
 
+@functools.lru_cache(maxsize=4096)
+def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int) -> tuple[int, ...]:
+    """``(cycles, busy, folds, ifmap, filter, ofmap writes, ofmap reads)`` of one op shape on
+    the array, memoised: networks and long topologies repeat layer shapes, and identical
+    layers (same shape, same array, same timing mode) are timed once (the result depends on
+    nothing else)."""
+    if timing == "compute":
+        c = gemm_timing(cfg, m, n, k, count)
+        return (c.cycles, c.pe_busy_cycles, c.folds, c.ifmap_reads, c.filter_reads,
+                c.ofmap_writes, c.ofmap_reads)
+    s = scalesim_timing(cfg, m, n, k)
+    return (count * s.total_cycles, count * s.macs, count * s.folds, count * s.ifmap_sram_reads,
+            count * s.filter_sram_reads, count * s.ofmap_sram_writes, 0)
+
+
+_LAYER_FIELDS = tuple(f.name for f in fields(LayerResult))
+
+
+def _plain_copy(value):
+    """A deep copy of plain data (dicts, lists, tuples of scalars), as ``asdict`` makes of a
+    field, without its per-object overhead (``to_dict`` runs once per layer of long
+    topologies)."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_copy(v) for v in value)
+    return value
+
+
+def _layer_dict(layer: LayerResult) -> dict:
+    """``asdict(layer)``, faster."""
+    return {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
+
+
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
     """The op alone on the array: the timing engine (``compute``) or SCALE-Sim's formulas."""
     shape = op.gemm_shape()
     cfg = chip.array
-    if timing == "compute":
-        c = gemm_timing(cfg, shape.m, shape.n, shape.k, shape.count)
-        cycles, busy, folds = c.cycles, c.pe_busy_cycles, c.folds
-        ifmap, filt, ofw, ofr = c.ifmap_reads, c.filter_reads, c.ofmap_writes, c.ofmap_reads
-    else:
-        s = scalesim_timing(cfg, shape.m, shape.n, shape.k)
-        n = shape.count
-        cycles, busy, folds = n * s.total_cycles, n * s.macs, n * s.folds
-        ifmap, filt = n * s.ifmap_sram_reads, n * s.filter_sram_reads
-        ofw, ofr = n * s.ofmap_sram_writes, 0
+    cycles, busy, folds, ifmap, filt, ofw, ofr = _array_timing(
+        cfg, timing, shape.count, shape.m, shape.n, shape.k)
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
         gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
@@ -273,6 +302,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     }
 
 
+@functools.lru_cache(maxsize=4096)
 def _mapping_efficiency(cfg, shape, folds: int) -> float:
     """Mean fraction of PEs holding work per fold (SCALE-Sim's "Mapping Efficiency")."""
     mp = map_gemm(cfg, shape.m, shape.n, shape.k, shape.count)
@@ -334,9 +364,11 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         base = _array_layer(op, lchip, "compute")
         cycles = c["cycles"]
         # the layer's window, or longer when its own work overlapped the previous window
-        # (prefetch): array, DRAM and link busy time
-        active = max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"],
-                     c["dram_transfer_cycles"], c["link_transfer_cycles"])
+        # (prefetch): array, DRAM, link and scratchpad-port busy time
+        active = max(cycles, c["array_busy_cycles"] + c["sram_conflict_cycles"]
+                     + c["sram_bandwidth_cycles"],
+                     c["dram_transfer_cycles"], c["link_transfer_cycles"],
+                     *(c[f"{s}_{d}_port_cycles"] for s in SRAM_NAMES for d in ("read", "write")))
         dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
         dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
         link = c["link_in_bytes"] + c["link_out_bytes"]

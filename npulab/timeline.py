@@ -221,8 +221,8 @@ def _native(doc: _Doc, result) -> int:
             continue
         first, last = int(tr.start[sel].min()), int(tr.finish[sel].max())
         doc.region(li, name, first, last)
-        end = max(prev, last)
         c = run.layers[li]
+        end = prev + c["cycles"]   # the executor's window (hw.executor: windows tile the run)
         doc.window(name, prev, end, {k: c[k] for k in (
             "cycles", "compute_cycles", "stall_dram_cycles", "stall_link_cycles",
             "stall_sram_cycles")})

@@ -20,7 +20,8 @@ from hw.program import Kind
 from hw.systolic.config import ArrayConfig
 from npulab.simulate import simulate
 
-HUGE = SramConfig(capacity_kib=1 << 20)
+# Unlimited for these workloads: every tile fits, and 2 MiB per cycle per port.
+HUGE = SramConfig(capacity_kib=1 << 20, banks=1024, bank_width_bytes=1024, ports=2)
 
 
 def _ideal_chip(dataflow: str) -> ChipConfig:
@@ -39,11 +40,17 @@ def test_unlimited_sram_and_bandwidth_equal_compute_only(model, params, dataflow
     chip = _ideal_chip(dataflow)
     full = simulate(graph, chip, "native", options=CompileOptions(keep_on_chip=False))
     compute = simulate(graph, chip, "compute")
-    assert full.totals["cycles"] == compute.totals["cycles"]
-    for a, b in zip(full.layers, compute.layers):
-        assert a.cycles == b.cycles, a.name
+    # Every transfer still books ceil(bytes / 2 MiB) >= 1 cycles on its scratchpad's port (a
+    # write into SRAM takes a cycle): a layer's first loads and its last store (the next
+    # layer's load waits for it) add at most the cycles its transfers booked, charged to SRAM.
+    for a, b, c in zip(full.layers, compute.layers, full.execution.layers):
         if a.cycles:
-            assert a.stall_dram_cycles == a.stall_link_cycles == a.stall_sram_cycles == 0
+            booked = (c["ifmap_write_port_cycles"] + c["filter_write_port_cycles"]
+                      + c["ofmap_read_port_cycles"])
+            assert 0 <= a.cycles - b.cycles <= booked, a.name
+            assert a.stall_dram_cycles == a.stall_link_cycles == 0
+            assert a.stall_sram_cycles == a.cycles - b.cycles
+            assert a.compute_cycles == b.cycles
 
 
 def _chip(**kw) -> ChipConfig:

@@ -4,7 +4,7 @@
    time (best of N), against the goal of 0.3 s, side by side with SCALE-Sim 3.0.0's
    ``python -m scalesim.scale --help`` in its own venv (``benchmarks/.venv-scalesim``, made by
    ``scalesim_peer.ensure_venv``) and a bare ``python -c pass``.
-2. Cold start per command: each command once with an empty kernel cache (``NPULAB_CACHE_DIR``
+2. Cold start per command: each command once with an empty kernel cache (``NPULAB_CACHE``
    pointed at a new folder), then again warm; prints the seconds Numba spent compiling (the
    ``numba:compile`` events of ``hw._jitcache.CompileWatch``), the kernels compiled and both
    wall times.
@@ -97,7 +97,7 @@ def cold(commands: dict[str, list[str]]) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-        env["NPULAB_CACHE_DIR"] = cache
+        env["NPULAB_CACHE"] = cache
         for name, argv in commands.items():
             runs = []
             for _ in range(2):       # cold (empty cache for this command's kernels), then warm

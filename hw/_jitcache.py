@@ -4,9 +4,9 @@ Every kernel module imports :func:`njit` from here instead of from Numba. It is 
 ``njit``; the first call also registers :class:`KernelCacheLocator` with Numba's cache, which
 puts every npulab kernel's compiled code in **one directory per installed version**::
 
-    $NPULAB_CACHE_DIR/numba/<version>-py<major><minor>/<package path>/   (if NPULAB_CACHE_DIR is set)
-    $XDG_CACHE_HOME/npulab/numba/...                                     (else, if that is set)
-    ~/.cache/npulab/numba/...                                            (else)
+    $NPULAB_CACHE/numba/<version>-py<major><minor>/<package path>/   (if NPULAB_CACHE is set)
+    $XDG_CACHE_HOME/npulab/numba/...                                 (else, if that is set)
+    ~/.cache/npulab/numba/...                                        (else)
 
 Two rules make that cache right and shared:
 
@@ -42,6 +42,8 @@ from typing import Callable
 import numba
 from numba.core import caching, event
 
+from hw.userdirs import user_cache_dir
+
 __all__ = ["njit", "cache_root", "kernel_cache_dir", "source_stamp", "KernelCacheLocator",
            "CompileWatch", "KERNEL_PACKAGES"]
 
@@ -51,12 +53,8 @@ _ROOT = Path(__file__).resolve().parents[1]   # the folder holding hw/ and compi
 
 
 def cache_root() -> Path:
-    """npulab's user cache folder: ``$NPULAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/npulab``, else
-    ``~/.cache/npulab``."""
-    if os.environ.get("NPULAB_CACHE_DIR"):
-        return Path(os.environ["NPULAB_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "npulab"
+    """npulab's user cache folder (:func:`hw.userdirs.user_cache_dir`)."""
+    return user_cache_dir()
 
 
 @functools.cache

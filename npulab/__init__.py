@@ -15,6 +15,8 @@ The names below are imported on first use (PEP 562), so ``import npulab`` (and w
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
 __all__ = ["__version__", "simulate", "load_chip_config", "zoo", "RunResult"]
 
@@ -40,3 +42,16 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``npulab.simulate`` is both a submodule and the function the package exports. Importing
+    the submodule makes Python set the package attribute to the module; keep the function."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "simulate" and isinstance(value, types.ModuleType):
+            value = value.simulate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -73,9 +73,10 @@ def manifest(name: str = "nv_small") -> dict:
 
 
 def cache_root() -> Path:
-    """``$XDG_CACHE_HOME/npulab/nvdla-traces`` (default ``~/.cache/npulab/nvdla-traces``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "npulab" / "nvdla-traces"
+    """``nvdla-traces/`` in npulab's user cache (:func:`hw.userdirs.user_cache_dir`:
+    ``$NPULAB_CACHE``, else ``$XDG_CACHE_HOME/npulab``, else ``~/.cache/npulab``)."""
+    from hw.userdirs import user_cache_dir
+    return user_cache_dir() / "nvdla-traces"
 
 
 def cache_dir(commit: str | None = None) -> Path:

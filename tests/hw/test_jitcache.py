@@ -34,7 +34,7 @@ _PROBE = textwrap.dedent("""
 
 def _probe(tree: Path, cache: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
-    env["NPULAB_CACHE_DIR"] = str(cache)
+    env["NPULAB_CACHE"] = str(cache)
     proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=tree, env=env, text=True,
                           capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -49,9 +49,9 @@ def _copy_tree(dest: Path) -> Path:
 
 
 def test_cache_root_follows_npulab_cache_dir_then_xdg(monkeypatch, tmp_path):
-    monkeypatch.setenv("NPULAB_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("NPULAB_CACHE", str(tmp_path / "mine"))
     assert cache_root() == tmp_path / "mine"
-    monkeypatch.delenv("NPULAB_CACHE_DIR")
+    monkeypatch.delenv("NPULAB_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_root() == tmp_path / "xdg" / "npulab"
     assert kernel_cache_dir().parent == tmp_path / "xdg" / "npulab" / "numba"
@@ -100,7 +100,7 @@ def test_a_user_managed_numba_cache_dir_is_left_to_numba(monkeypatch, tmp_path):
 def test_functions_outside_the_kernel_packages_are_not_ours(monkeypatch, tmp_path):
     import numba
     monkeypatch.setattr(numba.config, "CACHE_DIR", "")
-    monkeypatch.setenv("NPULAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NPULAB_CACHE", str(tmp_path))
 
     def kernel():
         return 1

@@ -157,12 +157,12 @@ def _verilator_version(exe: str) -> str:
 
 
 def cache_root() -> Path:
-    """Where built simulators are kept: ``$NPULAB_CACHE/verilator`` if ``NPULAB_CACHE`` is set,
-    else ``~/.cache/npulab/verilator``. Each build is a ``<hash>`` directory in it; deleting
-    any of them (or all) is safe."""
-    base = os.environ.get("NPULAB_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "npulab"
-    return root / "verilator"
+    """Where built simulators are kept: ``verilator/`` in npulab's user cache
+    (:func:`hw.userdirs.user_cache_dir`: ``$NPULAB_CACHE``, else ``$XDG_CACHE_HOME/npulab``,
+    else ``~/.cache/npulab``). Each build is a ``<hash>`` directory in it; deleting any of them
+    (or all) is safe."""
+    from hw.userdirs import user_cache_dir
+    return user_cache_dir() / "verilator"
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,10 +73,6 @@ def resolve_config(name_or_path: str | None) -> Path | None:
             from None
 
 
-def _nvdla_presets() -> list[str]:
-    return nvdla_preset_names()
-
-
 def _load_nvdla(path: Path | None, overrides: list[str]):
     """The NVDLA build in ``path`` (a file with an ``[nvdla]`` table), or None for a systolic
     chip config (or the default chip)."""

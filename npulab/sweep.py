@@ -210,7 +210,7 @@ def _scalar(value) -> bool:
 
 
 def _shipped_dir():
-    from npulab.cli import presets_dir
+    from hw.presets import presets_dir
     return presets_dir() / "sweeps"
 
 
@@ -346,13 +346,14 @@ def _check_tech(tech: str, where: str, key: str) -> None:
 
 def _resolve_chip_config(value, where: str, key: str, base_dir) -> str | None:
     """A chip preset name or a path (relative to the spec) -> a path string, or None."""
-    from npulab.cli import _nvdla_presets, preset_names, presets_dir
+    from hw.presets import chip_preset_names as preset_names
+    from hw.presets import nvdla_preset_names, presets_dir
     if value is None or value == "default":
         return None
     if not isinstance(value, str) or not value:
         raise _err(where, key, value, "must be a chip preset name or a TOML path")
     if _looks_like_path(value) or value not in preset_names():
-        if value in _nvdla_presets():
+        if value in nvdla_preset_names():
             raise _err(where, key, value, "an NVDLA build; sweeps run systolic chips; presets: "
                        + ", ".join(preset_names()))
         path = Path(_relative(value, base_dir))

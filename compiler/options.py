@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hw.energy.tech import DEFAULT_TECHNOLOGY
+
 __all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS"]
 
 #: Tile loop orders, outermost first (see :mod:`compiler.tiling`).
@@ -42,7 +44,8 @@ class CompileOptions:
         which searches tile sizes and loop orders (all six, or ``loop_order``) on the chip's
         dataflow for that objective.
     tech:
-        Energy table the mapper costs energy with (name or TOML path; default ``"45nm"``).
+        Energy table the mapper costs energy with (name or TOML path; default
+        :data:`hw.energy.DEFAULT_TECHNOLOGY`, the table the metrics use by default).
     """
 
     conv_lowering: str = "direct"
@@ -51,7 +54,7 @@ class CompileOptions:
     sram_layout: str = "matched"
     objective: str = "latency"
     map: str | None = None
-    tech: str = "45nm"
+    tech: str = DEFAULT_TECHNOLOGY
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:

@@ -92,7 +92,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     _add_set_arg(p)
 
 
-DEFAULT_TECH = "16nm"
+from hw.energy.tech import DEFAULT_TECHNOLOGY as DEFAULT_TECH  # noqa: E402  (one home: hw.energy)
 
 
 def _add_energy_args(p: argparse.ArgumentParser) -> None:

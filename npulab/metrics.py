@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hw.energy import Technology, dram_kind_for_preset, load_technology
+from hw.energy import DEFAULT_TECHNOLOGY, Technology, dram_kind_for_preset, load_technology
 
 __all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si",
            "Quantity", "LAYER_QUANTITIES", "layer_columns", "network_items", "memory_bound"]
@@ -438,7 +438,7 @@ def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
 
 # ---- the network ---------------------------------------------------------------------------
 
-def compute_metrics(run, tech: Technology | str = "45nm", *, dram_kind: str | None = None,
+def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_kind: str | None = None,
                     link_kind: str = "pcie") -> Metrics:
     """Metrics of ``run`` (a RunResult or its dict) with the energy table ``tech`` (a
     :class:`~hw.energy.Technology`, a shipped name or a TOML path). ``dram_kind`` overrides the

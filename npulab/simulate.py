@@ -32,6 +32,7 @@ from npulab.choices import TIMING_MODES
 from compiler.lower import CompileOptions, compile_graph
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.configfile import chip_config_to_dict
+from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.executor import ExecutionResult, execute
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
@@ -174,14 +175,12 @@ class RunResult:
             [header[i] for i in keep], [[r[i] for i in keep] for r in rows],
             lines=self.summary_lines())
 
-    def metrics(self, tech=None, *, dram_kind: str | None = None, link_kind: str = "pcie"):
+    def metrics(self, tech=DEFAULT_TECHNOLOGY, *, dram_kind: str | None = None, link_kind: str = "pcie"):
         """:func:`npulab.metrics.compute_metrics` of this run (energy, power, roofline), with
         the energy table ``tech`` (a name such as ``"45nm"``/``"7nm"``, a TOML path or a
         :class:`hw.energy.Technology`; default: ``npulab run``'s ``--tech`` default,
-        :data:`npulab.cli.DEFAULT_TECH`), so the numbers equal the CLI's."""
+        :data:`hw.energy.DEFAULT_TECHNOLOGY`), so the numbers equal the CLI's."""
         from npulab.metrics import compute_metrics
-        if tech is None:
-            from npulab.cli import DEFAULT_TECH as tech
         return compute_metrics(self, tech, dram_kind=dram_kind, link_kind=link_kind)
 
     def to_pandas(self, metrics=None):

@@ -78,6 +78,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.systolic.config import ConfigError
 
 __all__ = ["SweepSpec", "Axis", "DesignPoint", "SweepSummary", "SweepStore", "SweepError",
@@ -314,7 +315,7 @@ def _chip_settings(sweep: dict, where: str, base_dir) -> dict:
     timing = sweep.get("timing", "native")
     if timing not in TIMING_MODES:
         raise _err(where, "sweep.timing", timing, f"must be one of {', '.join(TIMING_MODES)}")
-    tech = sweep.get("tech", "16nm")
+    tech = sweep.get("tech", DEFAULT_TECHNOLOGY)
     if not isinstance(tech, str) or not tech:
         raise _err(where, "sweep.tech", tech, f"must be one of {', '.join(technology_names())} "
                    f"or a TOML file")

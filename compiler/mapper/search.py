@@ -34,6 +34,7 @@ from compiler.mapper import cost as C
 from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
 from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
 from hw.chip import SRAM_NAMES, ChipConfig
+from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.systolic.config import Dataflow
 
 __all__ = ["map_op", "cost_mapping", "Mapping", "MapResult", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT",
@@ -378,7 +379,7 @@ def _int_arg(name: str, value, lo: int) -> int:
 
 
 def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *,
-           tech="45nm", dataflows=None, input_resident: bool = False,
+           tech=DEFAULT_TECHNOLOGY, dataflows=None, input_resident: bool = False,
            output_resident: bool = False, orders=None,
            exhaustive_limit: int = DEFAULT_EXHAUSTIVE_LIMIT, samples: int = DEFAULT_SAMPLES,
            seed: int = 0, keep: int = 10, macs: int | None = None,
@@ -535,7 +536,8 @@ def _refine(search: _Search, space: MappingSpace, n_df: int) -> None:
 
 
 def cost_mapping(problem: TileProblem, chip: ChipConfig, choice: TileChoice,
-                 objective: str = "latency", *, tech="45nm", dataflow: Dataflow | None = None,
+                 objective: str = "latency", *, tech=DEFAULT_TECHNOLOGY,
+                 dataflow: Dataflow | None = None,
                  input_resident: bool = False, output_resident: bool = False,
                  dram_kind: str | None = None) -> Mapping:
     """One given tiling (e.g. :func:`compiler.tiling.choose_tiling`'s) costed by the mapper's

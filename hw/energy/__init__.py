@@ -8,9 +8,9 @@ what each component charges.
 """
 
 from hw.energy.tech import (
-    DRAM_KINDS, LINK_KINDS, PRECISIONS, EnergyError, Technology, dram_kind_for_preset,
-    load_technology, technology_names,
+    DEFAULT_TECHNOLOGY, DRAM_KINDS, LINK_KINDS, PRECISIONS, EnergyError, Technology,
+    dram_kind_for_preset, load_technology, technology_names,
 )
 
 __all__ = ["Technology", "EnergyError", "load_technology", "technology_names",
-           "dram_kind_for_preset", "PRECISIONS", "DRAM_KINDS", "LINK_KINDS"]
+           "dram_kind_for_preset", "PRECISIONS", "DRAM_KINDS", "LINK_KINDS", "DEFAULT_TECHNOLOGY"]

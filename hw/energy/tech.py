@@ -27,7 +27,12 @@ from hw.systolic.config import ConfigError
 from hw.validate import read_toml
 
 __all__ = ["Technology", "EnergyError", "load_technology", "technology_names",
-           "dram_kind_for_preset", "PRECISIONS", "DRAM_KINDS", "LINK_KINDS", "DATA_DIR"]
+           "dram_kind_for_preset", "PRECISIONS", "DRAM_KINDS", "LINK_KINDS", "DATA_DIR",
+           "DEFAULT_TECHNOLOGY"]
+
+#: The energy table used when none is named: by ``npulab run``/``map``/``report``/``sweep``, the
+#: Python API's metrics and the mapper's energy objectives alike (defined here only).
+DEFAULT_TECHNOLOGY = "16nm"
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PRECISIONS = ("int8", "int16", "fp16", "fp32")
@@ -241,8 +246,9 @@ def _load(path: str) -> Technology:
     return _build(data, path)
 
 
-def load_technology(name_or_path: str | Path = "45nm") -> Technology:
-    """A shipped table by name (``45nm``, ``16nm``, ``7nm``) or a TOML file of the same format."""
+def load_technology(name_or_path: str | Path = DEFAULT_TECHNOLOGY) -> Technology:
+    """A shipped table by name (``45nm``, ``16nm``, ``7nm``) or a TOML file of the same format
+    (default :data:`DEFAULT_TECHNOLOGY`)."""
     text = str(name_or_path)
     if text in technology_names():
         return _load(str(DATA_DIR / f"{text}.toml"))

@@ -153,3 +153,20 @@ def test_nvdla_conv_actions_follow_the_atomic_operations():
     stripes_bits = a["sram"]["cbuf"]["read_bits"] - atomic_ops * 64 * 8
     assert stripes_bits > 0 and stripes_bits % (32 * 64 * 8) == 0   # whole weight loads
     assert a["macs"] == 9 * 64 * 64 * 14 * 14
+
+
+def test_one_default_energy_table_for_the_mapper_and_the_metrics():
+    # Issue 22: the mapper (CompileOptions.tech, map_op) defaulted to 45nm while the CLI and
+    # run.metrics() used 16nm, so a best-energy mapping was chosen with one table and reported
+    # with another, and compute_metrics(run) differed from run.metrics().
+    from compiler.options import CompileOptions
+    from hw.energy import DEFAULT_TECHNOLOGY, load_technology
+    assert DEFAULT_TECHNOLOGY == "16nm"                     # docs/energy.md: the default
+    assert CompileOptions().tech == load_technology().name == DEFAULT_TECHNOLOGY
+    run = simulate(zoo.get("resnet18", image_size=16), load_chip_config(),
+                   options=CompileOptions(map="best-energy"))
+    assert compute_metrics(run).to_dict() == run.metrics().to_dict()
+    assert run.metrics().technology["name"] == DEFAULT_TECHNOLOGY
+    chosen = simulate(zoo.get("resnet18", image_size=16), load_chip_config(),
+                      options=CompileOptions(map="best-energy", tech=DEFAULT_TECHNOLOGY))
+    assert [x.tiling for x in chosen.layers] == [x.tiling for x in run.layers]

@@ -8,7 +8,7 @@ Measures, per layer, array (8x8, 32x32) and dataflow (os, ws, is):
 * npulab, like for like: seconds of the layer's simulation alone
   (``hw.systolic.scalesim_compat.scalesim_timing``), best of 5 after a warm-up -- the headline
   per-layer ratio, since SCALE-Sim's time also excludes parsing and reports;
-* npulab with its fixed costs: seconds of ``npulab.scalesim_cmd.run_scalesim`` on a one-layer
+* npulab with its fixed costs: seconds of ``npulab.scalesim.run_scalesim`` on a one-layer
   copy of the same topology (reads cfg + topology, computes, writes both reports; about 1 ms
   of file handling paid once per run, which dominates on tiny layers);
 * the cycle difference (must be 0), every other report column, and the OS ofmap writes:
@@ -47,7 +47,7 @@ from compiler.frontends.scalesim_cfg import ScaleSimConfig, write_scalesim_cfg
 from compiler.frontends.scalesim_topology import CONV_HEADER, GEMM_HEADER
 from hw.systolic.config import ArrayConfig
 from hw.systolic.scalesim_compat import scalesim_timing
-from npulab.scalesim_cmd import run_scalesim
+from npulab.scalesim import run_scalesim
 
 DATAFLOWS = ("os", "ws", "is")
 SMALL = ["G_64x64x64", "DWslice_112x112x1_3x3", "SmallC_56x56x8_3x3_16"]

@@ -26,7 +26,6 @@ deterministic: the same summary gives the same bytes (the SVG carries no date).
 
 from __future__ import annotations
 
-import errno
 import html
 import io
 import json
@@ -36,53 +35,12 @@ from pathlib import Path
 
 from hw.systolic.config import ConfigError
 from npulab.metrics import format_si, layer_columns, network_items
-from npulab.output import SCHEMA
+from npulab.summary_io import check_summary, load_summary
 
-__all__ = ["SCHEMA", "render_html", "write_report", "load_summary", "headline", "svg_of"]
-
-
-# ---- loading ----------------------------------------------------------------------------------
-
-def check_summary(summary, where: str = "summary") -> dict:
-    """``summary`` if it is a summary dict this module can render, else a :class:`ConfigError`
-    naming ``where`` and what is wrong."""
-    if not isinstance(summary, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {type(summary).__name__}")
-    if summary.get("schema") != SCHEMA:
-        raise ConfigError(f"{where}: schema = {summary.get('schema')!r}: expected {SCHEMA!r} "
-                          f"(a summary.json written by npulab run -o DIR)")
-    for key, fields in (("run", ("model", "chip", "timing", "layers", "totals", "config")),
-                        ("metrics", ("network", "layers", "chip", "technology"))):
-        part = summary.get(key)
-        if not isinstance(part, dict):
-            raise ConfigError(f"{where}: no {key!r} table")
-        missing = [f for f in fields if f not in part]
-        if missing:
-            raise ConfigError(f"{where}: {key!r} lacks {', '.join(missing)}")
-    return summary
+__all__ = ["render_html", "write_report", "headline", "svg_of"]
 
 
-def load_summary(path: str | os.PathLike, *, need_metrics: bool = True) -> dict:
-    """Read and check a ``summary.json``. A missing file is a :class:`FileNotFoundError` with
-    its name; bad JSON or a wrong schema a :class:`ConfigError` naming the file.
-    ``need_metrics=False`` accepts a summary without ``metrics`` (they are about to be
-    recomputed)."""
-    from hw.files import read_text
-    path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
-    text = read_text(path, "summary file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column "
-                          f"{exc.colno}") from None
-    if not need_metrics and isinstance(data, dict) and "metrics" not in data:
-        probe = dict(data, metrics={"network": 0, "layers": 0, "chip": 0, "technology": 0})
-        check_summary(probe, str(path))
-        return data
-    return check_summary(data, str(path))
-
+# ---- writing ---------------------------------------------------------------------------------
 
 def write_report(directory: str | os.PathLike) -> Path:
     """Render ``DIR/summary.json`` into ``DIR/report.html``; returns the path written."""

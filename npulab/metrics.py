@@ -55,7 +55,6 @@ the HTML headline share.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hw.energy import DEFAULT_TECHNOLOGY, Technology, dram_kind_for_preset, load_technology
@@ -252,7 +251,7 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
     cfg = run["config"]
     macs_per_cycle = run["totals"]["peak_macs_per_cycle"]
     if run["timing"] == "nvdla":
-        from npulab.nvdla_run import CACC_BITS
+        from hw.nvdla.config import CACC_BITS
         n = cfg["nvdla"]
         precision = run["totals"].get("precision", "int8")
         bank = n["cbuf_bank_width_bytes"] * n["cbuf_bank_depth"]

@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from hw.nvdla.config import NvdlaConfig
+from hw.nvdla.config import CACC_BITS, NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
 from hw.nvdla.lower import HwLayer, lower_graph
 from hw.nvdla.memory import memory_path
-from npulab.simulate import LayerResult, RunResult, graph_batch
+from npulab.record import LayerResult
+from npulab.simulate import RunResult, graph_batch
 
 __all__ = ["simulate_nvdla", "NVDLA_SCOPE"]
 
@@ -82,9 +83,6 @@ def _conv_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float, peak_macs: int) 
         **_LAYER_DEFAULTS)
 
 
-#: Accumulator width of CACC per precision (int8: 34-bit sums in RTL; int16: 48; fp16: the
-#: float accumulator, charged as 32 bits), shared/reference/nvdla.md.
-CACC_BITS = {"int8": 34, "int16": 48, "fp16": 32}
 #: SDP multiply-add stages per output element for each fused unit (the output converter is one
 #: more); PDP: one operation per input element; CDP (LRN): square, window sum over the local
 #: size (5 in the zoo's models), LUT interpolation and the final multiply, about 8.

@@ -19,19 +19,18 @@ import os
 from pathlib import Path
 
 from npulab.report import render
+from npulab.summary_io import (
+    SCHEMA, metrics_from_dict, read_summary, recost, result_from_dict, summary_dict,
+)
 
-__all__ = ["SCHEMA", "summary_dict", "write_run_outputs", "write_summary_outputs",
-           "read_summary", "result_from_dict", "metrics_from_dict", "OUTPUT_FILES",
-           "SUMMARY_FILES"]
+__all__ = ["write_run_outputs", "write_summary_outputs", "OUTPUT_FILES", "SUMMARY_FILES",
+           # the summary's format lives in npulab.summary_io; kept importable from here
+           "SCHEMA", "summary_dict", "read_summary", "result_from_dict", "metrics_from_dict",
+           "recost"]
 
-SCHEMA = "npulab.summary/1"
 OUTPUT_FILES = ("summary.json", "layers.csv", "report.txt", "report.html", "trace.json")
 #: The files regenerated from ``summary.json`` alone (``npulab report DIR``).
 SUMMARY_FILES = OUTPUT_FILES[:4]
-
-
-def summary_dict(result, metrics) -> dict:
-    return {"schema": SCHEMA, "run": result.to_dict(), "metrics": metrics.to_dict()}
 
 
 def write_run_outputs(result, metrics, directory) -> list[Path]:
@@ -68,33 +67,3 @@ def _write(result, metrics, summary: dict, out: Path) -> list[Path]:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     return paths
-
-
-def result_from_dict(run: dict):
-    """A :class:`~npulab.simulate.RunResult` from its ``to_dict()`` (e.g. ``summary["run"]``);
-    keys a layer no longer has (older summaries) are dropped, missing ones take defaults."""
-    from dataclasses import fields
-
-    from npulab.simulate import LayerResult, RunResult
-    names = {f.name for f in fields(LayerResult)}
-    layers = tuple(LayerResult(**{k: v for k, v in layer.items() if k in names})
-                   for layer in run["layers"])
-    return RunResult(model=run["model"], chip=run["chip"], config=run["config"],
-                     timing=run["timing"], scope=run.get("scope", ""), layers=layers,
-                     totals=run.get("totals") or {}, dram=run.get("dram") or {})
-
-
-def metrics_from_dict(metrics: dict):
-    """A :class:`~npulab.metrics.Metrics` from its ``to_dict()``."""
-    from npulab.metrics import Metrics
-    return Metrics(network=metrics["network"], layers=metrics["layers"], chip=metrics["chip"],
-                   technology=metrics["technology"])
-
-
-def read_summary(directory) -> dict:
-    """``DIR/summary.json``, checked (:func:`npulab.html_report.load_summary`: a missing file is
-    a FileNotFoundError naming it, bad JSON or a wrong schema a ConfigError naming the file)."""
-    from npulab.html_report import load_summary
-    if not Path(directory).is_dir():
-        raise FileNotFoundError(2, "no such directory", str(directory))
-    return load_summary(Path(directory) / "summary.json")

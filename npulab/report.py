@@ -1,4 +1,4 @@
-"""Render a :class:`~npulab.simulate.RunResult` as a text table, JSON or CSV.
+"""Render a :class:`~npulab.record.RunRecord` as a text table, JSON or CSV.
 
 Every derived quantity (utilization, bandwidths, MACs per DRAM byte, bound, energy) comes
 from the run's metrics (:mod:`npulab.metrics`: one record, one name/label/unit table,
@@ -16,7 +16,7 @@ import json
 from dataclasses import fields
 
 from npulab.choices import RUN_FORMATS
-from npulab.simulate import LayerResult, RunResult
+from npulab.record import LayerResult, RunRecord
 
 __all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv", "csv_table"]
 
@@ -113,7 +113,7 @@ def _network_lines(metrics) -> list[str]:
     return [f"{label:<22}{text}" for label, text in network_items(metrics)]
 
 
-def _nvdla_table(result: RunResult, metrics) -> str:
+def _nvdla_table(result: RunRecord, metrics) -> str:
     cfg = result.config["nvdla"]
     t = result.totals
     header = (f"npulab: {result.model} on {result.chip} (NVDLA, {cfg['atomic_c']}x"
@@ -165,7 +165,7 @@ def _energy_lines(metrics) -> list[str]:
     return lines
 
 
-def to_table(result: RunResult, metrics=None) -> str:
+def to_table(result: RunRecord, metrics=None) -> str:
     """A fixed-width per-layer table followed by the totals (and the energy summary when
     ``metrics`` from :func:`npulab.metrics.compute_metrics` are given; without them the
     derived columns use the default energy table's metrics and no energy lines are shown)."""
@@ -177,12 +177,12 @@ def to_table(result: RunResult, metrics=None) -> str:
     return text
 
 
-def _metrics_of(result: RunResult, metrics):
+def _metrics_of(result: RunRecord, metrics):
     """``metrics``, or the run's metrics with the command line's default energy table."""
     return metrics if metrics is not None else result.metrics()
 
 
-def _systolic_table(result: RunResult, metrics) -> str:
+def _systolic_table(result: RunRecord, metrics) -> str:
     arr = result.config["array"]
     header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
               f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
@@ -219,7 +219,7 @@ def _systolic_table(result: RunResult, metrics) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: RunResult, metrics=None) -> str:
+def to_json(result: RunRecord, metrics=None) -> str:
     """One JSON document: model, chip, config, timing, scope, ``layers`` (list), ``totals``, and
     ``metrics`` (:meth:`npulab.metrics.Metrics.to_dict`) when given."""
     doc = result.to_dict()
@@ -233,11 +233,11 @@ def to_json(result: RunResult, metrics=None) -> str:
 _CSV_SKIP = ("actions", "units", "utilization_pct", "bound")
 
 
-def csv_table(result: RunResult, metrics=None) -> tuple[list[str], list[list]]:
+def csv_table(result: RunRecord, metrics=None) -> tuple[list[str], list[list]]:
     """The header and rows of :func:`to_csv` as Python values (``None`` for an empty cell):
     what the run measured (every scalar :class:`LayerResult` field but the derived ones), then
     the metrics' columns (:func:`npulab.metrics.layer_columns`; ``metrics`` default to the
-    run's with the default energy table). :meth:`RunResult.to_pandas` builds its DataFrame
+    run's with the default energy table). :meth:`RunRecord.to_pandas` builds its DataFrame
     from the same rows."""
     from npulab.metrics import layer_columns
     metrics = _metrics_of(result, metrics)
@@ -252,7 +252,7 @@ def csv_table(result: RunResult, metrics=None) -> tuple[list[str], list[list]]:
     return names + [q.key for q in cols], rows
 
 
-def to_csv(result: RunResult, metrics=None) -> str:
+def to_csv(result: RunRecord, metrics=None) -> str:
     """One row per layer: the run's measured fields and the metrics' columns
     (:func:`csv_table`); empty cells for ``None`` (the nested ``actions``/``units`` are in
     the JSON)."""
@@ -269,7 +269,7 @@ def _blank(value):
     return "" if value is None else value
 
 
-def render(result: RunResult, fmt: str, metrics=None) -> str:
+def render(result: RunRecord, fmt: str, metrics=None) -> str:
     if fmt == "table":
         return to_table(result, metrics)
     if fmt == "json":

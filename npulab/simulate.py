@@ -25,7 +25,7 @@ soon as their inputs are), and the totals say how many there were.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, replace
 
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
@@ -38,107 +38,17 @@ from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
+from npulab.record import SCOPE_NOTE, SCOPE_NOTES, LayerResult, RunRecord
 
-__all__ = ["TIMING_MODES", "LayerResult", "RunResult", "simulate", "SCOPE_NOTE", "graph_batch"]
+__all__ = ["TIMING_MODES", "LayerResult", "RunRecord", "RunResult", "simulate", "SCOPE_NOTE",
+           "graph_batch"]
 
-SCOPE_NOTES = {
-    "native": ("full chip: tiles scheduled over the scratchpads, cycle-level DRAM, host link and "
-               "DMA; stalls included; pool/eltwise ops not simulated (no vector unit)"),
-    "compute": ("compute-only: operands assumed resident in SRAM with unlimited bandwidth "
-                "(no DRAM, no stalls); layers run one after another on an empty array"),
-    "scalesim": ("SCALE-Sim compute model (CALC): operands resident in SRAM, no DRAM, no stalls; "
-                 "layers run one after another; each layer counts one cycle less than its folds "
-                 "take, as SCALE-Sim does (its last-cycle-index convention, issue 125), so a "
-                 "fully used array can show a hair over 100 % utilization"),
-}
-#: Kept for callers of the compute-only scope text.
-SCOPE_NOTE = SCOPE_NOTES["compute"]
-
-
-@dataclass(frozen=True)
-class LayerResult:
-    """One op of the graph. Array metrics are ``None`` for ops no engine runs (``engine == "none"``)."""
-
-    name: str
-    op: str
-    engine: str
-    gemm_count: int | None
-    gemm_m: int | None
-    gemm_n: int | None
-    gemm_k: int | None
-    macs: int
-    cycles: int | None
-    pe_busy_cycles: int | None
-    utilization_pct: float | None
-    mapping_efficiency_pct: float | None
-    ifmap_sram_reads: int | None
-    filter_sram_reads: int | None
-    ofmap_sram_writes: int | None
-    ofmap_sram_reads: int | None
-    folds: int | None
-    # native (full chip) timing only; None in the compute-only modes
-    compute_cycles: int | None = None
-    stall_dram_cycles: int | None = None
-    stall_link_cycles: int | None = None
-    stall_sram_cycles: int | None = None
-    dram_read_bytes: int | None = None
-    dram_write_bytes: int | None = None
-    link_bytes: int | None = None
-    # the busiest resource the simulation found (compute, dram, link); bandwidths, MACs per
-    # DRAM byte and the roofline are metrics (:mod:`npulab.metrics`), not fields
-    bound: str | None = None
-    tiling: str | None = None
-    # What the hardware did, in the units the energy model charges (:mod:`npulab.metrics`):
-    # ``macs``, ``precision``, ``acc_bits``, ``reg_bits`` (PE register bits written),
-    # ``sram`` {name: {"read_bits", "write_bits"}}, ``dram_bits`` (on the bus), ``link_bits``,
-    # ``vector_ops`` (post-processing element operations). None for ops no engine runs.
-    actions: dict | None = None
-    # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
-    # for the timeline; None where the runner has the command-level trace instead.
-    units: dict | None = None
-
-    def __repr__(self) -> str:
-        if self.cycles is None:
-            return f"LayerResult({self.name}: {self.op}, not simulated (engine {self.engine}))"
-        gemm = (f", GEMM {self.gemm_count}x {self.gemm_m}x{self.gemm_n}x{self.gemm_k}"
-                if self.gemm_m is not None else "")
-        bound = f", bound {self.bound}" if self.bound else ""
-        return (f"LayerResult({self.name}: {self.op}{gemm}, {self.cycles:,} cycles, "
-                f"{self.macs:,} MACs, util {self.utilization_pct:.1f} %{bound})")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """A whole run: the inputs that produced it, every layer, and the totals."""
-
-    model: str
-    chip: str
-    config: dict
-    timing: str
-    scope: str
-    layers: tuple[LayerResult, ...]
-    totals: dict = field(default_factory=dict)
-    dram: dict = field(default_factory=dict)
-    execution: ExecutionResult | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        """Plain data (JSON-ready); the execution trace is left out."""
-        return {f: (getattr(self, f) if f != "layers" else [_layer_dict(x) for x in self.layers])
-                for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
-
-    # ---- notebook API: short repr, HTML table, DataFrame, metrics and plots ------------------
-
-    def _clock_mhz(self) -> float:
-        if self.timing == "nvdla":
-            return self.config["nvdla"]["clock_mhz"]
-        return self.config["chip"]["clock_mhz"]
-
-    def _hardware(self) -> str:
-        if self.timing == "nvdla":
-            n = self.config["nvdla"]
-            return f"NVDLA {n['atomic_c']}x{n['atomic_k']} atomic C x K"
-        a = self.config["array"]
-        return f"{a['rows']}x{a['cols']} {a['dataflow']} {a['precision']}"
+class RunResult(RunRecord):
+    """A run as :func:`simulate` returns it: the :class:`~npulab.record.RunRecord` with a
+    notebook face (a short ``repr``, an HTML table, ``metrics()``, ``to_pandas()``, ``summary()``
+    and the plots), each a view from :mod:`npulab.metrics`, :mod:`npulab.report`,
+    :mod:`npulab.output` and :mod:`npulab.plots`. ``RunResult.from_dict(summary["run"])``
+    gives one back from a saved ``summary.json``."""
 
     def summary_lines(self) -> list[str]:
         """The headline numbers, one short line each (``repr`` and the HTML view show them)."""
@@ -234,25 +144,6 @@ def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int) -> tuple
     s = scalesim_timing(cfg, m, n, k)
     return (count * s.total_cycles, count * s.macs, count * s.folds, count * s.ifmap_sram_reads,
             count * s.filter_sram_reads, count * s.ofmap_sram_writes, 0)
-
-
-_LAYER_FIELDS = tuple(f.name for f in fields(LayerResult))
-
-
-def _plain_copy(value):
-    """A deep copy of plain data (dicts, lists, tuples of scalars), as ``asdict`` makes of a
-    field, without its per-object overhead (``to_dict`` runs once per layer of long
-    topologies)."""
-    if isinstance(value, dict):
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain_copy(v) for v in value)
-    return value
-
-
-def _layer_dict(layer: LayerResult) -> dict:
-    """``asdict(layer)``, faster."""
-    return {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
 
 
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:

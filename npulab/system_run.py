@@ -76,8 +76,7 @@ def op_time_for(system: SystemConfig, dtype_bytes: int = 2,
     from npulab.simulate import simulate
     if chip_loader is None:
         from hw.configfile import load_chip_config
-        from npulab.cli import resolve_config
-        chip = load_chip_config(resolve_config(device.config))
+        chip = load_chip_config(device.config)
     else:
         chip = chip_loader(device.config)
     cache: dict[tuple, float] = {}

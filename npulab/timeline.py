@@ -1,6 +1,6 @@
 """The run's timeline as a Chrome / Perfetto trace (``trace.json``).
 
-:func:`chrome_trace` turns a :class:`~npulab.simulate.RunResult` into the JSON *Trace Event
+:func:`chrome_trace` turns a :class:`~npulab.record.RunRecord` into the JSON *Trace Event
 Format* (``{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}``) that
 ui.perfetto.dev and chrome://tracing open. Times: ``ts``/``dur`` in microseconds (floats) =
 core cycles / clock (MHz); every event also carries its cycles in ``args``.
@@ -140,12 +140,12 @@ def _clock_mhz(result) -> float:
 
 
 def chrome_trace(result) -> dict:
-    """The Chrome / Perfetto trace of ``result`` (a :class:`~npulab.simulate.RunResult` of any
+    """The Chrome / Perfetto trace of ``result`` (a :class:`~npulab.record.RunRecord` of any
     timing mode); see the module docstring for the tracks. Raises ValueError when the result
     cannot be drawn (no clock, a native run without its execution trace)."""
-    from npulab.simulate import RunResult   # npulab.simulate imports the executor: keep lazy
+    from npulab.record import RunRecord
 
-    if not isinstance(result, RunResult):
+    if not isinstance(result, RunRecord):
         raise ValueError(f"result = {type(result).__name__}: must be a RunResult "
                          f"(npulab.simulate.simulate or npulab.nvdla_run.simulate_nvdla)")
     clock = _clock_mhz(result)

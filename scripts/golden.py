@@ -190,6 +190,22 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _roots() -> list[bytes]:
+    """Folders whose absolute paths outputs may name (``summary.json`` names the energy table's
+    file): the checkout and the folder the installed ``hw`` package is in."""
+    import hw
+    found = {str(ROOT), str(Path(hw.__file__).resolve().parent.parent)}
+    return sorted((p.encode() for p in found), key=len, reverse=True)
+
+
+def normalized(data: bytes) -> bytes:
+    """``data`` with those folders written ``<root>``, so a fresh clone anywhere (and an
+    installed copy) hashes the same bytes."""
+    for root in _roots():
+        data = data.replace(root, b"<root>")
+    return data
+
+
 def _points_csv(path: Path) -> bytes:
     rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
     keep = [i for i, col in enumerate(rows[0]) if col not in VOLATILE_COLUMNS]
@@ -288,6 +304,7 @@ def compute(suite: str, only: str | None = None, out: Path | None = None,
                     files = run_case(name, kind, argv, Path(tmp) / name.replace("/", "_"))
                 except CaseFailed as exc:
                     files = {"error.txt": str(exc).encode()}
+                files = {f: normalized(data) for f, data in files.items()}
                 result[name] = {f: _digest(data) for f, data in sorted(files.items())}
                 if progress:
                     progress(i, len(selected), name, time.perf_counter() - start)

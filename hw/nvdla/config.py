@@ -19,11 +19,14 @@ from hw.systolic.config import ConfigError
 from hw.presets import nvdla_preset_names, presets_dir
 from hw.validate import config_from_table, read_toml, toml_value
 
-__all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "load_nvdla_config", "nvdla_preset_names",
-           "is_nvdla_config"]
+__all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "CACC_BITS", "load_nvdla_config",
+           "nvdla_preset_names", "is_nvdla_config"]
 
 #: Precisions an NVDLA build may support (int8 always; int16 and fp16 on nv_full only).
 PRECISIONS = ("int8", "int16", "fp16")
+#: Accumulator width of CACC per precision (int8: 34-bit sums in RTL; int16: 48; fp16: the
+#: float accumulator, charged as 32 bits), shared/reference/nvdla.md.
+CACC_BITS = {"int8": 34, "int16": 48, "fp16": 32}
 
 #: Optional features of ``spec/defs`` (``*_ENABLE`` / ``*_DISABLE``).
 FEATURES = ("winograd", "batch", "weight_compression", "secondary_memif", "sdp_lut", "sdp_ew",

@@ -15,6 +15,7 @@ from hw.presets import chip_preset_names, nvdla_preset_names, presets_dir
 from hw.system import system_names
 from hw.systolic.config import ConfigError
 from npulab import cli
+from npulab.cli import common
 from npulab.cli import main
 from npulab.simulate import simulate
 
@@ -87,7 +88,7 @@ def test_scalesim_points_gemm_users_to_the_topology_format(capsys):
 def test_the_python_api_takes_preset_names_like_the_cli(name):
     # before: load_chip_config("gemmini_like") raised "no such config file"
     assert load_chip_config(name) == load_chip_config(presets_dir() / f"{name}.toml")
-    assert resolve_chip_path(name) == cli.resolve_config(name)
+    assert resolve_chip_path(name) == common.resolve_config(name)
 
 
 def test_an_unknown_preset_names_every_preset():

@@ -17,7 +17,8 @@ from compiler.lower import CompileOptions, _problem
 from compiler.mapper import DEFAULT_EXHAUSTIVE_LIMIT, DEFAULT_SAMPLES, OBJECTIVES, map_op
 from compiler.tiling import choose_tiling
 from hw.configfile import load_chip_config
-from npulab import map_cmd
+from compiler.frontends.opspec import parse_conv
+from npulab.cli import map as map_cmd
 from npulab.cli import main
 
 SMALL = ["--set", "array.rows=8", "--set", "array.cols=8"]
@@ -126,10 +127,10 @@ def test_gemm_conv_and_model_build_the_right_gemm(capsys):
 
 
 def test_parse_conv_grammar():
-    assert map_cmd.parse_conv("56x56x64-64k3s1p1") == dict(
+    assert parse_conv("56x56x64-64k3s1p1") == dict(
         in_hw=(56, 56), in_channels=64, out_channels=64, kernel=(3, 3), stride=1, padding=1,
         groups=1)
-    assert map_cmd.parse_conv("7x9x3-8K5x3S2") == dict(
+    assert parse_conv("7x9x3-8K5x3S2") == dict(
         in_hw=(7, 9), in_channels=3, out_channels=8, kernel=(5, 3), stride=2, padding=0,
         groups=1)
 

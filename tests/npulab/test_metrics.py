@@ -11,7 +11,7 @@ from compiler.frontends import zoo
 from compiler.ir import Gemm, Graph, conv2d
 from hw.configfile import load_chip_config
 from hw.nvdla.config import load_nvdla_config
-from npulab.cli import resolve_config
+from npulab.cli.common import resolve_config
 from npulab.metrics import compute_metrics
 from npulab.nvdla_run import simulate_nvdla
 from npulab.simulate import simulate

@@ -219,7 +219,7 @@ def test_multichip_collective_dram_and_register_results():
 def test_nvdla_run_repr_and_table():
     from hw.nvdla.config import load_nvdla_config
     from npulab.nvdla_run import simulate_nvdla
-    from npulab.cli import resolve_config
+    from npulab.cli.common import resolve_config
     cfg = load_nvdla_config(resolve_config("nv_small"))
     run = simulate_nvdla(zoo.get(MODEL, image_size=SIZE), cfg)
     assert "NVDLA" in repr(run) and f"{run.totals['cycles']:,}" in repr(run)

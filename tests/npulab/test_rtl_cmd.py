@@ -62,7 +62,7 @@ def _vcd_vars(path) -> set[str]:
 
 def test_wave_writes_a_passing_run(tmp_path, capsys):
     from hw.systolic.regmodel import run_gemm
-    from npulab.rtl_cmd import wave_operands
+    from hw.systolic.rtl.cosim import wave_operands
 
     assert main(["rtl", "wave", "--rows", "2", "--cols", "2", "--dataflow", "os", "--m", "2",
                  "--k", "3", "--n", "2", "-o", str(tmp_path)]) == 0
@@ -91,7 +91,7 @@ def test_wave_writes_a_passing_run(tmp_path, capsys):
 
 
 def test_wave_ramp_wraps_and_random_operands():
-    from npulab.rtl_cmd import wave_operands
+    from hw.systolic.rtl.cosim import wave_operands
 
     cfg = ArrayConfig(rows=2, cols=2, dataflow="ws")
     a, b = wave_operands(cfg, 16, 16, 16)

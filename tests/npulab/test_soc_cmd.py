@@ -16,8 +16,8 @@ from compiler.lower import compile_graph
 from hw.chip import ChipConfig
 from hw.systolic.config import ConfigError
 from hw.system.soc import SocConfig, run_soc
-from npulab import soc_cmd
-from npulab.cli import UserError
+from npulab.cli import soc as soc_cmd
+from npulab.cli.common import UserError
 
 SMALL = ["--model", "resnet18", "--image-size", "32"]
 

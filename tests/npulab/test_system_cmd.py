@@ -1,5 +1,5 @@
 """``npulab collective`` and ``npulab system``: the multi-chip CLI and its glue
-(:mod:`npulab.system_cmd`, :mod:`npulab.system_run`) against hand-derived gold values.
+(:mod:`npulab.cli.system`, :mod:`npulab.system_run`) against hand-derived gold values.
 
 Closed forms are the alpha-beta-gamma model of Thakur, Rabenseifner & Gropp (2005) and
 Patarasuk & Yuan (2009) as tabulated in the reference (docs/multichip.md): ring all-reduce
@@ -19,7 +19,7 @@ from compiler.parallel.backward import backward_ops
 from hw.system.collectives import collective
 from hw.system.system import load_system
 from npulab.cli import main
-from npulab.system_cmd import _size_list, parse_bytes
+from npulab.cli.system import _size_list, parse_bytes
 from npulab.system_run import op_cost, op_time_for, resolve_model
 
 MIB = 1 << 20
@@ -348,7 +348,7 @@ def test_chip_device_compute_is_the_sum_of_simulated_ops(capsys):
     assert doc["step_s"] == pytest.approx(doc["compute_s"] + doc["exposed_comm_s"]
                                           + doc["bubble_s"] + doc["optimizer_s"], rel=1e-12)
     from hw.configfile import load_chip_config
-    from npulab.cli import resolve_config
+    from npulab.cli.common import resolve_config
     from npulab.simulate import simulate
     chip = load_chip_config(resolve_config("default"))
     graph = resolve_model("resnet18", batch=1, image_size=64)

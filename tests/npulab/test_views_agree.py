@@ -148,7 +148,9 @@ def test_every_view_shows_the_same_numbers(views, capsys):
 def test_notebook_views_agree(views):
     pytest.importorskip("pandas")
     summary = json.loads((views / "summary.json").read_text())
-    result = result_from_dict(summary["run"])
+    from npulab.simulate import RunResult
+    result = RunResult.from_dict(summary["run"])        # the notebook face of a saved run
+    assert result.to_dict() == result_from_dict(summary["run"]).to_dict()
     from npulab.output import metrics_from_dict
     metrics = metrics_from_dict(summary["metrics"])
     frame = result.to_pandas(metrics).set_index("name")

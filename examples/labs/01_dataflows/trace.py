@@ -20,7 +20,7 @@ import numpy as np
 
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.systolic.regmodel import run_gemm
-from npulab.rtl_cmd import wave_operands
+from hw.systolic.rtl.cosim import wave_operands
 
 
 def trace_gemm(rows: int, cols: int, dataflow: str, m: int, k: int, n: int,

@@ -27,7 +27,8 @@ from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl.array import SystolicArray, check_rtl_config
 
-__all__ = ["Mismatch", "CaseResult", "VerifyReport", "random_gemm", "cosim_gemm", "verify"]
+__all__ = ["Mismatch", "CaseResult", "VerifyReport", "random_gemm", "wave_operands", "cosim_gemm",
+           "verify"]
 
 CLOCK_PERIOD = 1e-8  # 100 MHz in the waveform; the contract is in cycles
 
@@ -124,6 +125,19 @@ STATIONARY_REGISTERS = (
     ("active", "active", ("value",)), ("active_valid", "active", ("valid",)),
     ("psum", "psum", ()), ("psum_valid", "psum_valid", ()),
 )
+
+
+def wave_operands(cfg: ArrayConfig, m: int, k: int, n: int, kind: str = "ramp", seed: int = 0):
+    """The operands of ``npulab rtl wave``: ``ramp`` (a[m][k] = 1 + m*K + k,
+    b[k][n] = -(1 + k*N + n), wrapped into the precision's range) or seeded ``random``."""
+    lo, hi = cfg.precision.operand_range
+    if kind == "random":
+        rng = np.random.default_rng(seed)
+        return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
+    span = hi - lo + 1
+    a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
+    b = -(1 + np.arange(k)[:, None] * n + np.arange(n)[None, :])
+    return (a - lo) % span + lo, (b - lo) % span + lo
 
 
 def register_table(cfg: ArrayConfig):

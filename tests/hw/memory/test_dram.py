@@ -25,7 +25,7 @@ from hw.memory.dram import (DRAM_PRESETS, DramConfig, DramModel, ReplayResult, T
                             decode_address, dram_config_from_dict, dram_config_from_dramsim3_ini,
                             dram_config_to_dict, dram_preset, read_trace, replay)
 from hw.systolic.config import ConfigError
-from npulab.dram_cmd import add_parser, config_from_args, main
+from npulab.cli.dram import add_parser, config_from_args, main
 
 ACT, PRE, RD, WR, RDA, WRA, REF = range(7)
 DDR4 = dram_preset("ddr4-3200")

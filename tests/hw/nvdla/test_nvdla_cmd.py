@@ -23,7 +23,7 @@ from hw.nvdla import sheet_models
 from hw.nvdla.sheet_models import (SHEET_MODELS, evaluate, load_sheet_model, npulab_placement,
                                    regenerate)
 from hw.nvdla.spreadsheet import SheetConfig, SheetLayer, read_sheet_csv, sheet_network
-from npulab import nvdla_cmd
+from npulab.cli import nvdla as nvdla_cmd
 from npulab.cli import main
 
 REPO = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ import pytest
 
 from hw.nvdla import trace_fetch
 from hw.nvdla.trace_fetch import FetchError, fetch_traces, git_blob_id
-from npulab import nvdla_cmd
+from npulab.cli import nvdla as nvdla_cmd
 from npulab.cli import main
 
 

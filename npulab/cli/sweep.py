@@ -85,7 +85,7 @@ def _flag(name: str) -> str:
 
 def main(args) -> int:
     """Run ``npulab sweep`` or ``npulab sweep report`` from parsed arguments."""
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     from npulab.sweep import SweepError
     try:
         if args.spec == "report":
@@ -96,7 +96,7 @@ def main(args) -> int:
 
 
 def _report(args) -> int:
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     from npulab.sweep import write_report
     if args.dir is None:
         raise UserError("sweep report: missing DIR (npulab sweep report DIR)")
@@ -123,7 +123,7 @@ def _notice(text: str) -> None:
 def _run(args) -> int:
     from pathlib import Path
 
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     from npulab.progress import Progress
     from npulab.sweep import load_spec, run_sweep, write_report
     if args.dir is not None:

@@ -24,7 +24,7 @@ import math
 import sys
 import textwrap
 
-from npulab.cli import UserError
+from npulab.cli.common import UserError
 
 __all__ = ["add_parser", "main", "spreadsheet_result", "render_spreadsheet", "FORMATS"]
 

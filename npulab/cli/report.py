@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["add_parser", "main", "recost"]
+__all__ = ["add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
@@ -41,25 +41,11 @@ def add_parser(subparsers) -> None:
                    help="re-cost with this energy table (45nm, 16nm, 7nm or a .toml file)")
 
 
-def recost(summary: dict, tech) -> dict:
-    """``summary`` with its metrics recomputed from the saved run with energy table ``tech``
-    (name, path or :class:`~hw.energy.Technology`). The DRAM and link energy types of the old
-    metrics are kept (a DRAM type that was only assumed is derived again)."""
-    from npulab.metrics import compute_metrics
-
-    old = (summary.get("metrics") or {}).get("chip") or {}
-    dram = old.get("dram") or {}
-    dram_kind = None if dram.get("kind_assumed", True) else dram.get("kind")
-    link_kind = (old.get("link") or {}).get("kind") or "pcie"
-    metrics = compute_metrics(summary["run"], tech, dram_kind=dram_kind, link_kind=link_kind)
-    return {**summary, "metrics": metrics.to_dict()}
-
-
 def main(args) -> int:
     """Run ``npulab report`` from parsed arguments; returns the exit status."""
-    from npulab.cli import UserError
-    from npulab.html_report import load_summary
-    from npulab.output import write_summary_outputs
+    from npulab.cli.common import UserError
+    from npulab.summary_io import load_summary
+    from npulab.output import recost, write_summary_outputs
 
     directory = Path(args.dir)
     if not directory.exists():

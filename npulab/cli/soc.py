@@ -64,14 +64,14 @@ def add_parser(subparsers) -> None:
 
 
 def _user_error(message: str) -> Exception:
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     return UserError(message)
 
 
 def build_soc(args) -> SocConfig:
     from hw.system.soc import CpuStream, SocConfig, load_soc_config
     """The SoC the command line asks for."""
-    from npulab.cli import resolve_config
+    from npulab.cli.common import resolve_config
     cpu = None
     if args.cpu_copy_mb is not None:
         if not args.cpu_copy_mb > 0:

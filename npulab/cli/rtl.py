@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hw.systolic.config import ArrayConfig, ConfigError
 
-__all__ = ["add_parser", "main", "array_config_from_args", "wave_operands"]
+__all__ = ["add_parser", "main", "array_config_from_args"]
 
 
 def _array_args(p: argparse.ArgumentParser) -> None:
@@ -197,23 +197,8 @@ def _main(args) -> int:
     return 0 if report.ok else 1
 
 
-def wave_operands(cfg: ArrayConfig, m: int, k: int, n: int, kind: str = "ramp", seed: int = 0):
-    """The operands of ``npulab rtl wave``: ``ramp`` (a[m][k] = 1 + m*K + k,
-    b[k][n] = -(1 + k*N + n), wrapped into the precision's range) or seeded ``random``."""
-    import numpy as np
-
-    lo, hi = cfg.precision.operand_range
-    if kind == "random":
-        rng = np.random.default_rng(seed)
-        return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
-    span = hi - lo + 1
-    a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
-    b = -(1 + np.arange(k)[:, None] * n + np.arange(n)[None, :])
-    return (a - lo) % span + lo, (b - lo) % span + lo
-
-
 def _wave(args, cfg: ArrayConfig) -> int:
-    from hw.systolic.rtl.cosim import cosim_gemm
+    from hw.systolic.rtl.cosim import cosim_gemm, wave_operands
     from hw.systolic.rtl.mutations import pe_class_for
 
     a, b = wave_operands(cfg, args.m, args.k, args.n, args.operands, args.seed)

@@ -2,7 +2,7 @@
 
 The per-op view of :mod:`compiler.mapper` (what ZigZag's or Timeloop's mapper shows for one
 layer): the op is a zoo model's layer (``--model NAME --layer LAYER``), one GEMM (``--gemm
-M,N,K``) or one convolution (``--conv 56x56x64-64k3s1p1``, grammar in :func:`parse_conv`); the
+M,N,K``) or one convolution (``--conv 56x56x64-64k3s1p1``, grammar in :func:`compiler.frontends.opspec.parse_conv`); the
 chip is ``npulab run``'s (``--config``, ``--set``). :func:`compiler.mapper.map_op` searches tile
 sizes x loop orders x dataflows for ``--objective``; the output is a header (op, GEMM shape,
 chip, space size, mappings costed, exhaustive or pruned with the pruned search's guarantee,
@@ -13,8 +13,8 @@ costed by the same cost model.
 The op is mapped on its own: its input comes from DRAM and its output goes back to DRAM (no
 on-chip residency from a neighbouring layer, which ``npulab run`` may use).
 
-Only argparse (and modules ``npulab.cli`` already loaded) are imported by :func:`add_parser`;
-the mapper, and its Numba kernel, load when the command runs.
+Only light modules are imported by :func:`add_parser`; the mapper, and its Numba kernel, load
+when the command runs. The op specs are :mod:`compiler.frontends.opspec`'s.
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 
 from compiler.options import CONV_LOWERINGS
 
-__all__ = ["add_parser", "main", "parse_gemm", "parse_conv", "cost_tiler_choice",
-           "OBJECTIVES", "DEFAULT_SAMPLES", "DEFAULT_EXHAUSTIVE_LIMIT"]
+__all__ = ["add_parser", "main", "cost_tiler_choice", "OBJECTIVES", "DEFAULT_SAMPLES",
+           "DEFAULT_EXHAUSTIVE_LIMIT"]
 
 #: The mapper's objectives (:data:`compiler.mapper.OBJECTIVES`; repeated here so building the
 #: parser does not import the mapper -- a test keeps them equal).
@@ -44,17 +43,13 @@ FORMATS = ("table", "json")
 #: Confidence of the pruned search's stated guarantee.
 CONFIDENCE = 0.99
 
-_CONV_RE = re.compile(
-    r"^(?P<h>\d+)x(?:(?P<w>\d+)x)?(?P<cin>\d+)-(?P<cout>\d+)"
-    r"k(?P<kh>\d+)(?:x(?P<kw>\d+))?(?:s(?P<s>\d+))?(?:p(?P<p>\d+))?(?:g(?P<g>\d+))?$",
-    re.IGNORECASE)
-_CONV_SYNTAX = ("HxWxCIN-COUTkKH[xKW][sSTRIDE][pPAD][gGROUPS] (HxCIN-... for a square input), "
-                "e.g. 56x56x64-64k3s1p1")
 
 
 def add_parser(subparsers) -> None:
     """Register ``map`` on an argparse subparsers object."""
-    from npulab.cli import DEFAULT_TECH, _add_config_args, _add_op_args
+    from compiler.frontends.opspec import CONV_SYNTAX
+    from hw.energy.tech import DEFAULT_TECHNOLOGY as DEFAULT_TECH
+    from npulab.cli.common import add_config_args, add_op_args
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
         "map", formatter_class=fmt, help="search the mapping space of one op (tilings, loop "
@@ -72,14 +67,14 @@ def add_parser(subparsers) -> None:
                "  npulab map --gemm 512,768,768 --config tpu_v1_like --top 5\n"
                "  npulab map --conv 56x56x64-64k3s1p1 --dataflows all --format json\n"
                "  npulab map --conv 28x28x128-128k3p1 --conv-lowering im2col --exhaustive-limit 0\n"
-               f"\nconv spec: {_CONV_SYNTAX}\n"
+               f"\nconv spec: {CONV_SYNTAX}\n"
                "more: docs/mapper.md")
-    _add_config_args(p)
+    add_config_args(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", "-m", metavar="NAME",
                      help=f"zoo model the op comes from (default {DEFAULT_MODEL}, with --layer "
                           f"{DEFAULT_LAYER} when no op is given)")
-    _add_op_args(src)
+    add_op_args(src)
     p.add_argument("--layer", "-l", metavar="LAYER",
                    help="op name in the zoo model (a Conv2d or Gemm), e.g. layer1.0.conv1")
     p.add_argument("--batch", metavar="N", help="batch size (zoo model, --conv images, --gemm "
@@ -127,7 +122,7 @@ def add_parser(subparsers) -> None:
 
 
 def _error(message: str) -> Exception:
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     return UserError(message)
 
 
@@ -147,58 +142,6 @@ def _int(option: str, value, lo: int) -> int | None:
     if number is None or number < lo:
         raise _error(f"{option} {value}: must be an integer >= {lo}")
     return number
-
-
-def parse_gemm(spec: str):
-    """``"M,N,K"`` -> :class:`compiler.ir.Gemm` named ``gemm MxNxK`` (``batch`` set by the caller)."""
-    parts = [x.strip() for x in spec.split(",")]
-    try:
-        m, n, k = (int(x) for x in parts)
-    except ValueError:
-        raise _error(f"--gemm {spec}: expected M,N,K, three integers >= 1 (e.g. --gemm "
-                     f"512,768,768)") from None
-    if min(m, n, k) < 1:
-        raise _error(f"--gemm {spec}: M, N and K must be integers >= 1 (e.g. --gemm "
-                     f"512,768,768)")
-    return m, n, k
-
-
-def parse_conv(spec: str) -> dict:
-    """A convolution spec -> :func:`compiler.ir.conv2d` keyword arguments.
-
-    Grammar (case-insensitive): ``HxWxCIN-COUTkKH[xKW][sSTRIDE][pPAD][gGROUPS]``; ``HxCIN-...``
-    for a square input. ``56x56x64-64k3s1p1`` is ResNet-18's conv2_1 (56x56 input, 64 -> 64
-    channels, 3x3 kernel, stride 1, padding 1); stride defaults to 1, padding to 0, groups to 1
-    (``112x112x32-32k3p1g32`` is a depthwise 3x3)."""
-    mt = _CONV_RE.match(spec.strip())
-    if mt is None:
-        raise _error(f"--conv {spec}: expected {_CONV_SYNTAX}")
-    v = {key: (int(x) if x is not None else None) for key, x in mt.groupdict().items()}
-    h = v["h"]
-    w = v["w"] if v["w"] is not None else h
-    kh = v["kh"]
-    kw = v["kw"] if v["kw"] is not None else kh
-    return dict(in_hw=(h, w), in_channels=v["cin"], out_channels=v["cout"], kernel=(kh, kw),
-                stride=v["s"] if v["s"] is not None else 1,
-                padding=v["p"] if v["p"] is not None else 0,
-                groups=v["g"] if v["g"] is not None else 1)
-
-
-def op_from_spec(gemm: str | None, conv: str | None, batch: int | None):
-    """The op of ``--gemm M,N,K`` or ``--conv SPEC`` (``npulab run`` and ``npulab map`` read
-    them alike): a :class:`compiler.ir.Gemm` named ``gemm MxNxK`` or a conv named ``conv SPEC``,
-    ``batch`` (default 1) independent GEMMs or images."""
-    from compiler.ir import Gemm, IRError, conv2d
-    from npulab.cli import check_bare_gemm
-    check_bare_gemm(gemm)
-    batch = _int("--batch", batch, 1) or 1
-    try:
-        if gemm:
-            m, n, k = parse_gemm(gemm)
-            return Gemm(name=f"gemm {m}x{n}x{k}", m=m, n=n, k=k, batch=batch)
-        return conv2d(f"conv {conv.strip()}", batch=batch, **parse_conv(conv))
-    except IRError as exc:
-        raise _error(f"{'--gemm ' + gemm if gemm else '--conv ' + conv}: {exc}") from None
 
 
 def _dataflows(spec: str, chip):
@@ -225,7 +168,6 @@ def _dataflows(spec: str, chip):
 
 def _op(args):
     """``(op, source)``: the op to map and a label of where it came from."""
-    from compiler.ir import Gemm, IRError, conv2d
     batch = _int("--batch", args.batch, 1)
     image_size = _int("--image-size", args.image_size, 1)
     seq_len = _int("--seq-len", args.seq_len, 1)
@@ -234,6 +176,9 @@ def _op(args):
     if args.gemm or args.conv:
         if image_size is not None or seq_len is not None:
             raise _error("--image-size/--seq-len apply to zoo models, not --gemm/--conv")
+        from compiler.frontends.opspec import op_from_spec
+        from npulab.cli.common import check_bare_gemm
+        check_bare_gemm(args.gemm)
         op = op_from_spec(args.gemm, args.conv, batch)
         return op, ("--gemm" if args.gemm else "--conv")
     from compiler.frontends import zoo
@@ -330,7 +275,7 @@ def _pct_better(best: float, tiler: float) -> float:
 def main(args) -> int:
     """Run ``npulab map`` from parsed arguments."""
     from hw.configfile import load_chip_config
-    from npulab.cli import _load_nvdla, presets_help, resolve_config
+    from npulab.cli.common import load_nvdla, presets_help, resolve_config
     objective = _choice("--objective", args.objective, OBJECTIVES)
     fmt = _choice("--format", args.format, FORMATS)
     lowering = _choice("--conv-lowering", args.conv_lowering, CONV_LOWERINGS)
@@ -345,7 +290,7 @@ def main(args) -> int:
     if args.dram_type is not None:
         _choice("--dram-type", args.dram_type, DRAM_KINDS)
     path = resolve_config(args.config)
-    nvdla = _load_nvdla(path, [])
+    nvdla = load_nvdla(path, [])
     if nvdla is not None:
         raise _error(f"--config {args.config}: {nvdla.name} is an NVDLA build, whose mapping is "
                      f"fixed by its convolution pipeline; npulab map searches systolic chips "

@@ -29,7 +29,7 @@ from hw.system import ALGORITHMS, OPS, system_names
 if TYPE_CHECKING:
     from hw.system.system import SystemConfig
 
-__all__ = ["add_parsers", "main", "parse_bytes", "format_bytes", "load"]
+__all__ = ["add_parser", "main", "parse_bytes", "format_bytes", "load"]
 
 FORMATS = ("table", "json")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -87,7 +87,7 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
 
 
-def add_parsers(subparsers) -> None:
+def add_parser(subparsers) -> None:
     """Register ``system`` and ``collective`` on an argparse subparsers object."""
     from compiler.parallel import model_names
     fmt = argparse.RawDescriptionHelpFormatter
@@ -275,7 +275,7 @@ def _fit_status(r, strict: bool) -> int:
 def main(args) -> int:
     """Run ``collective`` or ``system``; a ValueError from a bad argument (a strategy that does
     not fit the model, an unknown algorithm for the op, a bad size) becomes a one-line error."""
-    from npulab.cli import UserError
+    from npulab.cli.common import UserError
     try:
         if args.command == "collective":
             return cmd_collective(args)

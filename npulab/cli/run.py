@@ -1,0 +1,240 @@
+"""``npulab run``: simulate a workload on a chip and print (and write) the reports."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from compiler.options import CONV_LOWERINGS, MAP_MODES, ORDERS, SRAM_LAYOUTS
+from npulab.choices import RUN_FORMATS, TIMING_MODES
+from npulab.cli.common import (
+    DEFAULT_MODEL, UserError, add_config_args, add_energy_args, add_op_args,
+    add_topology_format_arg, check_bare_gemm, load_nvdla, resolve_config, topology_gemm,
+)
+
+def add_parser(sub) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    from compiler.frontends import zoo
+    run = sub.add_parser(
+        "run", formatter_class=fmt, help="simulate a model on a chip (the main job)",
+        description="Simulate a model from the zoo (or a SCALE-Sim topology CSV, or an ONNX file) "
+                    "on a chip and print per-layer cycles, compute and stall cycles by cause, SRAM, "
+                    "DRAM and link traffic, achieved bandwidth, arithmetic intensity and what "
+                    "bounds each layer.",
+        epilog="examples:\n  npulab run                                  # ResNet-18 on the default chip\n"
+               "  npulab run --model bert_base_layer --seq-len 256 --format json\n"
+               "  npulab run --config eyeriss_like --set array.dataflow=os -o results/\n"
+               "  npulab run --topology sim_configs/scalesim_resnet18.csv --timing scalesim\n"
+               "  npulab run --config nv_full --model resnet50   # an NVDLA build\n"
+               f"\nmodels: {', '.join(zoo.names())}",
+    )
+    add_config_args(run)
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--model", "-m", help=f"zoo model name (default {DEFAULT_MODEL})")
+    src.add_argument("--topology", "-t", metavar="CSV", help="SCALE-Sim topology CSV")
+    src.add_argument("--onnx", metavar="MODEL", help="ONNX model file (needs the onnx extra)")
+    add_op_args(src)
+    run.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                     help="with --onnx: the size of the model's symbolic input dimension NAME "
+                          "(repeatable), e.g. --dim sequence=128; the batch dimension is --batch")
+    run.add_argument("--skip-unsupported", action="store_true",
+                     help="with --onnx: skip unsupported ONNX ops (listed) instead of failing")
+    add_topology_format_arg(run)
+    run.add_argument("--batch", type=int,
+                     help="batch size for zoo models, --onnx, --gemm and --conv")
+    run.add_argument("--image-size", type=int, help="input height/width for zoo CNNs")
+    run.add_argument("--seq-len", type=int, help="sequence length for transformer models")
+    run.add_argument("--timing", choices=TIMING_MODES, default="native",
+                     help="native (default: full chip with SRAM tiling, DRAM, host link, stalls), "
+                          "compute (array only, operands assumed in SRAM) or scalesim "
+                          "(SCALE-Sim's compute formulas)")
+    run.add_argument("--conv-lowering", choices=CONV_LOWERINGS, default="direct",
+                     help="native timing: read conv inputs as NHWC patches (direct, default) or "
+                          "as an expanded im2col matrix in DRAM")
+    run.add_argument("--loop-order", choices=ORDERS,
+                     help="native timing: force the tile loop order (default: chosen per layer)")
+    run.add_argument("--no-keep-on-chip", action="store_true",
+                     help="native timing: always write layer outputs to DRAM")
+    run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
+                     help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
+    run.add_argument("--map", choices=tuple(MAP_MODES),
+                     help="native timing: tile every layer with the mapper, which searches "
+                          "tile sizes and loop orders for the lowest estimated latency, energy "
+                          "(with --tech's table) or energy-delay product, and on an array with "
+                          "array.reconfigurable=true the dataflow too (default: the tiler's "
+                          "latency heuristic)")
+    run.add_argument("--precision", choices=("int8", "int16", "fp16"),
+                     help="NVDLA builds: data type of the network (default int8; int16/fp16 "
+                          "need nv_full); systolic chips take --set array.precision=...")
+    run.add_argument("--format", "-f", choices=RUN_FORMATS, default="table", help="stdout format")
+    run.add_argument("--output", "-o", metavar="DIR",
+                     help="also write summary.json, layers.csv, report.txt, report.html and "
+                          "trace.json (Perfetto timeline) into DIR")
+    add_energy_args(run)
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="no progress bar and no 'wrote' message (the bar is drawn only on a "
+                          "terminal anyway)")
+
+
+def _zoo_params(args) -> dict:
+    params = {}
+    for key in ("batch", "image_size", "seq_len"):
+        value = getattr(args, key)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+_SYSTOLIC_ONLY = (("timing", "native"), ("conv_lowering", "direct"), ("loop_order", None),
+                  ("no_keep_on_chip", False), ("sram_layout", "matched"), ("map", None))
+
+
+def _native_only(args) -> None:
+    """Options that only the native (tiled, full-chip) timing reads are errors elsewhere, not
+    silently ignored."""
+    if args.timing == "native":
+        return
+    for key, default in _SYSTOLIC_ONLY:
+        if key != "timing" and getattr(args, key) != default:
+            raise UserError(f"--{key.replace('_', '-')} applies to --timing native (it tiles "
+                            f"layers for the full chip); --timing {args.timing} does not tile")
+
+
+def _workload(args):
+    """The graph ``npulab run`` simulates: a zoo model (default), a topology CSV, an ONNX file,
+    or one ``--gemm``/``--conv`` op."""
+    from compiler.frontends import zoo
+    if args.onnx:
+        if any(v is not None for v in (args.image_size, args.seq_len)):
+            raise UserError("--image-size/--seq-len apply to zoo models, not --onnx")
+        return _import_onnx(args)
+    if args.topology_format is not None and not args.topology:
+        raise UserError("--topology-format applies to --topology CSV files")
+    if args.topology:
+        from compiler.frontends.scalesim_topology import read_topology
+        if any(v is not None for v in (args.batch, args.image_size, args.seq_len)):
+            raise UserError("--batch/--image-size/--seq-len apply to zoo models, not --topology")
+        return read_topology(args.topology, gemm=topology_gemm(args))
+    if args.gemm or args.conv:
+        if any(v is not None for v in (args.image_size, args.seq_len)):
+            raise UserError("--image-size/--seq-len apply to zoo models, not --gemm/--conv")
+        from compiler.ir import Graph
+        from compiler.frontends.opspec import op_from_spec
+        op = op_from_spec(args.gemm, args.conv, args.batch)   # --gemm checked in main
+        return Graph(name=op.name.replace(" ", "_"), ops=(op,))
+    try:
+        return zoo.get(args.model or DEFAULT_MODEL, **_zoo_params(args))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_run_paths(args) -> None:
+    """Before any work: the input files are readable files, the output directory can be made,
+    the energy table loads (it is used only after the simulation)."""
+    from hw.energy import load_technology
+    from hw.files import check_input_file, check_output_dir
+    if args.topology:
+        check_input_file(args.topology, "topology CSV", flag="--topology")
+    if args.onnx:
+        check_input_file(args.onnx, "ONNX model", flag="--onnx")
+    if args.output:
+        check_output_dir(args.output, flag="--output")
+    load_technology(args.tech)
+
+
+def main(args) -> int:
+    from hw.configfile import load_chip_config
+    check_bare_gemm(args.gemm)
+    _check_run_paths(args)
+    if args.dim and not args.onnx:
+        raise UserError("--dim applies to --onnx models (symbolic input dimensions); zoo "
+                        "models take --batch, --image-size and --seq-len")
+    path = resolve_config(args.config)
+    nvdla = load_nvdla(path, args.set)
+    if nvdla is not None:
+        for key, default in _SYSTOLIC_ONLY:
+            if getattr(args, key) != default:
+                raise UserError(f"--{key.replace('_', '-')} applies to systolic chips; "
+                                f"{nvdla.name} is an NVDLA build (its cycle model is fixed)")
+        chip = None
+    else:
+        if args.precision is not None:
+            raise UserError("--precision applies to NVDLA builds; for a systolic chip use "
+                            "--set array.precision=int8|int16|fp16")
+        _native_only(args)
+        chip = load_chip_config(path, args.set)
+    if args.skip_unsupported and not args.onnx and nvdla is None:
+        raise UserError("--skip-unsupported applies to --onnx models (and to any model on an "
+                        "NVDLA build)")
+    graph = _workload(args)
+    from npulab.progress import Progress, compile_notice
+    progress = Progress(quiet=args.quiet)
+    with compile_notice(progress):
+        if nvdla is not None:
+            from hw.nvdla.lower import NvdlaLoweringError
+            from npulab.nvdla_run import simulate_nvdla
+            try:
+                result = simulate_nvdla(graph, nvdla, args.precision or "int8",
+                                        skip_unsupported=args.skip_unsupported,
+                                        progress=progress)
+            except NvdlaLoweringError as exc:
+                message = str(exc).split("; pass skip_unsupported=True")[0]
+                raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
+                                f"them)") from None
+        else:
+            from compiler.options import CompileOptions
+            from npulab.simulate import simulate
+            options = CompileOptions(conv_lowering=args.conv_lowering,
+                                     loop_order=args.loop_order,
+                                     keep_on_chip=not args.no_keep_on_chip,
+                                     sram_layout=args.sram_layout, map=args.map, tech=args.tech)
+            result = simulate(graph, chip, args.timing, progress=progress, options=options)
+        metrics = _metrics(result, args)
+    from npulab.report import render
+    sys.stdout.write(render(result, args.format, metrics))
+    if args.output:
+        from npulab.output import write_run_outputs
+        paths = write_run_outputs(result, metrics, args.output)
+        if not args.quiet:
+            print(f"npulab: wrote {', '.join(p.name for p in paths)} to {args.output}",
+                  file=sys.stderr)
+    return 0
+
+
+def _metrics(result, args):
+    from npulab.metrics import compute_metrics
+    return compute_metrics(result, args.tech, dram_kind=args.dram_type, link_kind=args.link_type)
+
+
+def _import_onnx(args):
+    try:
+        from compiler.frontends.onnx_import import OnnxImportError, import_onnx
+    except ModuleNotFoundError as exc:
+        raise UserError(f"--onnx needs the onnx package ({exc}); install it with "
+                        f"pip install 'npulab[onnx]'") from None
+    try:
+        graph, report = import_onnx(args.onnx, batch=args.batch,
+                                    skip_unsupported=args.skip_unsupported,
+                                    dims=parse_dims(args.dim))
+    except OnnxImportError as exc:
+        raise UserError(str(exc)) from None
+    if report.skipped:
+        skipped = ", ".join(f"{op} ({node})" for op, node in report.skipped)
+        print(f"npulab: skipped unsupported ONNX ops: {skipped}", file=sys.stderr)
+    return graph
+
+
+def parse_dims(texts: list[str]) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as ``{NAME: SIZE}``; UserError for a malformed one, a size
+    that is not an integer >= 1, or a NAME given twice."""
+    dims: dict[str, int] = {}
+    for text in texts:
+        name, eq, size = (part.strip() for part in text.partition("="))
+        if not eq or not name:
+            raise UserError(f"--dim {text}: expected NAME=SIZE, e.g. --dim sequence=128")
+        if name in dims:
+            raise UserError(f"--dim {text}: {name} is given twice")
+        if not size.isdecimal() or int(size) < 1:
+            raise UserError(f"--dim {text}: SIZE {size!r} must be an integer >= 1")
+        dims[name] = int(size)
+    return dims

@@ -1,11 +1,11 @@
 """What a collective simulation will cost, estimated in closed form BEFORE anything is built.
 
 :func:`check_collective` counts the messages an algorithm's DAG will hold (steps x ranks x
-chunks x rings x groups; the formulas mirror the builders of :mod:`.collectives`, and a test
-holds them to the real DAG: the estimate is never below the real count and at most a few times
-above it) and the route entries the engine will store (distinct (src, dst) pairs x a bound on
-their hops), turns both into bytes and refuses, with a :class:`BudgetError` that says how much
-it would need and suggests ``--mode analytic``, anything above the budget:
+chunks x rings x groups; the formulas mirror the schedules of :mod:`.collective_schedules`, and
+a test holds them to the real DAG: the estimate is never below the real count and at most a few
+times above it) and the route entries the engine will store (distinct (src, dst) pairs x a bound
+on their hops), turns both into bytes and refuses, with a :class:`BudgetError` that says how
+much it would need and suggests ``--mode analytic``, anything above the budget:
 
 * ``MAX_MESSAGES`` messages (2**24 = 16,777,216: about half a minute of simulation and ~2.5 GB);
 * ``MAX_MEMORY_BYTES`` of estimated memory (4 GiB), at ``BYTES_PER_MESSAGE`` per message (the

@@ -49,7 +49,7 @@ def test_big_collectives_are_refused_before_building(spec, op, extra, monkeypatc
 
     def boom(*a, **k):
         raise AssertionError("the DAG was built")
-    monkeypatch.setattr("hw.system.collectives._Dag.add", boom)
+    monkeypatch.setattr("hw.system.collective_dag.MessageDag.add", boom)
     with pytest.raises(BudgetError, match=r"would need [\d,]+ messages .*--mode analytic"):
         collective(topo, op, 64 << 20, **extra)
 

@@ -1,4 +1,4 @@
-"""Collectives (hw/system/collectives.py) against the alpha-beta-gamma closed forms of
+"""Collectives (hw/system/collective*.py) against the alpha-beta-gamma closed forms of
 Thakur, Rabenseifner & Gropp 2005, Chan et al. 2007 and Patarasuk & Yuan 2009 (the reference
 table in docs/multichip.md), each written out here, on topologies where every logical step
 has its own links: ring:8 for ring algorithms, fc:8 (one link per ordered pair) for direct,

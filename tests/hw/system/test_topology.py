@@ -1,4 +1,4 @@
-"""Topologies (hw/system/topology.py): builders, specs, graph files, routes, rings, levels."""
+"""Topologies (hw/system/topology*.py): builders, specs, graph files, routes, rings, levels."""
 
 from __future__ import annotations
 

@@ -52,6 +52,9 @@ __all__ = ["njit", "cache_root", "kernel_cache_dir", "source_stamp", "KernelCach
 
 #: Folders (relative to the project root) that hold jitted code; their source is the stamp.
 KERNEL_PACKAGES = ("hw", "compiler/mapper")
+#: Left out of the stamp: the presets, installed as ``hw/sim_configs`` (absent from a checkout's
+#: ``hw/``), so the installed copy and the source tree keep sharing compiled kernels.
+_NOT_KERNEL_CODE = ("hw/sim_configs/",)
 _ROOT = Path(__file__).resolve().parents[1]   # the folder holding hw/ and compiler/
 
 
@@ -76,11 +79,15 @@ def kernel_cache_dir() -> Path:
 
 @functools.cache
 def source_stamp(root: Path = _ROOT) -> str:
-    """SHA-256 over the path and bytes of every ``.py`` file under :data:`KERNEL_PACKAGES`."""
+    """SHA-256 over the path and bytes of every ``.py`` file under :data:`KERNEL_PACKAGES`
+    (but the installed presets' ``hw/sim_configs/``)."""
     h = hashlib.sha256()
     for package in KERNEL_PACKAGES:
         for p in sorted((root / package).rglob("*.py")):
-            h.update(p.relative_to(root).as_posix().encode())
+            relative = p.relative_to(root).as_posix()
+            if relative.startswith(_NOT_KERNEL_CODE):
+                continue
+            h.update(relative.encode())
             h.update(p.read_bytes())
     return h.hexdigest()
 

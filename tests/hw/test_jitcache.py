@@ -67,6 +67,10 @@ def test_the_stamp_is_the_content_of_every_kernel_file(tmp_path):
     callee.write_text(callee.read_text().removesuffix("\n# changed\n"))
     outside.write_text(outside.read_text() + "\n# changed\n")
     assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
+    presets = copy / "hw" / "sim_configs"                # an installed copy's package data
+    presets.mkdir()
+    (presets / "__init__.py").write_text('"""Hardware configs shipped with npulab."""\n')
+    assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
     assert KERNEL_PACKAGES == ("hw", "compiler/mapper")
 
 

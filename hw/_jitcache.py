@@ -19,7 +19,10 @@ Two rules make that cache right and shared:
   the old callee compiled into it (npulab hit this once: after ``hw/nvdla/lut.py`` changed,
   ``cdp.py``'s cached kernel still carried the old ``_lut_one``). The stamp here is one SHA-256
   over every ``.py`` file of ``hw/`` and ``compiler/mapper/`` (the only places with kernels), so
-  editing any of them recompiles everything once.
+  editing any of them recompiles everything once. It is computed when the first kernel is
+  compiled or loaded from the cache, once per process, never at import: Numba asks for a
+  kernel's stamp when the module defining it is imported, so the locator hands it a
+  :class:`_LazyStamp` that hashes the sources the first time Numba compares or saves it.
 
 With Numba's own ``NUMBA_CACHE_DIR`` set, or when the directory cannot be written, Numba's
 default locators are used instead (nothing npulab-specific happens).
@@ -49,6 +52,9 @@ __all__ = ["njit", "cache_root", "kernel_cache_dir", "source_stamp", "KernelCach
 
 #: Folders (relative to the project root) that hold jitted code; their source is the stamp.
 KERNEL_PACKAGES = ("hw", "compiler/mapper")
+#: Left out of the stamp: the presets, installed as ``hw/sim_configs`` (absent from a checkout's
+#: ``hw/``), so the installed copy and the source tree keep sharing compiled kernels.
+_NOT_KERNEL_CODE = ("hw/sim_configs/",)
 _ROOT = Path(__file__).resolve().parents[1]   # the folder holding hw/ and compiler/
 
 
@@ -73,13 +79,42 @@ def kernel_cache_dir() -> Path:
 
 @functools.cache
 def source_stamp(root: Path = _ROOT) -> str:
-    """SHA-256 over the path and bytes of every ``.py`` file under :data:`KERNEL_PACKAGES`."""
+    """SHA-256 over the path and bytes of every ``.py`` file under :data:`KERNEL_PACKAGES`
+    (but the installed presets' ``hw/sim_configs/``)."""
     h = hashlib.sha256()
     for package in KERNEL_PACKAGES:
         for p in sorted((root / package).rglob("*.py")):
-            h.update(p.relative_to(root).as_posix().encode())
+            relative = p.relative_to(root).as_posix()
+            if relative.startswith(_NOT_KERNEL_CODE):
+                continue
+            h.update(relative.encode())
             h.update(p.read_bytes())
     return h.hexdigest()
+
+
+class _LazyStamp:
+    """:func:`source_stamp`, computed when Numba first uses it rather than when it asks for it.
+
+    Numba stores the stamp in a kernel's cache index (pickled: as the plain digest string) and
+    compares it with the stored one (``stored != stamp``) on the kernel's first load; both
+    happen at the kernel's first call, not at its definition.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, _LazyStamp):
+            return True
+        return source_stamp() == other
+
+    def __hash__(self) -> int:
+        return hash(source_stamp())
+
+    def __reduce__(self):
+        return (str, (source_stamp(),))
+
+    def __repr__(self) -> str:
+        return "<npulab source stamp>"
 
 
 class KernelCacheLocator(caching._CacheLocator):
@@ -92,8 +127,8 @@ class KernelCacheLocator(caching._CacheLocator):
     def get_cache_path(self) -> str:
         return self._cache_path
 
-    def get_source_stamp(self) -> str:
-        return source_stamp()
+    def get_source_stamp(self) -> _LazyStamp:
+        return _LazyStamp()
 
     def get_disambiguator(self) -> str:
         return str(self._lineno)

@@ -1,15 +1,14 @@
 """The shipped presets (``sim_configs/*.toml``): where they are and how a name resolves.
 
 One lookup serves the command line and the Python API, so ``load_chip_config("gemmini_like")``
-and ``npulab run --config gemmini_like`` accept the same names. The folder is the checkout's
-``sim_configs/`` or, in an installed copy, the ``npulab/sim_configs`` package data, located
-without importing ``npulab`` (``hw`` never imports the layers above it). Imports nothing heavy:
-the command line lists these names in its help.
+and ``npulab run --config gemmini_like`` accept the same names. The folder is ``sim_configs``
+beside this module in an installed copy (package data ``hw.sim_configs``), else the checkout's
+``sim_configs/`` next to ``hw/``. Imports nothing heavy: the command line lists these names in
+its help.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 __all__ = ["presets_dir", "chip_preset_names", "nvdla_preset_names", "preset_path",
@@ -17,16 +16,10 @@ __all__ = ["presets_dir", "chip_preset_names", "nvdla_preset_names", "preset_pat
 
 
 def presets_dir() -> Path:
-    """``sim_configs/`` of a source checkout, or the installed ``npulab/sim_configs``."""
-    checkout = Path(__file__).resolve().parents[1] / "sim_configs"
-    if checkout.is_dir():
-        return checkout
-    spec = importlib.util.find_spec("npulab")
-    if spec is not None and spec.origin:
-        installed = Path(spec.origin).parent / "sim_configs"
-        if installed.is_dir():
-            return installed
-    return checkout
+    """The installed ``hw/sim_configs``, or ``sim_configs/`` of a source checkout."""
+    here = Path(__file__).resolve().parent
+    installed = here / "sim_configs"
+    return installed if installed.is_dir() else here.parent / "sim_configs"
 
 
 def chip_preset_names() -> list[str]:

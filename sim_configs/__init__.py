@@ -1,1 +1,2 @@
-"""Hardware configs shipped with npulab (installed as ``npulab.sim_configs``)."""
+"""Hardware configs shipped with npulab (installed as ``hw.sim_configs``; found by
+:func:`hw.presets.presets_dir`)."""

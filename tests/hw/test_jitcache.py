@@ -67,6 +67,10 @@ def test_the_stamp_is_the_content_of_every_kernel_file(tmp_path):
     callee.write_text(callee.read_text().removesuffix("\n# changed\n"))
     outside.write_text(outside.read_text() + "\n# changed\n")
     assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
+    presets = copy / "hw" / "sim_configs"                # an installed copy's package data
+    presets.mkdir()
+    (presets / "__init__.py").write_text('"""Hardware configs shipped with npulab."""\n')
+    assert source_stamp.__wrapped__(copy) == source_stamp.__wrapped__(REPO)
     assert KERNEL_PACKAGES == ("hw", "compiler/mapper")
 
 
@@ -86,6 +90,39 @@ def test_source_tree_and_another_copy_share_one_cache_and_a_changed_callee_recom
     callee = copy / "hw" / "memory" / "link.py"           # another file than the kernel's
     callee.write_text(callee.read_text() + "\n# changed\n")
     assert _probe(copy, cache)["compiled"] >= 1
+
+
+_LAZY_PROBE = textwrap.dedent("""
+    import json, sys
+    import hw
+    light = "numba" not in sys.modules
+    from hw import _jitcache
+    import compiler.mapper.cost, hw.executor, hw.numerics, hw.nvdla.cdp, hw.system.engine
+    at_import = _jitcache.source_stamp.cache_info().misses
+    assert hw.numerics.int_min(8) == -128 and hw.numerics.int_max(8) == 127
+    print(json.dumps({"light": light, "at_import": at_import,
+                      "after_use": _jitcache.source_stamp.cache_info().misses}))
+""")
+
+
+def test_importing_kernels_hashes_nothing_and_the_first_kernel_use_hashes_once(tmp_path):
+    """No import-time work: the source stamp is computed when a kernel is first needed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env["NPULAB_CACHE"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-c", _LAZY_PROBE], cwd=REPO, env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"light": True, "at_import": 0, "after_use": 1}
+
+
+def test_the_lazy_stamp_pickles_and_compares_as_the_digest():
+    import pickle
+    stamp = _jitcache._LazyStamp()
+    assert pickle.loads(pickle.dumps(stamp)) == source_stamp()
+    assert type(pickle.loads(pickle.dumps(stamp))) is str
+    assert source_stamp() == stamp and not (source_stamp() != stamp)
+    assert "0" * 64 != stamp
 
 
 def test_a_user_managed_numba_cache_dir_is_left_to_numba(monkeypatch, tmp_path):

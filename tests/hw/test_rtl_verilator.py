@@ -17,10 +17,12 @@ from hw.systolic.config import ArrayConfig
 from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl import cosim
 from hw.systolic.rtl.array import SystolicArray
+from hw.systolic.rtl import verilator_testbench
 from hw.systolic.rtl.verilator import (
-    VerilatorError, VerilatorReport, _encode, build_simulator, probe_names, run_snapshots,
+    VerilatorError, VerilatorReport, build_simulator, probe_names, run_snapshots,
     verilator_available, verify_verilator,
 )
+from hw.systolic.rtl.verilator_testbench import _encode
 
 needs_verilator = pytest.mark.skipif(
     not verilator_available(),
@@ -53,6 +55,28 @@ def test_verilator_name_encoding():
     assert _encode("mesh.pe_0_0.x_out") == "mesh__02epe_0_0__02ex_out"
     assert _encode("out__12") == "out___05F12"
     assert _encode("$flatten\\mesh.\\pe_0_0.$1") == "__024flatten__05cmesh__02e__05cpe_0_0__02e__0241"
+
+
+@pytest.mark.parametrize("kw,deskew", [(CONFIGS[0][0], False), (CONFIGS[2][0], True)])
+def test_the_testbench_template_is_package_data_with_every_placeholder_filled(kw, deskew):
+    """verilator_testbench.cpp sits beside its module (installed as package data) and its
+    placeholders are exactly the fields the code fills: none left over, none unused."""
+    from importlib import resources
+    from string import Template
+
+    from hw.systolic.rtl.synth import verilog_text
+
+    path = resources.files("hw.systolic.rtl").joinpath(verilator_testbench._TEMPLATE_FILE)
+    assert path.is_file()
+    template = Template(path.read_text())
+    assert template.is_valid()
+    cfg = ArrayConfig(**kw)
+    verilog = verilog_text(cfg, deskew=deskew, flatten=True)
+    fields = verilator_testbench._testbench_fields(cfg, deskew, verilog)
+    assert set(template.get_identifiers()) == set(fields)
+    text = verilator_testbench._testbench(cfg, deskew, verilog)
+    assert "${" not in text and text.startswith("// npulab: Verilator testbench for ")
+    assert f"static const int R = {cfg.rows}, C = {cfg.cols}," in text
 
 
 def test_missing_verilator_is_a_clear_error(monkeypatch, tmp_path):

@@ -1,0 +1,192 @@
+"""One ONNX import's state: the sorted nodes, their shapes, which tensors are constants, and
+the IR ops each activation tensor comes from.
+
+:class:`Importer` reads the shape-inferred model once; the converters
+(:mod:`compiler.frontends.onnx_ops`) read shapes and sources through it and append IR ops with
+:meth:`Importer.emit`, which also records which tensors a later node may fold into its producer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from compiler.frontends.onnx_model import has_subgraph, shape_of, topological
+from compiler.frontends.onnx_support import (
+    OnnxImportError, first_line, is_static, node_label, node_type, show_shape,
+)
+from compiler.ir import IRError, Move, Op
+
+__all__ = ["Importer", "Value"]
+
+
+@dataclass(frozen=True)
+class Value:
+    """An activation tensor: the IR ops it is the output of (empty: the graph input).
+
+    ``fusable``: the tensor is the only use of one compute op's output, so a folded node may
+    modify that op's output without changing what any other consumer reads.
+    """
+
+    sources: tuple[str, ...]
+    fusable: bool = False
+
+
+class Importer:
+    """The state of one import, and the operations the converters use on it.
+
+    Attributes
+    ----------
+    shapes:
+        Tensor name -> inferred shape (None: unknown), initializers included.
+    consts:
+        Tensors known at import time: initializers and everything computed from them only.
+    values:
+        Activation tensor -> the IR ops it is the output of (:class:`Value`).
+    nodes:
+        The graph's nodes in topological order.
+    ops:
+        The IR ops emitted so far, in execution order.
+    report:
+        ``skipped``/``folded``/``moves``/``elided`` lists of ``(op_type, node name)``.
+    """
+
+    def __init__(self, onnx, proto, prepared, inferred, label, name, skip_unsupported):
+        self.onnx, self.prepared, self.label, self.name = onnx, prepared, label, name
+        self.skip_unsupported = skip_unsupported
+        graph = proto.graph
+        self.shapes: dict[str, tuple[int | None, ...] | None] = {}
+        for value in list(inferred.graph.input) + list(inferred.graph.value_info) + list(
+                inferred.graph.output):
+            self.shapes[value.name] = shape_of(value)
+        for tensor in graph.initializer:
+            self.shapes[tensor.name] = tuple(tensor.dims)
+        for sparse in graph.sparse_initializer:
+            self.shapes[sparse.values.name] = tuple(sparse.dims)
+        self.consts = {t.name for t in graph.initializer} | {
+            s.values.name for s in graph.sparse_initializer}
+        inputs = [i.name for i in graph.input if i.name not in self.consts]
+        self.values: dict[str, Value] = {name: Value(()) for name in inputs}
+        self.nodes = topological(list(graph.node), self.consts | set(self.values))
+        for node in self.nodes:
+            if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+                const = True
+            else:
+                const = not has_subgraph(onnx, node) and all(
+                    t in self.consts for t in node.input if t)
+            if const:
+                self.consts.update(t for t in node.output if t)
+        self.graph_outputs = {o.name for o in graph.output}
+        self.producers = {t: node for node in self.nodes for t in node.output if t}
+        self.users: Counter[str] = Counter()
+        for node in self.nodes:
+            if not self.is_const_node(node):
+                self.users.update({t for t in node.input if t})
+        self.ops: list[Op] = []
+        self.used: set[str] = set()
+        self.report: dict[str, list[tuple[str, str]]] = {
+            "skipped": [], "folded": [], "moves": [], "elided": []}
+        self.strict_reason: str | None = None
+
+    def is_const_node(self, node) -> bool:
+        """Every output of the node is known at import time (it adds no op)."""
+        outs = [t for t in node.output if t]
+        return bool(outs) and all(t in self.consts for t in outs)
+
+    def fail(self, node, message: str) -> OnnxImportError:
+        """The error for ``node``, naming the model and the node (the caller raises it)."""
+        return OnnxImportError(f"{self.label}: node {node_label(node)!r} ({node.op_type}): "
+                               f"{message}")
+
+    def shape(self, node, tensor: str) -> tuple[int, ...]:
+        """The static, non-empty shape of ``tensor``; else an error saying where it got lost."""
+        shape = self.shapes.get(tensor)
+        if not is_static(shape):
+            if self.strict_reason is None:
+                try:
+                    self.onnx.shape_inference.infer_shapes(self.prepared, strict_mode=True,
+                                                           data_prop=True)
+                    self.strict_reason = ""
+                except Exception as exc:
+                    self.strict_reason = f"; ONNX shape inference reports: {first_line(exc)}"
+            known = "unknown" if shape is None else f"not static {show_shape(shape)}"
+            root, producer = self._unknown_root(tensor)
+            origin = ""
+            if root != tensor and producer is not None:
+                origin = (f" (it depends on {root!r}, output of node {node_label(producer)!r} "
+                          f"({node_type(producer)}), whose shape is unknown)")
+            raise self.fail(node, f"the shape of {tensor!r} is {known} after ONNX shape "
+                            f"inference{origin}{self.strict_reason}; export the model with "
+                            "static shapes (or shapes in its value_info)")
+        if 0 in shape:
+            raise self.fail(node, f"{tensor!r} has shape {show_shape(shape)}: an empty tensor")
+        return shape
+
+    def _unknown_root(self, tensor: str):
+        """The furthest upstream tensor with an unknown shape that ``tensor`` derives from."""
+        seen: set[str] = set()
+        while tensor in self.producers and tensor not in seen:
+            seen.add(tensor)
+            upstream = [t for t in self.producers[tensor].input
+                        if t and not is_static(self.shapes.get(t))]
+            if not upstream:
+                break
+            tensor = upstream[0]
+        return tensor, self.producers.get(tensor)
+
+    def sources(self, tensors, node, strict: bool = True) -> tuple[str, ...]:
+        """The IR ops ``tensors`` come from, each once; ``strict``: an unknown tensor fails."""
+        out: list[str] = []
+        for tensor in tensors:
+            if tensor not in self.values:
+                if not strict:
+                    continue
+                raise self.fail(node, f"reads {tensor!r}, which no imported node produces")
+            out += [s for s in self.values[tensor].sources if s not in out]
+        return tuple(out)
+
+    def acts(self, node) -> list[str]:
+        """The node's activation inputs (not constants)."""
+        return [t for t in node.input if t and t not in self.consts]
+
+    def exclusive(self, tensor: str) -> bool:
+        """Exactly one node reads ``tensor`` and it is not a graph output."""
+        return self.users[tensor] == 1 and tensor not in self.graph_outputs
+
+    def emit(self, node, op: Op, outputs: list[str] | None = None) -> None:
+        """Append ``op``; ``outputs`` (default: the node's first output) now come from it."""
+        self.ops.append(op)
+        self.used.add(op.name)
+        for out in outputs if outputs is not None else [t for t in node.output[:1] if t]:
+            fusable = not isinstance(op, Move) and self.exclusive(out)
+            self.values[out] = Value((op.name,), fusable)
+
+    def op_name(self, node, suffix: str = "") -> str:
+        """A fresh IR op name: the node's label (+ suffix), numbered when taken."""
+        base = node_label(node) + suffix
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        return name
+
+    def build(self, node, cls, **fields) -> Op:
+        """``cls(**fields)``; an IR validation error names the node."""
+        try:
+            return cls(**fields)
+        except IRError as exc:
+            raise self.fail(node, str(exc)) from exc
+
+    def pass_through(self, node, report: str) -> None:
+        """The node's output is its first input's value (elided or folded)."""
+        source = self.values.get(node.input[0]) if node.input else None
+        if source is None:
+            raise self.fail(node, f"reads {node.input[0]!r}, which no imported node produces")
+        out = node.output[0]
+        self.values[out] = Value(source.sources, source.fusable and self.exclusive(out))
+        self.report[report].append((node.op_type, node_label(node)))
+
+    def elements(self, node, tensors=None) -> int:
+        """Elements of ``tensors`` (default: the node's first output)."""
+        tensors = tensors if tensors is not None else [t for t in node.output if t][:1]
+        return sum(math.prod(self.shape(node, t)) for t in tensors)

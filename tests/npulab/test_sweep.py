@@ -1,4 +1,4 @@
-"""Design-space sweeps (npulab/sweep.py, npulab/sweep_cmd.py).
+"""Design-space sweeps (npulab/sweep/, npulab/sweep_cmd.py).
 
 Gold models: a brute-force pure-Python Pareto enumeration; direct calls of
 :func:`npulab.simulate.simulate` + :func:`npulab.metrics.compute_metrics` and of
@@ -376,14 +376,15 @@ image_size = 32
 key = "array.rows"
 values = [4, 8, 12, 16, 20, 24]
 """)
-    real = sweep.evaluate
+    from npulab.sweep import evaluation
+    real = evaluation.evaluate
 
     def dies_on_12(job):        # the forked workers inherit this patch
         if "array.rows=12" in job["overrides"]:
             os._exit(7)
         return real(job)
 
-    monkeypatch.setattr(sweep, "evaluate", dies_on_12)
+    monkeypatch.setattr(evaluation, "evaluate", dies_on_12)     # run_job looks it up there
     s = run_sweep(spec, tmp_path / "out", executor="local", jobs=2)
     assert (s.ran, s.done, s.failed) == (6, 5, 1)
     rows = {r["params"]["array.rows"]: r for r in by_id(tmp_path / "out").values()}
@@ -650,10 +651,10 @@ range = {start = 4, stop = 24, step = 4}
         run_sweep(spec, tmp_path / "out", executor="serial", resume=True, limit=0)
 
 
-# ---- one writer per directory (npulab.sweep_lock), damaged stores, huge specs -------------------
+# ---- one writer per directory (npulab.sweep.lock), damaged stores, huge specs -------------------
 
 _HOLD = ("import sys, time\n"
-         "from npulab.sweep_lock import SweepLock\n"
+         "from npulab.sweep.lock import SweepLock\n"
          "SweepLock(sys.argv[1]).acquire()\n"
          "print('locked', flush=True)\n"
          "time.sleep(120)\n")
@@ -664,7 +665,7 @@ def _holder(out: Path) -> subprocess.Popen:
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(sweep.__file__).parents[1])})
+                            env={**os.environ, "PYTHONPATH": str(Path(sweep.__file__).parents[2])})
     line = proc.stdout.readline()
     assert line == "locked\n", proc.stderr.read()
     return proc
@@ -680,7 +681,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def test_a_second_sweep_on_a_locked_dir_names_the_holder_and_a_killed_holder_frees_it(
         clean, tmp_path):
-    from npulab.sweep_lock import SweepLock
+    from npulab.sweep.lock import SweepLock
     spec, _ = clean
     out = tmp_path / "shared"
     holder = _holder(out)

@@ -1,4 +1,4 @@
-"""The Ray executor of npulab sweeps (npulab/sweep.py), on one local Ray cluster.
+"""The Ray executor of npulab sweeps (npulab/sweep/executors.py), on one local Ray cluster.
 
 Gold: the same sweep run serially (in this process) must give the same metrics per point id.
 Skipped when ``ray`` is not installed (it is in CI: the ``test`` extra).

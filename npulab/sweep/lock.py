@@ -7,7 +7,7 @@ leaves a stale lock: the next ``--resume`` takes it. The file itself stays (it i
 is not part of the results).
 
 A second sweep on the same directory either fails at once with :class:`SweepLocked` (a
-:class:`~npulab.sweep.SweepError` naming the holder's pid, host and start time) or, with
+:class:`~npulab.sweep.errors.SweepError` naming the holder's pid, host and start time) or, with
 ``wait=True``, blocks until the holder ends. On platforms without ``fcntl`` (Windows) there is
 no lock. Pool workers forked while the lock is held must call :func:`close_inherited` so that a
 worker outliving a killed parent does not keep the lock.
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from npulab.sweep import SweepError
+from npulab.sweep.errors import SweepError
 
 try:
     import fcntl

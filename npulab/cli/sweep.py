@@ -4,7 +4,7 @@
 [--address ADDR] [--jobs N] [--quiet] [--report]`` expands the spec (a TOML file or a shipped
 sweep name, ``sim_configs/sweeps/``) to design points and runs those not stored yet in
 ``DIR/sweep.sqlite`` (default ``DIR``: ``sweeps/<name>``), with a progress bar and a summary
-line; ``--wait`` waits for another sweep running in ``DIR`` (:mod:`npulab.sweep_lock`).
+line; ``--wait`` waits for another sweep running in ``DIR`` (:mod:`npulab.sweep.lock`).
 ``npulab sweep report DIR [--heatmap X,Y] [--objective METRIC]`` writes ``points.csv``,
 ``pareto.csv`` and the plots (:func:`npulab.sweep.write_report`).
 

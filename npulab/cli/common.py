@@ -53,18 +53,6 @@ def resolve_config(name_or_path: str | None) -> Path | None:
             from None
 
 
-def load_nvdla(path: Path | None, overrides: list[str]):
-    """The NVDLA build in ``path`` (a file with an ``[nvdla]`` table), or None for a systolic
-    chip config (or the default chip)."""
-    if path is None or path.suffix != ".toml" or not path.is_file():
-        return None
-    from hw.nvdla.config import is_nvdla_config, load_nvdla_config
-    from hw.validate import read_toml
-    if not is_nvdla_config(read_toml(path)):
-        return None
-    return load_nvdla_config(path, overrides)
-
-
 def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", "-c", metavar="FILE|PRESET",
                    help="chip config TOML file or preset name (default: built-in default; "

@@ -1,6 +1,6 @@
 """``npulab run`` on an NVDLA build: lower the graph to hardware layers, time each one.
 
-The graph is lowered by :func:`hw.nvdla.lower.lower_graph` (NVIDIA's fusion rules: conv + bias +
+The graph is lowered by :func:`compiler.backends.nvdla.lower_graph` (NVIDIA's fusion rules: conv + bias +
 batch-norm + ReLU (+ element-wise add) (+ pooling on the fly) per hardware layer; standalone SDP,
 PDP, CDP and BDMA layers otherwise). Each convolution layer is timed by the structural cycle
 model :func:`hw.nvdla.cycles.conv_cycles`, each standalone layer by
@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
+from compiler.backends.nvdla import lower_graph
 from hw.nvdla.config import CACC_BITS, NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
-from hw.nvdla.lower import HwLayer, lower_graph
 from hw.nvdla.memory import memory_path
+from hw.nvdla.program import HwLayer
 from npulab.record import LayerResult
 from npulab.simulate import RunResult, graph_batch
 

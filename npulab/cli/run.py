@@ -171,7 +171,7 @@ def main(args) -> int:
     progress = Progress(quiet=args.quiet)
     with compile_notice(progress):
         if nvdla is not None:
-            from hw.nvdla.lower import NvdlaLoweringError
+            from compiler.backends.nvdla import NvdlaLoweringError
             from npulab.nvdla_run import simulate_nvdla
             try:
                 result = simulate_nvdla(graph, nvdla, args.precision or "int8",

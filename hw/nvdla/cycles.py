@@ -588,8 +588,7 @@ def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer, dram_bytes_per_cycle: float 
         raise CbufCapacityError(
             f"layer {layer.name or layer}: not even {layer.eff_R} input rows "
             f"({layer.eff_R * g.row_cbuf} B) plus one kernel group of weights ({g.kgw_bytes} B) "
-            f"fit in {cfg.name}'s CBUF ({cfg.cbuf_bytes} B); W splitting is not modelled, so "
-            f"this layer needs a build with a larger CBUF")
+            f"fit in {cfg.name}'s CBUF ({cfg.cbuf_bytes} B); W splitting is not modelled")
 
     best = None
     for mode, db, wb, rows, refetch, serial in plans:

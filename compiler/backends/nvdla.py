@@ -35,13 +35,13 @@ Rules, in graph order (every op lands in exactly one hardware layer, or in ``ski
 * **Pool** -> fused into its producer conv layer (SDP -> PDP on the fly) when, as in
   ``engine-ast/PDPNode.cpp`` ``fuseOnTheFlyNodes``: the pool has one input, which is the output op
   of a conv layer with no other consumer; the conv is not grouped; the pooled output width fits
-  PDP's on-the-fly line buffer (:func:`~hw.nvdla.program.pdp_max_flying_width`); kernel 1..8, stride 1..16 and
-  padding 0..7 (``NVDLA_PDP.rdl`` ``D_POOLING_PADDING_CFG``, 3-bit fields); and the output size
-  equals ``ConvLayer``'s Caffe ceil-mode size. Otherwise a standalone ``pdp`` layer. A 1x1
-  stride-1 unpadded pool is the identity and is elided (attached to the layer producing its
-  input). A window larger than 8 (global average pooling over 14x14, ...) is split into a
-  sequence of PDP passes inside one ``pdp`` layer (:func:`~compiler.backends.nvdla_pool.
-  split_pool_window`, which gives the rules). Overlapping windows larger than 8 are an error.
+  PDP's on-the-fly line buffer (:func:`~hw.nvdla.program.pdp_max_flying_width`); kernel 1..8,
+  stride 1..16 and padding 0..7 (``NVDLA_PDP.rdl`` ``D_POOLING_PADDING_CFG``, 3-bit fields); and
+  the output size equals ``ConvLayer``'s Caffe ceil-mode size. Otherwise a standalone ``pdp``
+  layer. A 1x1 stride-1 unpadded pool is the identity and is elided (attached to the layer
+  producing its input). A window larger than 8 (global average pooling over 14x14, ...) is split
+  into a sequence of PDP passes inside one ``pdp`` layer (:func:`.nvdla_pool.split_pool_window`
+  gives the rules). Overlapping windows larger than 8 are an error.
 * **Gemm** -> a ``conv`` layer. When it reads one op with a known ``C x H x W`` per-image output
   and ``m`` equals that op's image count and ``k = C*H*W``, it is a fully connected layer over
   images: ``ConvLayer.fc(C, n, H, W, batch=m)`` with ``fc_batch`` images sharing one weight

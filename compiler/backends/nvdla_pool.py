@@ -1,7 +1,7 @@
 """Pooling windows larger than PDP's, split into a sequence of PDP passes.
 
-PDP pools with kernels 1..8, strides 1..16 and padding 0..7 (:data:`hw.nvdla.program.
-PDP_MAX_KERNEL` ...). A larger window (global average pooling over 14x14, ...) runs as several
+PDP pools with kernels 1..8, strides 1..16 and padding 0..7 (``PDP_MAX_*`` in
+:mod:`hw.nvdla.program`). A larger window (global average pooling over 14x14, ...) runs as several
 passes inside one ``pdp`` hardware layer: the windows must not overlap (stride == kernel, or one
 output); each axis's window size is padded up to the next number whose prime factors are <= 7,
 factored greedily into kernels <= 8, one pass per factor (pass i pools non-overlapping ``f_i``

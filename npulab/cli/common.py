@@ -21,9 +21,10 @@ def user_errors() -> tuple[type[Exception], ...]:
     from compiler.frontends.scalesim_topology import TopologyError
     from compiler.ir import IRError
     from compiler.tiling import TilingError
+    from hw.nvdla.cycles import CbufCapacityError
     from hw.systolic.config import ConfigError
     return (UserError, ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError,
-            TilingError)
+            TilingError, CbufCapacityError)
 
 
 DEFAULT_MODEL = "resnet18"

@@ -176,7 +176,7 @@ def main(args) -> int:
                          skip_unsupported=args.skip_unsupported and nvdla)
     progress = Progress(quiet=args.quiet)
     with compile_notice(progress):
-        from hw.nvdla.lower import NvdlaLoweringError
+        from compiler.backends.nvdla import NvdlaLoweringError
         try:
             result = run(graph, spec, options, progress=progress)
         except NvdlaLoweringError as exc:

@@ -50,7 +50,8 @@ from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import config_from_table, read_toml, toml_value
 
 __all__ = ["load_chip", "load_chip_config", "resolve_chip_path", "chip_config_from_dict",
-           "chip_config_to_dict", "chip_config_to_toml", "parse_override", "SECTIONS"]
+           "chip_config_to_dict", "chip_config_to_toml", "parse_override", "override_text",
+           "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
 SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
@@ -83,7 +84,7 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
     overrides = list(overrides)
     if overrides:
         data = apply_overrides(data, overrides)
-        where = f"{where} with --set {' --set '.join(overrides)}"
+        where = f"{where} with --set {' --set '.join(map(override_text, overrides))}"
     if "nvdla" in data:
         raise ConfigError(f"{where}: an NVDLA config ([nvdla]), not a systolic chip: load it "
                           f"with hw.nvdla.config.load_nvdla_config (npulab run --config takes "
@@ -112,13 +113,27 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
     return config_from_table(ChipConfig, chip_values, where, "chip.")
 
 
-def parse_override(text: str) -> tuple[str, str, Any]:
+def override_text(item) -> str:
+    """An override as the ``SECTION.KEY=VALUE`` text ``--set`` takes (error messages name it)."""
+    if isinstance(item, str):
+        return item
+    dotted, value = item
+    return f"{dotted}={_toml_value(value)}"
+
+
+def parse_override(item) -> tuple[str, str, Any]:
     """``"array.rows=16"`` -> ``("array", "rows", 16)``. Values use TOML syntax; a bare word
-    that is not valid TOML is taken as a string (``--set array.dataflow=os``)."""
+    that is not valid TOML is taken as a string (``--set array.dataflow=os``). A typed override
+    ``("array.rows", 16)`` (a sweep's design point) keeps its value as it is."""
+    text = override_text(item)
     where = f"--set {text}"
-    if "=" not in text:
-        raise ConfigError(f"{where}: expected SECTION.KEY=VALUE, e.g. array.rows=16")
-    dotted, raw = text.split("=", 1)
+    if isinstance(item, str):
+        if "=" not in text:
+            raise ConfigError(f"{where}: expected SECTION.KEY=VALUE, e.g. array.rows=16")
+        dotted, raw = text.split("=", 1)
+        value = toml_value(raw.strip())
+    else:
+        dotted, value = item
     parts = [part.strip() for part in dotted.split(".")]
     if not all(parts) or not (len(parts) == 2 or (len(parts) == 3 and parts[0] == "sram")):
         raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY (e.g. array.rows) or "
@@ -127,14 +142,15 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     if section not in SECTIONS:
         raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
                           f"{', '.join(SECTIONS)}")
-    return section, key, toml_value(raw.strip())
+    return section, key, value
 
 
-def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Return a copy of ``data`` with each ``SECTION.KEY=VALUE`` override applied."""
+def apply_overrides(data: dict[str, Any], overrides: Iterable) -> dict[str, Any]:
+    """Return a copy of ``data`` with each override (``SECTION.KEY=VALUE`` text or a typed
+    ``(SECTION.KEY, value)`` pair) applied."""
     merged = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for text in overrides:
-        section, key, value = parse_override(text)
+    for item in overrides:
+        section, key, value = parse_override(item)
         table = merged.setdefault(section, {})
         if "." in key:  # sram.NAME.KEY
             sub, key = key.split(".")

@@ -18,7 +18,7 @@ otherwise be silently ignored), as is a misspelt field (``RunOptions(timng=...)`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -70,13 +70,19 @@ class RunOptions:
                              f"{', '.join(NVDLA_PRECISIONS)}")
 
 
+def _tiles(compile_options: CompileOptions) -> bool:
+    """Whether any tiling choice differs from the default (the energy table ``tech`` is only
+    the mapper's and is no choice of its own)."""
+    return replace(compile_options, tech=CompileOptions().tech) != CompileOptions()
+
+
 def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
     if options.precision is not None:
         raise ValueError(f"precision = {options.precision!r} applies to NVDLA builds; a systolic "
                          f"chip's precision is its array's (array.precision = int8|int16|fp16)")
     if options.skip_unsupported:
         raise ValueError("skip_unsupported applies to NVDLA builds")
-    if options.timing != "native" and options.compile != CompileOptions():
+    if options.timing != "native" and _tiles(options.compile):
         raise ValueError(f"compile options apply to native timing (it tiles layers for the "
                          f"full chip); timing {options.timing!r} does not tile")
     from npulab.simulate import simulate
@@ -85,7 +91,7 @@ def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
 
 
 def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
-    if options.timing != "native" or options.compile != CompileOptions():
+    if options.timing != "native" or _tiles(options.compile):
         raise ValueError(f"timing and compile options apply to systolic chips; {spec.name} is an "
                          f"NVDLA build (its cycle model is fixed)")
     from npulab.nvdla_run import simulate_nvdla

@@ -214,14 +214,20 @@ def nvdla_config_from_dict(data: dict[str, Any], where: str = "<config>",
         raise ConfigError(f"{where}: an NVDLA config has exactly one table, [nvdla]"
                           + (f"; found [{extra[0]}]" if extra else ""))
     table = dict(data["nvdla"])
-    overrides = list(overrides)
-    for text in overrides:
-        key, sep, value = text.partition("=")
+    texts = []
+    for item in overrides:       # "nvdla.KEY=VALUE" text, or a typed ("nvdla.KEY", value) pair
+        if isinstance(item, str):
+            key, sep, raw = item.partition("=")
+            value, text = toml_value(raw), item
+        else:
+            (key, value), sep = item, "="
+            text = f"{key}={value!r}"
         if not sep or not key.startswith("nvdla."):
             raise ConfigError(f"{where}: --set {text!r}: must be nvdla.KEY=VALUE")
-        table[key[len("nvdla."):]] = toml_value(value)
-    if overrides:
-        where = f"{where} with --set {' --set '.join(overrides)}"
+        table[key[len("nvdla."):]] = value
+        texts.append(text)
+    if texts:
+        where = f"{where} with --set {' --set '.join(texts)}"
     return config_from_table(NvdlaConfig, table, where, "nvdla.")
 
 

@@ -26,11 +26,12 @@ def evaluate(job: dict) -> dict:
 
 def _evaluate_chip(job: dict) -> dict:
     from compiler.frontends import zoo
-    from compiler.lower import CompileOptions
+    from compiler.options import CompileOptions
     from hw.configfile import load_chip_config
     from npulab.metrics import compute_metrics
-    from npulab.simulate import simulate
-    chip = load_chip_config(job["config"], job["overrides"])
+    from npulab.pipeline import RunOptions, run as run_workload
+    chip = load_chip_config(job["config"], [tuple(o) if isinstance(o, list) else o
+                                            for o in job["overrides"]])
     try:
         # the sweep's energy table also costs the mapper's choices ([run] map = "best-energy")
         options = CompileOptions(**{"tech": job["tech"], **job["run"]})
@@ -38,7 +39,7 @@ def _evaluate_chip(job: dict) -> dict:
         raise ValueError(f"[run]: {exc}") from None
     params = {k: v for k, v in job["workload"].items() if k != "model"}
     graph = zoo.get(job["workload"]["model"], **params)
-    run = simulate(graph, chip, job["timing"], options=options)
+    run = run_workload(graph, chip, RunOptions(timing=job["timing"], compile=options))
     m = compute_metrics(run, job["tech"], dram_kind=job["dram_type"],
                         link_kind=job["link_type"])
     n, t = m.network, run.totals

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,14 +70,6 @@ def _assignments(spec: SweepSpec, point: DesignPoint) -> dict[str, Any]:
     return out
 
 
-def _toml_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
-
-
 def point_job(spec: SweepSpec, point: DesignPoint) -> dict:
     """The plain-data job a worker runs for ``point`` (picklable, no spec object)."""
     assign = _assignments(spec, point)
@@ -92,8 +83,9 @@ def point_job(spec: SweepSpec, point: DesignPoint) -> dict:
         settings = {**spec.settings, **{k: v for k, v in assign.items() if k in _CHIP_SETTINGS}}
         run = dict(spec.run)
         run.update({k[4:]: v for k, v in assign.items() if k.startswith("run.")})
+        # the spec's own [base] set texts, then the point's values as typed overrides
         overrides = list(spec.base["set"]) + [
-            f"{k}={_toml_text(v)}" for k, v in assign.items()
+            (k, v) for k, v in assign.items()
             if "." in k and not k.startswith(("run.", "workload."))]
         config = spec.base["config"]
         if "config" in assign:

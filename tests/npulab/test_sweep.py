@@ -123,8 +123,9 @@ range = {start = 0.5, stop = 1.5, step = 0.5}
     assert [q.id for q in expand(load_spec(write_spec(tmp_path, text, "b.toml")))] == \
         [q.id for q in points]
     job = sweep.point_job(spec, p)
-    assert job["overrides"] == ["chip.clock_mhz=500", "array.rows=32", "array.cols=32",
-                                "sram.ifmap.capacity_kib=1.0"]
+    # typed overrides (issue 22): the point's values as they are, no --set text round trip
+    assert job["overrides"] == [("chip.clock_mhz", 500), ("array.rows", 32), ("array.cols", 32),
+                                ("sram.ifmap.capacity_kib", 1.0)]
     assert job["workload"] == {"model": "resnet18", "image_size": 32}
     assert load_chip_config(None, job["overrides"]).array.rows == 32
 
@@ -160,7 +161,7 @@ def test_zipped_range_and_workload_axis():
     job = sweep.point_job(spec, points[-1])
     assert job["workload"] == {"model": "bert_base_layer", "seq_len": 16, "batch": 2}
     assert job["run"] == {"loop_order": "nkm"}
-    assert job["overrides"] == ["array.rows=16", "array.cols=16"]
+    assert job["overrides"] == [("array.rows", 16), ("array.cols", 16)]
 
 
 BASE = {"workload": [{"model": "resnet18"}]}
@@ -380,7 +381,7 @@ values = [4, 8, 12, 16, 20, 24]
     real = evaluation.evaluate
 
     def dies_on_12(job):        # the forked workers inherit this patch
-        if "array.rows=12" in job["overrides"]:
+        if ("array.rows", 12) in job["overrides"]:
             os._exit(7)
         return real(job)
 

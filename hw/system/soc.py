@@ -41,6 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hw.chip import ChipConfig
+from hw.spec import ChipSpec
 from hw.configfile import chip_config_from_dict
 from hw.executor import ExecutionResult, execute_shared
 from hw.memory.dram import DramConfig, DramModel, dram_config_from_dict, dram_preset
@@ -113,6 +114,17 @@ class CpuStream:
         return 2 * self.nbytes if self.kind == "copy" else self.nbytes
 
 
+def _systolic_config(accelerator, where: str):
+    """A ChipSpec's systolic config (what the shared-DRAM event loop runs); anything else is
+    returned as it is for the caller's type check."""
+    if not isinstance(accelerator, ChipSpec):
+        return accelerator
+    if accelerator.kind != "systolic":
+        raise ConfigError(f"{where}: accelerator {accelerator.name!r} is a {accelerator.kind} "
+                          f"chip; the SoC runs systolic chips' programs on the shared DRAM")
+    return accelerator.config
+
+
 @dataclass(frozen=True)
 class SocConfig:
     """A CPU + ``accelerators`` (one :class:`ChipConfig` each, at least one) + ONE shared DRAM.
@@ -134,12 +146,15 @@ class SocConfig:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"{where}: soc.name = {self.name!r}: must be a non-empty string")
         accs = self.accelerators
-        if isinstance(accs, ChipConfig):
+        if isinstance(accs, (ChipConfig, ChipSpec)):
             accs = (accs,)
+        if isinstance(accs, (tuple, list)):
+            accs = tuple(_systolic_config(a, where) for a in accs)
         if not isinstance(accs, (tuple, list)) or not accs \
                 or not all(isinstance(a, ChipConfig) for a in accs):
             raise ConfigError(f"{where}: accelerators = {self.accelerators!r}: must be one or "
-                              f"more ChipConfig (an SoC needs at least one accelerator)")
+                              f"more ChipConfig or ChipSpec (an SoC needs at least one "
+                              f"accelerator)")
         if len(accs) > 64:
             raise ConfigError(f"{where}: accelerators: {len(accs)} given: must be 1..64")
         object.__setattr__(self, "accelerators", tuple(accs))
@@ -486,7 +501,9 @@ def soc_config_from_dict(data: dict, where: str = "<soc>", *, base_dir: Path | N
         if cfg_name is not None:
             if not isinstance(cfg_name, str) or not cfg_name:
                 raise ConfigError(f"{here}: config = {cfg_name!r}: must be a file name or preset")
-            path = resolve(cfg_name) if resolve is not None else Path(cfg_name)
+            if resolve is None:               # the one preset lookup (hw.presets)
+                from hw.configfile import resolve_chip_path as resolve
+            path = resolve(cfg_name)
             path = Path(path) if path is not None else None
             if path is not None:
                 if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():

@@ -81,7 +81,7 @@ def build_soc(args) -> SocConfig:
         if args.accelerators is not None or args.config is not None or args.set:
             raise _user_error("--soc FILE gives the accelerators; do not combine it with "
                               "--accelerators, --config or --set")
-        soc = load_soc_config(args.soc, resolve=lambda name: resolve_config(name))
+        soc = load_soc_config(args.soc)
         if args.dram is not None:
             soc = SocConfig(name=soc.name, accelerators=soc.accelerators,
                             dram=dram_preset(args.dram), host_link=soc.host_link,
@@ -94,8 +94,12 @@ def build_soc(args) -> SocConfig:
     if not 1 <= n <= MAX_ACCELERATORS:
         raise _user_error(f"--accelerators {n}: must be an integer in 1..{MAX_ACCELERATORS} "
                           f"(an SoC needs at least one accelerator)")
-    from hw.configfile import load_chip_config
-    chip = load_chip_config(resolve_config(args.config), args.set)
+    from hw.configfile import load_chip
+    spec = load_chip(resolve_config(args.config), args.set)
+    if spec.kind != "systolic":
+        raise _user_error(f"--config {args.config}: {spec.name} is an NVDLA build; npulab soc "
+                          f"runs systolic chips' programs on the shared DRAM")
+    chip = spec.config
     dram = dram_preset(args.dram) if args.dram is not None else chip.dram
     return SocConfig(name=f"{n}x{chip.name}", accelerators=(chip,) * n, dram=dram, cpu=cpu)
 

@@ -205,3 +205,13 @@ def test_program_extent_and_regions():
     r = run_soc(SocConfig(accelerators=(CHIP, CHIP)), [p, p], alone=False)
     assert r.region_bytes == 1 << math.ceil(math.log2(extent))
     assert r.accelerators[0].cycles_alone == r.accelerators[0].cycles_shared   # alone skipped
+
+
+def test_accelerators_may_be_chip_specs_of_systolic_chips():
+    # issue 22: the SoC takes the one chip description (hw.spec.ChipSpec) too
+    from hw.configfile import load_chip, load_chip_config
+    spec = load_chip("gemmini_like")
+    expect = (load_chip_config("gemmini_like"),) * 2
+    assert SocConfig(accelerators=(spec, spec)).accelerators == expect
+    with pytest.raises(ConfigError, match="is a nvdla chip; the SoC runs systolic"):
+        SocConfig(accelerators=(load_chip("nv_small"),))

@@ -25,7 +25,7 @@ soon as their inputs are), and the totals say how many there were.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
@@ -251,7 +251,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         # A reconfigurable array runs each layer in the dataflow the mapper chose for it.
         lchip = chip if t.dataflow in (None, chip.array.dataflow.value) else replace(
             chip, array=replace(chip.array, dataflow=Dataflow(t.dataflow)))
-        base = _array_layer(op, lchip, "compute")
+        shape = op.gemm_shape()
+        folds = map_gemm(lchip.array, shape.m, shape.n, shape.k, shape.count).folds
         cycles = c["cycles"]
         # the layer's window, or longer when its own work overlapped the previous window
         # (prefetch): array, DRAM, link and scratchpad-port busy time
@@ -267,34 +268,35 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         # spent working for this layer).
         demand = {"compute": c["array_busy_cycles"], "dram": c["dram_transfer_cycles"],
                   "link": c["link_transfer_cycles"]}
+        # every field from the executor's counters and the layer's mapping: nothing is timed
+        # twice (the folds and mapping efficiency are the GEMM's on the array, untiled)
         layers.append(LayerResult(
-            **{**asdict(base),
-               "cycles": cycles,
-               # over the busy span, as npulab.metrics' compute_utilization
-               "utilization_pct": 100.0 * op.macs / (chip.array.pes * active) if active else 0.0,
-               "ifmap_sram_reads": c["ifmap_sram_reads"], "filter_sram_reads": c["filter_sram_reads"],
-               "ofmap_sram_writes": c["ofmap_sram_writes"], "ofmap_sram_reads": c["ofmap_sram_reads"],
-               "compute_cycles": c["compute_cycles"],
-               "stall_dram_cycles": c["stall_dram_cycles"],
-               "stall_link_cycles": c["stall_link_cycles"],
-               "stall_sram_cycles": c["stall_sram_cycles"],
-               "dram_read_bytes": dram_rd, "dram_write_bytes": dram_wr, "link_bytes": link,
-               "bound": max(demand, key=demand.get),
-               "tiling": (f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
-                          f"{t.order}{' in:sram' if t.input_resident else ''}"
-                          f"{' out:sram' if t.output_resident else ''}"
-                          f"{' ' + t.dataflow if t.dataflow else ''}"),
-               "actions": array_actions(
-                   lchip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
-                   c["ofmap_sram_writes"], c["ofmap_sram_reads"],
-                   (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
-                    c["ofmap_sram_drain_bytes"]),
-                   # DRAM energy is charged for the bytes on the bus (whole column accesses);
-                   # an ideal DRAM has no bus, so the bytes asked for.
-                   dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
-                               if not chip.dram.is_ideal else dram_bytes),
-                   link_bytes=link, active_cycles=active),
-               }))
+            name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
+            gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
+            pe_busy_cycles=c["pe_busy_cycles"], folds=folds,
+            mapping_efficiency_pct=_mapping_efficiency(lchip.array, shape, folds),
+            # over the busy span, as npulab.metrics' compute_utilization
+            utilization_pct=100.0 * op.macs / (chip.array.pes * active) if active else 0.0,
+            ifmap_sram_reads=c["ifmap_sram_reads"], filter_sram_reads=c["filter_sram_reads"],
+            ofmap_sram_writes=c["ofmap_sram_writes"], ofmap_sram_reads=c["ofmap_sram_reads"],
+            compute_cycles=c["compute_cycles"], stall_dram_cycles=c["stall_dram_cycles"],
+            stall_link_cycles=c["stall_link_cycles"], stall_sram_cycles=c["stall_sram_cycles"],
+            dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, link_bytes=link,
+            bound=max(demand, key=demand.get),
+            tiling=(f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
+                    f"{t.order}{' in:sram' if t.input_resident else ''}"
+                    f"{' out:sram' if t.output_resident else ''}"
+                    f"{' ' + t.dataflow if t.dataflow else ''}"),
+            actions=array_actions(
+                lchip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
+                c["ofmap_sram_writes"], c["ofmap_sram_reads"],
+                (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
+                 c["ofmap_sram_drain_bytes"]),
+                # DRAM energy is charged for the bytes on the bus (whole column accesses);
+                # an ideal DRAM has no bus, so the bytes asked for.
+                dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
+                            if not chip.dram.is_ideal else dram_bytes),
+                link_bytes=link, active_cycles=active)))
     return layers, run
 
 

@@ -43,12 +43,14 @@ from hw.memory.dma import dma_config_from_dict, dma_config_to_dict
 from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
+from hw.nvdla.config import is_nvdla_config, nvdla_config_from_dict
 from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, preset_path
+from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import config_from_table, read_toml, toml_value
 
-__all__ = ["load_chip_config", "resolve_chip_path", "chip_config_from_dict", "chip_config_to_dict", "chip_config_to_toml",
-           "parse_override", "SECTIONS"]
+__all__ = ["load_chip", "load_chip_config", "resolve_chip_path", "chip_config_from_dict",
+           "chip_config_to_dict", "chip_config_to_toml", "parse_override", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
 SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
@@ -156,18 +158,33 @@ def resolve_chip_path(name_or_path: str | Path) -> Path:
     return found
 
 
-def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:
-    """Load a chip config from a TOML file or a shipped preset by name (``"gemmini_like"``;
-    ``None``: the built-in default), then apply ``--set``-style overrides with the same
-    validation as the file."""
-    if path is None:
+def load_chip(name_or_path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipSpec:
+    """The :class:`~hw.spec.ChipSpec` of a shipped preset (``"gemmini_like"``, ``"nv_small"``),
+    a TOML file of either kind (a systolic chip, or an NVDLA build's ``[nvdla]`` table) or the
+    built-in default (``None``), with ``SECTION.KEY=VALUE`` overrides validated as the file is.
+    The one loader behind ``npulab run --config``, system chip devices and the Python API."""
+    if name_or_path is None:
         data: dict[str, Any] = {}
         where = "default config"
     else:
-        path = resolve_chip_path(path)
+        path = resolve_chip_path(name_or_path)
         where = str(path)
         data = read_toml(path)
-    return chip_config_from_dict(data, where, overrides)
+    if is_nvdla_config(data):
+        return chip_spec(nvdla_config_from_dict(data, where, overrides), where)
+    return chip_spec(chip_config_from_dict(data, where, overrides), where)
+
+
+def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:
+    """Load a systolic chip's config from a TOML file or a shipped preset by name
+    (``"gemmini_like"``; ``None``: the built-in default), then apply ``--set``-style overrides
+    with the same validation as the file (:func:`load_chip`, which also takes NVDLA builds)."""
+    spec = load_chip(path, overrides)
+    if spec.kind != "systolic":
+        raise ConfigError(f"{spec.source}: an NVDLA config ([nvdla]), not a systolic chip: load "
+                          f"it with hw.configfile.load_chip or hw.nvdla.config.load_nvdla_config "
+                          f"(npulab run --config takes either kind)")
+    return spec.config
 
 
 def _toml_value(value: Any) -> str:

@@ -18,11 +18,15 @@ import importlib
 import sys
 import types
 
-__all__ = ["__version__", "simulate", "load_chip_config", "zoo", "RunResult"]
+__all__ = ["__version__", "run", "RunOptions", "load_chip", "simulate", "load_chip_config", "zoo",
+           "RunResult"]
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "run": ("npulab.pipeline", "run"),
+    "RunOptions": ("npulab.pipeline", "RunOptions"),
+    "load_chip": ("hw.configfile", "load_chip"),
     "simulate": ("npulab.simulate", "simulate"),
     "RunResult": ("npulab.simulate", "RunResult"),
     "load_chip_config": ("hw.configfile", "load_chip_config"),

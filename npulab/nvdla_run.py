@@ -1,12 +1,12 @@
 """``npulab run`` on an NVDLA build: lower the graph to hardware layers, time each one.
 
-The graph is lowered by :func:`hw.nvdla.lower.lower_graph` (NVIDIA's fusion rules: conv + bias +
-batch-norm + ReLU (+ element-wise add) (+ pooling on the fly) per hardware layer; standalone SDP,
-PDP, CDP and BDMA layers otherwise). Each convolution layer is timed by the structural cycle
+The graph is lowered by :func:`compiler.backends.nvdla.lower_graph` (NVIDIA's fusion rules: conv +
+bias + batch-norm + ReLU (+ element-wise add) (+ pooling on the fly) per hardware layer; standalone
+SDP, PDP, CDP and BDMA layers otherwise). Each convolution layer is timed by the structural cycle
 model :func:`hw.nvdla.cycles.conv_cycles`, each standalone layer by
 :func:`hw.nvdla.cycles.engine_cycles`; the memory both see is the build's
-(:func:`hw.nvdla.memory.memory_path`). Hardware layers run one after another, as NVDLA's
-firmware schedules a single-pipeline network; the layers' cycles add up to the network's.
+(:func:`hw.nvdla.memory.memory_path`). Hardware layers run one after another, as NVDLA's firmware
+schedules a single-pipeline network; the layers' cycles add up to the network's.
 
 The result is a :class:`~npulab.simulate.RunResult` like a systolic chip's, so ``--format``
 and ``-o`` work the same; ``timing`` is ``"nvdla"`` and ``config`` holds the ``nvdla`` table.
@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
+from compiler.backends.nvdla import lower_graph
 from hw.nvdla.config import CACC_BITS, NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
-from hw.nvdla.lower import HwLayer, lower_graph
 from hw.nvdla.memory import memory_path
+from hw.nvdla.program import HwLayer
 from npulab.record import LayerResult
 from npulab.simulate import RunResult, graph_batch
 

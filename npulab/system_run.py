@@ -73,20 +73,16 @@ def op_time_for(system: SystemConfig, dtype_bytes: int = 2,
         return roofline
     if not isinstance(device, ChipDevice):
         raise TypeError(f"op_time_for: unknown device {device!r}")
-    from npulab.simulate import simulate
-    if chip_loader is None:
-        from hw.configfile import load_chip_config
-        chip = load_chip_config(device.config)
-    else:
-        chip = chip_loader(device.config)
+    from npulab.pipeline import resolve_device, run
+    chip = resolve_device(device.spec() if chip_loader is None else chip_loader(device.config))
     cache: dict[tuple, float] = {}
 
     def on_chip(op: Op) -> float:
         key = _shape_key(op)
         if key not in cache:
             clean = replace(op, inputs=())
-            run = simulate(Graph(f"op.{op.name}", (clean,)), chip)
-            cache[key] = run.totals["cycles"] / chip.clock_hz
+            result = run(Graph(f"op.{op.name}", (clean,)), chip)
+            cache[key] = result.totals["cycles"] / chip.clock_hz
         return cache[key]
     return on_chip
 

@@ -5,7 +5,8 @@ Numerics, bit-exact with NVIDIA's C model: :mod:`.numerics` (scalar rules), :mod
 (functional convolution into CACC), :mod:`.sdp` (the SDP pipeline), :mod:`.pdp` (pooling),
 :mod:`.lut` and :mod:`.cdp` (lookup table, LRN), :mod:`.fp16` (the fp16 path, within NVIDIA's
 tolerance), :mod:`.quant` (the int8 per-channel quantization pass to register values).
-Timing: :mod:`.lower` (IR graphs to hardware layers), :mod:`.cycles` (structural cycle model),
+Timing: :mod:`.program` (hardware layers, built from IR graphs by
+:mod:`compiler.backends.nvdla`), :mod:`.cycles` (structural cycle model),
 :mod:`.spreadsheet` and :mod:`.sheet_models` (NVIDIA's performance spreadsheet).
 RTL: :mod:`.rtl` (Amaranth units co-simulated against :mod:`.numerics`).
 """

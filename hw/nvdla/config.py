@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from hw.systolic.config import ConfigError
-from hw.presets import nvdla_preset_names, presets_dir
+from hw.errors import ConfigError
+from hw.presets import looks_like_path, nvdla_preset_names, preset_path
 from hw.validate import config_from_table, read_toml, toml_value
 
 __all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "CACC_BITS", "load_nvdla_config",
-           "nvdla_preset_names", "is_nvdla_config"]
+           "nvdla_config_from_dict", "nvdla_preset_names", "is_nvdla_config"]
 
 #: Precisions an NVDLA build may support (int8 always; int16 and fp16 on nv_full only).
 PRECISIONS = ("int8", "int16", "fp16")
@@ -199,27 +199,16 @@ class NvdlaConfig:
                               f"features ({have})")
 
 
-def _presets_dir() -> Path:
-    return presets_dir()
-
-
 def is_nvdla_config(data: dict[str, Any]) -> bool:
     """Whether parsed TOML is an NVDLA config (it has an ``[nvdla]`` table)."""
     return isinstance(data, dict) and "nvdla" in data
 
 
-def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> NvdlaConfig:
-    """Load an NVDLA preset by name (``nv_small``) or a TOML file with an ``[nvdla]`` table,
-    then apply ``nvdla.KEY=VALUE`` overrides (TOML values) with the same validation."""
-    path = Path(name_or_path)
-    if path.suffix != ".toml" and "/" not in str(name_or_path):
-        names = nvdla_preset_names()
-        if str(name_or_path) not in names:
-            raise ConfigError(f"NVDLA preset {str(name_or_path)!r}: unknown; presets: "
-                              f"{', '.join(names)}")
-        path = _presets_dir() / f"{name_or_path}.toml"
-    where = str(path)
-    data = read_toml(path)
+def nvdla_config_from_dict(data: dict[str, Any], where: str = "<config>",
+                           overrides: Iterable[str] = ()) -> NvdlaConfig:
+    """An :class:`NvdlaConfig` from parsed TOML (exactly one table, ``[nvdla]``), after
+    ``nvdla.KEY=VALUE`` overrides (TOML values) validated as the file is; ``where`` names the
+    source in errors."""
     extra = [k for k in data if k != "nvdla"]
     if not is_nvdla_config(data) or extra:
         raise ConfigError(f"{where}: an NVDLA config has exactly one table, [nvdla]"
@@ -234,3 +223,18 @@ def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -
     if overrides:
         where = f"{where} with --set {' --set '.join(overrides)}"
     return config_from_table(NvdlaConfig, table, where, "nvdla.")
+
+
+def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> NvdlaConfig:
+    """Load an NVDLA preset by name (``nv_small``) or a TOML file with an ``[nvdla]`` table,
+    then apply ``nvdla.KEY=VALUE`` overrides (TOML values) with the same validation. The same
+    lookup as every chip (:func:`hw.presets.preset_path`)."""
+    if not looks_like_path(name_or_path):
+        names = nvdla_preset_names()
+        if str(name_or_path) not in names:
+            raise ConfigError(f"NVDLA preset {str(name_or_path)!r}: unknown; presets: "
+                              f"{', '.join(names)}")
+        path = preset_path(str(name_or_path))
+    else:
+        path = Path(name_or_path)
+    return nvdla_config_from_dict(read_toml(path), str(path), overrides)

@@ -57,9 +57,16 @@ from typing import Iterable, Sequence
 from hw.nvdla.config import PRECISIONS, NvdlaConfig
 from hw.nvdla.memory import memory_path
 
-__all__ = ["ConvLayer", "ConvCycles", "NetworkCycles", "conv_cycles", "network_cycles",
+__all__ = ["CbufCapacityError", "ConvLayer", "ConvCycles", "NetworkCycles", "conv_cycles", "network_cycles",
            "CMAC_PIPELINE_CYCLES", "stripe_limits", "weight_load_cycles", "BYTES",
            "layers_from_spreadsheet_rows", "EngineCycles", "engine_cycles"]
+
+class CbufCapacityError(ValueError):
+    """A convolution layer cannot be planned on a build: one kernel height of its input rows plus
+    one kernel group of weights exceed the build's CBUF (W splitting is not modelled). The layer
+    and the build are each valid; the user's choice of the two does not fit (the systolic
+    analogue is ``compiler.tiling.TilingError``)."""
+
 
 #: CMAC pipeline depth in cycles (doc/hw/v1/ias/unit_description.rst, CMAC section).
 CMAC_PIPELINE_CYCLES = 7
@@ -517,9 +524,10 @@ def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer, dram_bytes_per_cycle: float 
     forces the CBUF bank split a register program chose (CDMA ``D_BANK``) instead of the best
     legal one.
 
-    Raises ConfigError (a ValueError) when ``cfg`` lacks the layer's precision, ValueError when
-    the layer cannot be planned (one kernel-height of input rows does not fit in CBUF, or the
-    forced bank split does not hold what the layer needs)."""
+    Raises ConfigError (a ValueError) when ``cfg`` lacks the layer's precision,
+    :class:`CbufCapacityError` when one kernel height of input rows plus one kernel group of
+    weights do not fit in CBUF, ValueError when the forced bank split does not hold what the
+    layer needs."""
     cfg.require_precision(layer.precision, where=f"layer {layer.name!r}" if layer.name else None)
     dram = _dram_rate(cfg, dram_bytes_per_cycle)
     if bank_split is not None:
@@ -577,10 +585,10 @@ def conv_cycles(cfg: NvdlaConfig, layer: ConvLayer, dram_bytes_per_cycle: float 
                                  f"{wb} weight banks {wb * bank_bytes} B (one kernel group needs "
                                  f"{g.kgw_bytes} B); the layer cannot run with this split")
     if not plans:
-        raise ValueError(f"layer {layer.name or layer}: not even {layer.eff_R} input rows "
-                         f"({layer.eff_R * g.row_cbuf} B) plus one kernel group of weights "
-                         f"({g.kgw_bytes} B) fit in {cfg.name}'s CBUF ({cfg.cbuf_bytes} B); "
-                         f"W splitting is not modelled")
+        raise CbufCapacityError(
+            f"layer {layer.name or layer}: not even {layer.eff_R} input rows "
+            f"({layer.eff_R * g.row_cbuf} B) plus one kernel group of weights ({g.kgw_bytes} B) "
+            f"fit in {cfg.name}'s CBUF ({cfg.cbuf_bytes} B); W splitting is not modelled")
 
     best = None
     for mode, db, wb, rows, refetch, serial in plans:

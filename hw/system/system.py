@@ -140,8 +140,9 @@ def _lookup(curve: tuple, size: float, default: float) -> float:
 
 @dataclass(frozen=True)
 class ChipDevice:
-    """An npulab chip (a ``sim_configs`` preset name or a chip TOML path) on every rank; the npulab
-    layer resolves and simulates it (``hw`` does not import ``npulab``)."""
+    """An npulab chip (a ``sim_configs`` preset name or a chip TOML path, systolic or NVDLA) on
+    every rank. :meth:`spec` loads it with the one chip loader (:func:`hw.configfile.load_chip`);
+    the run pipeline (:func:`npulab.pipeline.run`) times ops on it."""
 
     name: str
     config: str
@@ -151,6 +152,11 @@ class ChipDevice:
             v = getattr(self, key)
             if not isinstance(v, str) or not v:
                 raise ConfigError(f"ChipDevice: {key} = {v!r}: must be a non-empty string")
+
+    def spec(self):
+        """The :class:`~hw.spec.ChipSpec` of :attr:`config`."""
+        from hw.configfile import load_chip
+        return load_chip(self.config)
 
 
 @dataclass(frozen=True)

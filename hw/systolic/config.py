@@ -6,15 +6,12 @@ import enum
 import numbers
 from dataclasses import dataclass
 
+from hw.errors import ConfigError
+
 __all__ = ["Dataflow", "Precision", "Overflow", "ArrayConfig", "ConfigError", "MAX_ARRAY_DIM"]
 
 #: Largest array side accepted; bigger arrays are not physical and blow up the register model.
 MAX_ARRAY_DIM = 4096
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid. The message names where it came from, the key, the
-    value and what is allowed."""
 
 
 class Dataflow(str, enum.Enum):

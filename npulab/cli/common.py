@@ -21,9 +21,10 @@ def user_errors() -> tuple[type[Exception], ...]:
     from compiler.frontends.scalesim_topology import TopologyError
     from compiler.ir import IRError
     from compiler.tiling import TilingError
+    from hw.nvdla.cycles import CbufCapacityError
     from hw.systolic.config import ConfigError
     return (UserError, ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError,
-            TilingError)
+            TilingError, CbufCapacityError)
 
 
 DEFAULT_MODEL = "resnet18"
@@ -51,18 +52,6 @@ def resolve_config(name_or_path: str | None) -> Path | None:
     except ConfigError:
         raise UserError(f"--config {name_or_path}: no such file or preset; {presets_help()}") \
             from None
-
-
-def load_nvdla(path: Path | None, overrides: list[str]):
-    """The NVDLA build in ``path`` (a file with an ``[nvdla]`` table), or None for a systolic
-    chip config (or the default chip)."""
-    if path is None or path.suffix != ".toml" or not path.is_file():
-        return None
-    from hw.nvdla.config import is_nvdla_config, load_nvdla_config
-    from hw.validate import read_toml
-    if not is_nvdla_config(read_toml(path)):
-        return None
-    return load_nvdla_config(path, overrides)
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:

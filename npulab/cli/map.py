@@ -274,8 +274,8 @@ def _pct_better(best: float, tiler: float) -> float:
 
 def main(args) -> int:
     """Run ``npulab map`` from parsed arguments."""
-    from hw.configfile import load_chip_config
-    from npulab.cli.common import load_nvdla, presets_help, resolve_config
+    from hw.configfile import load_chip, load_chip_config
+    from npulab.cli.common import presets_help, resolve_config
     objective = _choice("--objective", args.objective, OBJECTIVES)
     fmt = _choice("--format", args.format, FORMATS)
     lowering = _choice("--conv-lowering", args.conv_lowering, CONV_LOWERINGS)
@@ -290,9 +290,9 @@ def main(args) -> int:
     if args.dram_type is not None:
         _choice("--dram-type", args.dram_type, DRAM_KINDS)
     path = resolve_config(args.config)
-    nvdla = load_nvdla(path, [])
-    if nvdla is not None:
-        raise _error(f"--config {args.config}: {nvdla.name} is an NVDLA build, whose mapping is "
+    kind = load_chip(path)                 # NVDLA builds are refused before reading --set
+    if kind.kind != "systolic":
+        raise _error(f"--config {args.config}: {kind.name} is an NVDLA build, whose mapping is "
                      f"fixed by its convolution pipeline; npulab map searches systolic chips "
                      f"({presets_help().split('; NVDLA')[0]})")
     chip = load_chip_config(path, args.set)

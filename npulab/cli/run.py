@@ -9,7 +9,7 @@ from compiler.options import CONV_LOWERINGS, MAP_MODES, ORDERS, SRAM_LAYOUTS
 from npulab.choices import RUN_FORMATS, TIMING_MODES
 from npulab.cli.common import (
     DEFAULT_MODEL, UserError, add_config_args, add_energy_args, add_op_args,
-    add_topology_format_arg, check_bare_gemm, load_nvdla, resolve_config, topology_gemm,
+    add_topology_format_arg, check_bare_gemm, resolve_config, topology_gemm,
 )
 
 def add_parser(sub) -> None:
@@ -143,52 +143,46 @@ def _check_run_paths(args) -> None:
 
 
 def main(args) -> int:
-    from hw.configfile import load_chip_config
+    from hw.configfile import load_chip
     check_bare_gemm(args.gemm)
     _check_run_paths(args)
     if args.dim and not args.onnx:
         raise UserError("--dim applies to --onnx models (symbolic input dimensions); zoo "
                         "models take --batch, --image-size and --seq-len")
-    path = resolve_config(args.config)
-    nvdla = load_nvdla(path, args.set)
-    if nvdla is not None:
+    spec = load_chip(resolve_config(args.config), args.set)
+    nvdla = spec.kind == "nvdla"
+    if nvdla:                                   # flags of the other kind are errors, not ignored
         for key, default in _SYSTOLIC_ONLY:
             if getattr(args, key) != default:
                 raise UserError(f"--{key.replace('_', '-')} applies to systolic chips; "
-                                f"{nvdla.name} is an NVDLA build (its cycle model is fixed)")
-        chip = None
+                                f"{spec.name} is an NVDLA build (its cycle model is fixed)")
     else:
         if args.precision is not None:
             raise UserError("--precision applies to NVDLA builds; for a systolic chip use "
                             "--set array.precision=int8|int16|fp16")
         _native_only(args)
-        chip = load_chip_config(path, args.set)
-    if args.skip_unsupported and not args.onnx and nvdla is None:
-        raise UserError("--skip-unsupported applies to --onnx models (and to any model on an "
-                        "NVDLA build)")
+        if args.skip_unsupported and not args.onnx:
+            raise UserError("--skip-unsupported applies to --onnx models (and to any model on "
+                            "an NVDLA build)")
     graph = _workload(args)
+    from compiler.options import CompileOptions
+    from npulab.pipeline import RunOptions, run
     from npulab.progress import Progress, compile_notice
+    compile_options = CompileOptions() if nvdla else CompileOptions(
+        conv_lowering=args.conv_lowering, loop_order=args.loop_order,
+        keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
+        tech=args.tech)
+    options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
+                         skip_unsupported=args.skip_unsupported and nvdla)
     progress = Progress(quiet=args.quiet)
     with compile_notice(progress):
-        if nvdla is not None:
-            from hw.nvdla.lower import NvdlaLoweringError
-            from npulab.nvdla_run import simulate_nvdla
-            try:
-                result = simulate_nvdla(graph, nvdla, args.precision or "int8",
-                                        skip_unsupported=args.skip_unsupported,
-                                        progress=progress)
-            except NvdlaLoweringError as exc:
-                message = str(exc).split("; pass skip_unsupported=True")[0]
-                raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
-                                f"them)") from None
-        else:
-            from compiler.options import CompileOptions
-            from npulab.simulate import simulate
-            options = CompileOptions(conv_lowering=args.conv_lowering,
-                                     loop_order=args.loop_order,
-                                     keep_on_chip=not args.no_keep_on_chip,
-                                     sram_layout=args.sram_layout, map=args.map, tech=args.tech)
-            result = simulate(graph, chip, args.timing, progress=progress, options=options)
+        from compiler.backends.nvdla import NvdlaLoweringError
+        try:
+            result = run(graph, spec, options, progress=progress)
+        except NvdlaLoweringError as exc:
+            message = str(exc).split("; pass skip_unsupported=True")[0]
+            raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "
+                            f"them)") from None
         metrics = _metrics(result, args)
     from npulab.report import render
     sys.stdout.write(render(result, args.format, metrics))

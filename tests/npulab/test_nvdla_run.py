@@ -14,10 +14,10 @@ import json
 
 import pytest
 
+from compiler.backends.nvdla import lower_graph
 from compiler.frontends import zoo
 from hw.nvdla.config import load_nvdla_config
 from hw.nvdla.cycles import ConvLayer, conv_cycles, engine_cycles
-from hw.nvdla.lower import lower_graph
 from npulab.cli import main
 from npulab.nvdla_run import _fc_as_batched_conv, simulate_nvdla
 
@@ -136,6 +136,9 @@ def test_precision_and_skip_unsupported(capsys):
     (["-c", "nv_full", "-m", "bert_base_layer"], "softmax"),
     (["-c", "nv_full", "--set", "nvdla.dram_gbps=-1"], "nvdla.dram_gbps = -1"),
     (["-c", "nv_tiny"], "NVDLA builds: nv_full"),
+    # VGG-16's first FC layer (512x7x7 inputs): one kernel group of weights outgrows the CBUF
+    (["-c", "nv_small", "-m", "vgg16"], "layer classifier.0: not even 7 input rows (25088 B) plus "
+     "one kernel group of weights (200704 B) fit in nv_small's CBUF (131072 B)"),
 ])
 def test_errors_are_one_line(capsys, argv, message):
     code, out, err = run(capsys, "run", *argv)

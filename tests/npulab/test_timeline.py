@@ -14,13 +14,13 @@ import math
 import numpy as np
 import pytest
 
+from compiler.backends.nvdla import lower_graph
 from compiler.ir import Eltwise, Gemm, Graph, Pool, conv2d
 from hw.chip import ChipConfig
 from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import SramConfig
 from hw.nvdla.config import load_nvdla_config
 from hw.nvdla.cycles import conv_cycles, engine_cycles
-from hw.nvdla.lower import lower_graph
 from hw.program import Kind
 from hw.systolic.config import ArrayConfig
 from npulab.nvdla_run import simulate_nvdla

@@ -94,6 +94,26 @@ def test_files_and_names_are_checked(tmp_path):
 
 
 def test_chip_loader_rejects_nvdla_files_clearly():
-    from hw.nvdla.config import _presets_dir
+    from hw.presets import presets_dir
     with pytest.raises(ConfigError, match="nv_full.toml: an NVDLA config"):
-        load_chip_config(_presets_dir() / "nv_full.toml")
+        load_chip_config(presets_dir() / "nv_full.toml")
+
+
+def test_one_loader_for_every_chip_file_kind():
+    # hw.configfile.load_chip: presets and files of both kinds, one ChipSpec type
+    from hw.configfile import load_chip
+    from hw.presets import presets_dir
+    nv = load_chip("nv_full")
+    assert nv.kind == "nvdla" and nv.config == load_nvdla_config("nv_full")
+    assert load_chip(presets_dir() / "nv_full.toml") == nv
+    assert nv.peak_macs_per_cycle == nv.config.macs("int8") == 2048
+    assert [m.name for m in nv.memory_levels()] == ["cbuf"]
+    assert nv.memory_levels()[0].capacity_bytes == nv.config.cbuf_bytes
+    chip = load_chip("gemmini_like", ["array.rows=8"])
+    assert chip.kind == "systolic" and chip.config == load_chip_config("gemmini_like",
+                                                                        ["array.rows=8"])
+    assert [m.name for m in chip.memory_levels()] == ["ifmap", "filter", "ofmap"]
+    assert chip.peak_macs_per_cycle == 8 * chip.config.array.cols
+    assert load_nvdla_config("nv_small", ["nvdla.clock_mhz=500"]).clock_mhz == 500
+    with pytest.raises(ConfigError, match="must be nvdla.KEY=VALUE"):
+        load_chip("nv_small", ["array.rows=8"])

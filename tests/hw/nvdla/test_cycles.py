@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hw.nvdla.config import load_nvdla_config
-from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, ConvLayer, conv_cycles, engine_cycles,
-                             layers_from_spreadsheet_rows, network_cycles, stripe_limits,
-                             weight_load_cycles)
+from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, CbufCapacityError, ConvLayer, conv_cycles,
+                             engine_cycles, layers_from_spreadsheet_rows, network_cycles,
+                             stripe_limits, weight_load_cycles)
 from hw.systolic.config import ConfigError
 
 PRESETS = ["nv_full", "nv_large", "nv_medium_1024", "nv_medium_512", "nv_small_256", "nv_small"]
@@ -241,7 +241,7 @@ def test_bad_dram_rate_and_unplannable_layer(cfgs):
     with pytest.raises(ValueError, match="dram_bytes_per_cycle"):
         conv_cycles(cfgs["nv_full"], ConvLayer.conv(8, 8, 8, 8, 3), 0)
     # A 8192-wide, 512-channel row does not fit nv_small's CBUF even as 3 rows.
-    with pytest.raises(ValueError, match="W splitting"):
+    with pytest.raises(CbufCapacityError, match="nv_small's CBUF.*W splitting"):
         conv_cycles(cfgs["nv_small"], ConvLayer.conv(512, 8, 8192, 8, 3))
 
 

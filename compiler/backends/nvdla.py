@@ -4,9 +4,10 @@ fuses them.
 NVIDIA's compiler (``nvdla/sw``, ``umd/core/src/compiler/engine-ast/``) turns a network into
 *hardware layers*: one programming of a pipeline of units that reads memory, computes and writes
 memory. A convolution layer runs CDMA -> CSC -> CMAC -> CACC -> SDP and may hand its SDP output
-on the fly to PDP; an SDP, PDP or CDP can also run alone, memory to memory. This module applies
-the same fusion rules to npulab's IR and returns an :class:`NvdlaProgram` whose convolution
-layers are :class:`~hw.nvdla.cycles.ConvLayer` values for the cycle model.
+on the fly to PDP; an SDP, PDP or CDP can also run alone, memory to memory. This backend applies
+the same fusion rules to npulab's IR and returns an :class:`~hw.nvdla.program.NvdlaProgram`
+(the program types live in ``hw``, which never imports ``compiler``) whose convolution layers
+are :class:`~hw.nvdla.cycles.ConvLayer` values for the cycle model.
 
 Rules, in graph order (every op lands in exactly one hardware layer, or in ``skipped``):
 
@@ -34,19 +35,13 @@ Rules, in graph order (every op lands in exactly one hardware layer, or in ``ski
 * **Pool** -> fused into its producer conv layer (SDP -> PDP on the fly) when, as in
   ``engine-ast/PDPNode.cpp`` ``fuseOnTheFlyNodes``: the pool has one input, which is the output op
   of a conv layer with no other consumer; the conv is not grouped; the pooled output width fits
-  PDP's on-the-fly line buffer (:func:`pdp_max_flying_width`); kernel 1..8, stride 1..16 and
-  padding 0..7 (``NVDLA_PDP.rdl`` ``D_POOLING_PADDING_CFG``, 3-bit fields); and the output size
-  equals ``ConvLayer``'s Caffe ceil-mode size. Otherwise a standalone ``pdp`` layer. A 1x1
-  stride-1 unpadded pool is the identity and is elided (attached to the layer producing its
-  input). A window larger than 8 (global average pooling over 14x14, ...) is split into a
-  sequence of PDP passes inside one ``pdp`` layer (:func:`split_pool_window`): the windows must
-  not overlap (stride == kernel, or one output); each axis's window size is padded up to the
-  next number whose prime factors are <= 7, factored greedily into kernels <= 8, one pass per
-  factor (pass i pools non-overlapping ``f_i`` windows of pass i-1's output). Max pooling
-  ignores the padding; for average pooling the padding reads 0 and the last pass's reciprocal
-  registers (``RECIP_KERNEL_WIDTH/HEIGHT``) are programmed with ``1/true count`` instead of
-  ``1/kernel``, which is exact (ONNC's NVDLA backend, ``DivideGlobalAPIntoAPs.cpp``, uses the
-  same factorisation with an extra multiply). Overlapping windows larger than 8 are an error.
+  PDP's on-the-fly line buffer (:func:`~hw.nvdla.program.pdp_max_flying_width`); kernel 1..8,
+  stride 1..16 and padding 0..7 (``NVDLA_PDP.rdl`` ``D_POOLING_PADDING_CFG``, 3-bit fields); and
+  the output size equals ``ConvLayer``'s Caffe ceil-mode size. Otherwise a standalone ``pdp``
+  layer. A 1x1 stride-1 unpadded pool is the identity and is elided (attached to the layer
+  producing its input). A window larger than 8 (global average pooling over 14x14, ...) is split
+  into a sequence of PDP passes inside one ``pdp`` layer (:func:`.nvdla_pool.split_pool_window`
+  gives the rules). Overlapping windows larger than 8 are an error.
 * **Gemm** -> a ``conv`` layer. When it reads one op with a known ``C x H x W`` per-image output
   and ``m`` equals that op's image count and ``k = C*H*W``, it is a fully connected layer over
   images: ``ConvLayer.fc(C, n, H, W, batch=m)`` with ``fc_batch`` images sharing one weight
@@ -60,11 +55,12 @@ Rules, in graph order (every op lands in exactly one hardware layer, or in ``ski
   unsupported.
 * **Unsupported** (``softmax``, ``layernorm``, LUT activations without ``sdp_lut``, ...) raise
   :class:`NvdlaLoweringError` naming the op, its kind and why, unless ``skip_unsupported=True``
-  (then they are listed in :attr:`NvdlaProgram.skipped`, with their MACs). NVIDIA's compiler
+  (then they are listed in ``NvdlaProgram.skipped``, with their MACs). NVIDIA's compiler
   itself runs softmax on the CPU (``engine-ast/SoftMaxOp.cpp``, ``CPUSoftMaxOpNode``).
 
-``hw`` never imports ``compiler`` (ARCHITECTURE.md): ops are recognised by their class name
-(``Conv2d``, ``Gemm``, ``Pool``, ``Eltwise``, ``Move``) and read through their attributes.
+Ops are told apart by their IR type (:class:`~compiler.ir.Conv2d`, :class:`~compiler.ir.Gemm`,
+:class:`~compiler.ir.Pool`, :class:`~compiler.ir.Eltwise`, :class:`~compiler.ir.Move`) and read
+through the IR's shape and size properties.
 """
 
 from __future__ import annotations
@@ -72,22 +68,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
+from compiler.backends.nvdla_pool import split_pool_window
+from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool
 from hw.nvdla.config import NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer
+from hw.nvdla.program import (PDP_MAX_KERNEL, PDP_MAX_PAD, PDP_MAX_STRIDE, HwLayer, NvdlaProgram,
+                              PdpPass, SkippedOp, pdp_max_flying_width)
 
-__all__ = ["NvdlaLoweringError", "PdpPass", "HwLayer", "SkippedOp", "NvdlaProgram",
-           "lower_graph", "pdp_max_flying_width", "split_pool_window", "PDP_MAX_KERNEL",
-           "PDP_MAX_STRIDE", "PDP_MAX_PAD"]
-
-#: PDP limits (``doc/hw/v1/hwarch.rst`` PDP; ``NVDLA_PDP.rdl`` D_POOLING_PADDING_CFG 3-bit pads).
-PDP_MAX_KERNEL, PDP_MAX_STRIDE, PDP_MAX_PAD = 8, 16, 7
-
-#: PDP on-the-fly line buffer: 7 KiB (``engine-ast/PDPNode.cpp`` calculateMaxWidth).
-_PDP_BUF_BITS = 7 * 1024 * 8
-#: Line-buffer lines the RTL reserves for ``ceil(kernel_h / stride_h)`` overlapping lines (0..8).
-_PDP_RTL_LINES = (1, 1, 2, 4, 4, 8, 8, 8, 8)
+__all__ = ["NvdlaLoweringError", "lower_graph"]
 
 _TWO_OPERAND = ("add", "mul", "max", "min")
 _X_ACTIVATIONS = ("relu", "prelu", "leaky_relu")
@@ -108,213 +97,6 @@ class NvdlaLoweringError(ValueError):
     """An op of the graph cannot run on this NVDLA build (or the lowering was asked wrongly)."""
 
 
-@dataclass(frozen=True)
-class PdpPass:
-    """One PDP run: ``in_h x in_w`` -> ``out_h x out_w`` with one window/stride/padding."""
-
-    in_h: int
-    in_w: int
-    out_h: int
-    out_w: int
-    kernel_h: int
-    kernel_w: int
-    stride_h: int
-    stride_w: int
-    pad_top: int = 0
-    pad_bottom: int = 0
-    pad_left: int = 0
-    pad_right: int = 0
-
-
-@dataclass(frozen=True)
-class HwLayer:
-    """One NVDLA hardware layer.
-
-    kind: ``conv`` (conv core + SDP [+ PDP on the fly]), ``sdp``, ``pdp``, ``cdp`` or ``bdma``
-        (memory to memory). ops: the IR ops it covers, in graph order. conv: the
-        :class:`ConvLayer` for ``conv`` layers, else None. Shapes: input ``in_c x in_h x in_w``
-        and output ``out_c x out_h x out_w`` per image, ``batch`` images. operands: tensors read
-        from memory by the SDP (1 + the element-wise operand for a conv layer with a fused add;
-        1 or 2 for an ``sdp`` layer). bytes_per_element: of ``precision``. passes: PDP runs (a
-        fused pool's single pass, or a standalone pool's passes; more than one when a large
-        window is split). lut: the SDP LUT is used. fc_batch: images sharing one weight fetch
-        (FC layers on builds with the ``batch`` feature; 1 otherwise).
-    """
-
-    name: str
-    kind: str
-    ops: tuple[str, ...]
-    precision: str
-    conv: ConvLayer | None
-    batch: int
-    in_c: int
-    in_h: int
-    in_w: int
-    out_c: int
-    out_h: int
-    out_w: int
-    operands: int = 1
-    bytes_per_element: int = 1
-    passes: tuple[PdpPass, ...] = ()
-    lut: bool = False
-    fc_batch: int = 1
-
-    @property
-    def macs(self) -> int:
-        return self.conv.macs if self.conv is not None else 0
-
-
-@dataclass(frozen=True)
-class SkippedOp:
-    """An op NVDLA cannot run, left out of the program (``skip_unsupported=True``)."""
-
-    name: str
-    kind: str
-    reason: str
-    macs: int = 0
-
-
-@dataclass(frozen=True)
-class NvdlaProgram:
-    """The hardware layers of a graph on one NVDLA build; ``macs`` is their MAC total."""
-
-    graph: str
-    config: str
-    precision: str
-    layers: tuple[HwLayer, ...]
-    skipped: tuple[SkippedOp, ...]
-    macs: int
-
-    @property
-    def skipped_macs(self) -> int:
-        return sum(s.macs for s in self.skipped)
-
-    def conv_layers(self) -> tuple[ConvLayer, ...]:
-        """The convolution layers, in order (what :func:`hw.nvdla.cycles.network_cycles` takes)."""
-        return tuple(layer.conv for layer in self.layers if layer.conv is not None)
-
-    def counts(self) -> dict[str, int]:
-        """Hardware layers per kind."""
-        out: dict[str, int] = {}
-        for layer in self.layers:
-            out[layer.kind] = out.get(layer.kind, 0) + 1
-        return out
-
-    def table(self) -> str:
-        """One line per hardware layer: index, kind, shapes, fused work, IR ops."""
-        lines = []
-        for i, hl in enumerate(self.layers):
-            extra = []
-            if hl.conv is not None:
-                c = hl.conv
-                extra.append(f"{c.R}x{c.S}/{c.stride_y}"
-                             + (f" g{c.groups}" if c.groups > 1 else ""))
-                extra += [f for f in ("bias", "bn", "eltwise", "relu", "image_input")
-                          if getattr(c, f)]
-                if c.pool_kernel is not None:
-                    extra.append(f"pool{c.pool_kernel[0]}x{c.pool_kernel[1]}/{c.pool_stride[0]}")
-            if hl.kind == "pdp":
-                extra.append("+".join(f"{p.kernel_h}x{p.kernel_w}/{p.stride_h}" for p in hl.passes))
-            if hl.kind == "sdp":
-                extra.append(f"{hl.operands} operand" + ("s" if hl.operands > 1 else ""))
-            if hl.lut:
-                extra.append("lut")
-            if hl.fc_batch > 1:
-                extra.append(f"fc_batch {hl.fc_batch}")
-            shape_in = f"{hl.in_c}x{hl.in_h}x{hl.in_w}"
-            shape_out = f"{hl.out_c}x{hl.out_h}x{hl.out_w}"
-            lines.append(f"{i:3d} {hl.kind:4s} {shape_in:>12s} -> {shape_out:<12s} "
-                         f"{' '.join(extra):42s} {', '.join(hl.ops)}")
-        return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------ PDP helpers
-def pdp_max_flying_width(cfg: NvdlaConfig, precision: str, kernel_h: int, stride_h: int) -> int:
-    """Widest pooled output PDP can produce on the fly from SDP (``engine-ast/PDPNode.cpp``
-    ``calculateMaxWidth``): the 7 KiB line buffer holds the ``ceil(kernel_h/stride_h)`` lines
-    shared by vertically adjacent windows (the RTL reserves 1, 2, 4 or 8 lines) for one kernel
-    group (atomic-K kernels, half at 16 bit) of 14-bit (int8) or 28-bit partial results."""
-    overlap = min(-(-kernel_h // stride_h), len(_PDP_RTL_LINES) - 1)
-    kernels = cfg.atomic_k if precision == "int8" else cfg.atomic_k // 2
-    bits = 14 if precision == "int8" else 28
-    return _PDP_BUF_BITS // (_PDP_RTL_LINES[overlap] * kernels * bits)
-
-
-def _smooth7_factors(n: int) -> list[int] | None:
-    """Greedy factorisation of ``n`` into factors 8..2 (largest first), or None if a prime > 7
-    remains."""
-    out = []
-    for f in range(PDP_MAX_KERNEL, 1, -1):
-        while n % f == 0:
-            out.append(f)
-            n //= f
-    return out if n == 1 else None
-
-
-def _axis_passes(size: int, kernel: int, stride: int, out: int) -> list[tuple[int, int]] | None:
-    """(kernel, pad_after) per pass along one axis, or None when the window cannot be split."""
-    if kernel <= PDP_MAX_KERNEL and stride <= PDP_MAX_STRIDE:
-        return [(kernel, -1)]  # no split needed on this axis (-1: keep the op's own stride/pad)
-    if out == 1 and kernel == size:  # global: pad the window up to a 7-smooth size
-        padded = size
-        while _smooth7_factors(padded) is None:
-            padded += 1
-        factors = _smooth7_factors(padded)
-        pad = padded - size
-        if pad > PDP_MAX_PAD or pad >= factors[0]:
-            return None
-        return [(f, pad if i == 0 else 0) for i, f in enumerate(factors)]
-    if stride == kernel and (size - kernel) % stride == 0:  # tiled windows: exact factors only
-        factors = _smooth7_factors(kernel)
-        if factors is None:
-            return None
-        return [(f, 0) for f in factors]
-    return None
-
-
-def split_pool_window(in_h: int, in_w: int, kernel_h: int, kernel_w: int, stride_h: int,
-                      stride_w: int, pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-                      ) -> tuple[PdpPass, ...] | None:
-    """PDP passes computing one pooling (pads = top, bottom, left, right), or None if a window
-    larger than PDP's cannot be split (overlapping windows, a prime factor > 7 in a tiled window,
-    or padding needs beyond PDP's). A window within PDP's limits is one pass, unchanged."""
-    pt, pb, pl, pr = pads
-    out_h = (in_h + pt + pb - kernel_h) // stride_h + 1
-    out_w = (in_w + pl + pr - kernel_w) // stride_w + 1
-    big_h = kernel_h > PDP_MAX_KERNEL or stride_h > PDP_MAX_STRIDE
-    big_w = kernel_w > PDP_MAX_KERNEL or stride_w > PDP_MAX_STRIDE
-    if not (big_h or big_w):
-        return (PdpPass(in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w,
-                        pt, pb, pl, pr),)
-    if (big_h and (pt or pb)) or (big_w and (pl or pr)):
-        return None
-    ah = _axis_passes(in_h, kernel_h, stride_h, out_h)
-    aw = _axis_passes(in_w, kernel_w, stride_w, out_w)
-    if ah is None or aw is None:
-        return None
-    n = max(len(ah), len(aw))
-    passes = []
-    h, w = in_h, in_w
-    for i in range(n):
-        def axis(steps, j, k_op, s_op, p_lo, p_hi):
-            if j >= len(steps):
-                return 1, 1, 0, 0
-            k, pad = steps[j]
-            if pad < 0:
-                return k_op, s_op, p_lo, p_hi
-            return k, k, 0, pad
-        kh, sh, p_t, p_b = axis(ah, i, kernel_h, stride_h, pt, pb)
-        kw, sw, p_l, p_r = axis(aw, i, kernel_w, stride_w, pl, pr)
-        oh = (h + p_t + p_b - kh) // sh + 1
-        ow = (w + p_l + p_r - kw) // sw + 1
-        passes.append(PdpPass(h, w, oh, ow, kh, kw, sh, sw, p_t, p_b, p_l, p_r))
-        h, w = oh, ow
-    if (h, w) != (out_h, out_w):  # the split must reproduce the op's output size
-        return None
-    return tuple(passes)
-
-
-# ------------------------------------------------------------------------------ lowering
 @dataclass
 class _Building:
     """A hardware layer under construction (frozen into :class:`HwLayer` at the end)."""
@@ -333,10 +115,10 @@ class _Building:
 
 def _check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"lower_graph: {name} = {value!r}: must be True or False")
+        raise NvdlaLoweringError(f"lower_graph: {name} = {value!r}: must be True or False")
 
 
-def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
+def lower_graph(graph: Graph, cfg: NvdlaConfig, precision: str = "int8", *,
                 fc_batch: int | None = None, assume_bn_relu: bool = True,
                 skip_unsupported: bool = False) -> NvdlaProgram:
     """Map ``graph``'s ops to NVDLA hardware layers on ``cfg`` (rules: module docstring).
@@ -359,10 +141,9 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
     if not isinstance(cfg, NvdlaConfig):
         raise NvdlaLoweringError(f"lower_graph: cfg = {cfg!r}: must be an NvdlaConfig "
                                  f"(hw.nvdla.config.load_nvdla_config)")
-    ops = getattr(graph, "ops", None)
-    gname = getattr(graph, "name", None)
-    if not isinstance(ops, tuple) or not isinstance(gname, str):
+    if not isinstance(graph, Graph):
         raise NvdlaLoweringError(f"lower_graph: graph = {graph!r}: must be a compiler.ir.Graph")
+    ops, gname = graph.ops, graph.name
     cfg.require_precision(precision, where="lower_graph")
     _check_bool("assume_bn_relu", assume_bn_relu)
     _check_bool("skip_unsupported", skip_unsupported)
@@ -383,7 +164,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
     for op in ops:
         for src in op.inputs:
             consumers[src].append(op.name)
-    feeds_add = {src for op in ops if type(op).__name__ == "Eltwise" and op.op == "add"
+    feeds_add = {src for op in ops if isinstance(op, Eltwise) and op.op == "add"
                  for src in op.inputs}
 
     layers: list[_Building] = []
@@ -448,8 +229,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
         return (1, elements, 1, 1)
 
     for op in ops:
-        tname = type(op).__name__
-        if tname == "Conv2d":
+        if isinstance(op, Conv2d):
             if op.dilation_h != op.dilation_w:
                 unsupported(op, "conv", f"dilation {op.dilation_h}x{op.dilation_w}: the cycle "
                             f"model's ConvLayer takes one dilation for both axes")
@@ -469,7 +249,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
             new_layer(op, _Building("conv", [op.name], conv,
                                     (op.batch, op.in_channels, op.in_h, op.in_w), shape[op.name]))
 
-        elif tname == "Gemm":
+        elif isinstance(op, Gemm):
             src = shape.get(op.inputs[0]) if len(op.inputs) == 1 else None
             if op.batch == 1 and src is not None and src[0] == op.m and \
                     src[1] * src[2] * src[3] == op.k:
@@ -485,7 +265,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
                 b = _Building("conv", [op.name], conv, (op.batch, op.k, op.m, 1), shape[op.name])
             new_layer(op, b)
 
-        elif tname == "Pool":
+        elif isinstance(op, Pool):
             pads = (op.pad_top, op.pad_bottom, op.pad_left, op.pad_right)
             out = (op.batch, op.channels, op.out_h, op.out_w)
             shape[op.name] = out
@@ -526,7 +306,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
                                     (op.batch, op.channels, op.in_h, op.in_w), out,
                                     passes=passes))
 
-        elif tname == "Eltwise":
+        elif isinstance(op, Eltwise):
             kind = op.op
             s_in = in_shape(op.inputs, op.elements)
             shape[op.name] = s_in
@@ -543,7 +323,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
                 if fused_into is not None:
                     b = layers[fused_into]
                     # ResNet's ReLU follows the residual add (convention for conv hosts only)
-                    after = assume_bn_relu and type(op_by_name[b.ops[0]]).__name__ == "Conv2d"
+                    after = assume_bn_relu and isinstance(op_by_name[b.ops[0]], Conv2d)
                     b.conv = dataclasses.replace(b.conv, eltwise=True, relu=b.conv.relu or after)
                     b.operands = 2
                     attach(op, fused_into)
@@ -571,7 +351,7 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
                     kind, f"no NVDLA unit computes {kind!r} (SDP: per-element add/mul/max/min, "
                           f"ReLU/PReLU, per-channel scale/bias, LUT activations; CDP: LRN)"))
 
-        elif tname == "Move":
+        elif isinstance(op, Move):
             s_in = in_shape(op.inputs, op.elements)
             shape[op.name] = s_in
             if op.kind in _FREE_MOVES:
@@ -589,8 +369,9 @@ def lower_graph(graph: Any, cfg: NvdlaConfig, precision: str = "int8", *,
                        f"{', '.join(_FREE_MOVES)}; BDMA copies: {', '.join(_BDMA_MOVES)}")
                 unsupported(op, op.kind, why)
         else:
-            raise NvdlaLoweringError(f"{gname}: op {getattr(op, 'name', op)!r} of type {tname}: "
-                                     f"not an IR op (Conv2d, Gemm, Pool, Eltwise, Move)")
+            raise NvdlaLoweringError(f"{gname}: op {op.name!r} of type {type(op).__name__}: "
+                                     f"the NVDLA backend lowers Conv2d, Gemm, Pool, Eltwise and "
+                                     f"Move")
 
     for name in pending_free:  # views of the graph input nobody computes from
         skipped.append(SkippedOp(name, "view", "a view of the graph input: no hardware work"))

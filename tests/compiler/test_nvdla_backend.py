@@ -1,4 +1,4 @@
-"""Tests of the IR -> NVDLA hardware-layer lowering (hw/nvdla/lower.py).
+"""Tests of the IR -> NVDLA hardware-layer lowering (compiler/backends/nvdla.py, nvdla_pool.py).
 
 Expected fusions are worked out by hand from the zoo definitions (compiler/frontends/zoo.py,
 _cnn_blocks.py) and the fusion rules of NVIDIA's compiler (nvdla/sw
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from compiler.backends.nvdla import NvdlaLoweringError, lower_graph
+from compiler.backends.nvdla_pool import split_pool_window
 from compiler.frontends import zoo
 from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool, conv2d
 from hw.nvdla.config import load_nvdla_config
 from hw.nvdla.cycles import ConvLayer, network_cycles
-from hw.nvdla.lower import (NvdlaLoweringError, PdpPass, lower_graph, pdp_max_flying_width,
-                            split_pool_window)
+from hw.nvdla.program import PdpPass, pdp_max_flying_width
 from hw.systolic.config import ConfigError
 
 CNNS = ["alexnet", "vgg16", "resnet18", "resnet50", "mobilenetv2", "googlenet"]
@@ -317,7 +318,7 @@ def test_bad_arguments(full, small):
         lower_graph([conv2d("c", 8, 3, 8, 3)], full)
     with pytest.raises(NvdlaLoweringError, match=r"cfg = .*NvdlaConfig"):
         lower_graph(graph, "nv_full")
-    with pytest.raises(ValueError, match=r"skip_unsupported = 1"):
+    with pytest.raises(NvdlaLoweringError, match=r"skip_unsupported = 1"):
         lower_graph(graph, full, skip_unsupported=1)
 
 

@@ -1,0 +1,120 @@
+"""One run pipeline: ``run(workload, device, options) -> RunResult``.
+
+Every consumer -- ``npulab run``, ``npulab map``, sweeps, the multi-chip planner, the SoC and the
+Python API -- runs a workload on a chip through :func:`run`. The device is a
+:class:`hw.spec.ChipSpec` (or a preset name, a TOML path, or an in-memory config, loaded with
+:func:`hw.configfile.load_chip`); the chip's engine kind picks the runner from :data:`RUNNERS`, the one
+place that tells engine kinds apart. A runner compiles the graph with its kind's compiler
+backend and times it with its kind's model:
+
+* ``systolic``: :func:`npulab.simulate.simulate` (:mod:`compiler.lower` tiles, :mod:`hw.executor`
+  times; or the compute-only / SCALE-Sim timing modes);
+* ``nvdla``: :func:`npulab.nvdla_run.simulate_nvdla` (NVDLA lowering and cycle model).
+
+Options are one typed :class:`RunOptions`; a field a kind does not read is an error (it would
+otherwise be silently ignored), as is a misspelt field (``RunOptions(timng=...)`` is a
+``TypeError``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from compiler.ir import Graph
+from compiler.options import CompileOptions
+from hw.configfile import load_chip
+from hw.spec import ChipSpec, chip_spec
+from npulab.choices import TIMING_MODES
+
+__all__ = ["RunOptions", "run", "RUNNERS", "resolve_device"]
+
+#: Precisions an NVDLA build can run (``RunOptions.precision``).
+NVDLA_PRECISIONS = ("int8", "int16", "fp16")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a workload.
+
+    Attributes
+    ----------
+    timing:
+        Systolic chips: ``"native"`` (full chip), ``"compute"`` or ``"scalesim"``
+        (:data:`npulab.choices.TIMING_MODES`). An NVDLA build has one cycle model: leave it
+        ``"native"``.
+    compile:
+        The compiler's choices (:class:`compiler.options.CompileOptions`): tiling, loop order,
+        mapper. Systolic chips, native timing only.
+    precision:
+        NVDLA builds: ``"int8"`` (default), ``"int16"`` or ``"fp16"``. Systolic chips take the
+        array's ``precision`` from the chip config.
+    skip_unsupported:
+        NVDLA builds: leave out ops the build has no unit for (listed in the totals) instead of
+        failing.
+    """
+
+    timing: str = "native"
+    compile: CompileOptions = field(default_factory=CompileOptions)
+    precision: str | None = None
+    skip_unsupported: bool = False
+
+    def __post_init__(self) -> None:
+        if self.timing not in TIMING_MODES:
+            raise ValueError(f"timing = {self.timing!r}: must be one of {', '.join(TIMING_MODES)}")
+        if not isinstance(self.compile, CompileOptions):
+            raise ValueError(f"compile = {self.compile!r}: must be a CompileOptions")
+        if self.precision is not None and self.precision not in NVDLA_PRECISIONS:
+            raise ValueError(f"precision = {self.precision!r}: must be one of "
+                             f"{', '.join(NVDLA_PRECISIONS)}")
+
+
+def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
+    if options.precision is not None:
+        raise ValueError(f"precision = {options.precision!r} applies to NVDLA builds; a systolic "
+                         f"chip's precision is its array's (array.precision = int8|int16|fp16)")
+    if options.skip_unsupported:
+        raise ValueError("skip_unsupported applies to NVDLA builds")
+    if options.timing != "native" and options.compile != CompileOptions():
+        raise ValueError(f"compile options apply to native timing (it tiles layers for the "
+                         f"full chip); timing {options.timing!r} does not tile")
+    from npulab.simulate import simulate
+    return simulate(graph, spec.config, options.timing, progress=progress,
+                    options=options.compile)
+
+
+def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
+    if options.timing != "native" or options.compile != CompileOptions():
+        raise ValueError(f"timing and compile options apply to systolic chips; {spec.name} is an "
+                         f"NVDLA build (its cycle model is fixed)")
+    from npulab.nvdla_run import simulate_nvdla
+    return simulate_nvdla(graph, spec.config, options.precision or "int8",
+                          skip_unsupported=options.skip_unsupported, progress=progress)
+
+
+#: The runner of each engine kind: ``runner(graph, spec, options, progress) -> RunResult``.
+#: A new engine kind registers its runner here (docs/architecture.md).
+RUNNERS: dict[str, Callable] = {"systolic": _systolic, "nvdla": _nvdla}
+
+
+def resolve_device(device) -> ChipSpec:
+    """The :class:`~hw.spec.ChipSpec` of ``device``: a ChipSpec, an in-memory chip config, a
+    preset name or a TOML path (``None``: the default chip)."""
+    if device is None or isinstance(device, (str, Path)):
+        return load_chip(device)
+    return chip_spec(device)
+
+
+def run(workload: Graph, device=None, options: RunOptions | None = None, *,
+        progress=None):
+    """Run ``workload`` on ``device`` (:func:`resolve_device`) with ``options``; returns the
+    :class:`~npulab.simulate.RunResult`. ``progress(done, total, name)`` is called as layers
+    finish."""
+    spec = resolve_device(device)
+    options = options if options is not None else RunOptions()
+    runner = RUNNERS.get(spec.kind)
+    if runner is None:
+        raise ValueError(f"{spec.name}: engine kind {spec.kind!r} has no runner; registered: "
+                         f"{', '.join(RUNNERS)}")
+    return runner(workload, spec, options, progress)

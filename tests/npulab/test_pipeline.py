@@ -1,0 +1,71 @@
+"""One run pipeline (issue 22): ``npulab.run(workload, device, options)`` for every chip kind.
+
+The gold: each kind's own runner called directly (``simulate`` for systolic chips,
+``simulate_nvdla`` for NVDLA builds) gives the same record; the command line and the
+multi-chip planner go through the same call.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.frontends import zoo
+from compiler.ir import Graph
+from compiler.options import CompileOptions
+from hw.configfile import load_chip, load_chip_config
+from hw.nvdla.config import load_nvdla_config
+from hw.spec import ENGINE_KINDS, chip_spec
+from npulab.nvdla_run import simulate_nvdla
+from npulab.pipeline import RUNNERS, RunOptions, resolve_device, run
+from npulab.simulate import simulate
+
+GRAPH = zoo.get("resnet18", image_size=16)
+
+
+@pytest.mark.parametrize("timing", ["native", "compute", "scalesim"])
+def test_a_systolic_chip_runs_as_simulate_does(timing):
+    chip = load_chip_config("gemmini_like")
+    got = run(GRAPH, "gemmini_like", RunOptions(timing=timing))
+    assert got.to_dict() == simulate(GRAPH, chip, timing).to_dict()
+
+
+def test_an_nvdla_build_runs_as_simulate_nvdla_does():
+    got = run(GRAPH, "nv_small", RunOptions(precision="int8"))
+    assert got.to_dict() == simulate_nvdla(GRAPH, load_nvdla_config("nv_small")).to_dict()
+
+
+def test_every_device_form_is_the_same_chip():
+    spec = load_chip("tpu_v1_like")
+    assert resolve_device("tpu_v1_like") == spec
+    assert resolve_device(spec.config) == chip_spec(spec.config)
+    assert resolve_device(spec) is spec
+    assert resolve_device(None) == load_chip(None)
+
+
+def test_every_engine_kind_has_a_runner():
+    assert set(RUNNERS) == set(ENGINE_KINDS)
+
+
+def test_options_are_typed_and_checked_for_the_chip_kind():
+    with pytest.raises(TypeError):
+        RunOptions(timng="compute")                       # a misspelt option is an error
+    with pytest.raises(ValueError, match="timing = 'fast'"):
+        RunOptions(timing="fast")
+    with pytest.raises(ValueError, match="applies to NVDLA builds"):
+        run(GRAPH, "default", RunOptions(precision="int16"))
+    with pytest.raises(ValueError, match="NVDLA build"):
+        run(GRAPH, "nv_small", RunOptions(timing="compute"))
+    with pytest.raises(ValueError, match="does not tile"):
+        run(GRAPH, "default", RunOptions(timing="compute", compile=CompileOptions(map="best-edp")))
+
+
+def test_the_planner_times_ops_on_any_chip_kind_through_the_pipeline():
+    # a system of NVDLA builds: before, op_time_for loaded every chip device as a systolic chip
+    from hw.system.system import load_system
+    from npulab.system_run import op_time_for
+    system = load_system("ring:4", device="nv_small")
+    from dataclasses import replace
+    op = GRAPH.op("layer1.0.conv1")
+    seconds = op_time_for(system)(op)
+    one = run(Graph("one", (replace(op, inputs=()),)), "nv_small")
+    assert seconds == one.totals["cycles"] / (load_nvdla_config("nv_small").clock_mhz * 1e6)

@@ -255,9 +255,8 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
     cfg = run["config"]
     macs_per_cycle = run["totals"]["peak_macs_per_cycle"]
     if run["timing"] == "nvdla":
-        from hw.nvdla.config import NvdlaConfig
-        from hw.validate import config_from_table
-        n = config_from_table(NvdlaConfig, cfg["nvdla"], "run config", "nvdla.")
+        from hw.nvdla.config import nvdla_config_from_dict
+        n = nvdla_config_from_dict(cfg, "run config")
         facts = HardwareFacts.nvdla(n, run["totals"].get("precision", "int8"))
         widths = {"cbuf": 8 * n.cbuf_bank_width_bytes}
         peaks = {"cbuf": n.cbuf_banks * n.cbuf_bank_width_bytes}

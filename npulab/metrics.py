@@ -6,7 +6,8 @@
 from each layer's ``cycles`` and ``actions`` (what the hardware did) and the chip config, so a
 saved run can be re-costed with another technology (``npulab report DIR --tech 7nm``).
 
-Energy components (joules):
+Energy components (joules), each the layer's actions x the chip's
+:class:`~hw.energy.EnergyRates` (:mod:`hw.energy.rates`, the rates the mapper charges too):
 
 * ``mac``: ``macs x`` :meth:`~hw.energy.Technology.mac_pj` (precision, accumulator width);
 * ``rf``: PE register / register-file bits written x ``register.pj_per_bit``;
@@ -57,7 +58,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hw.energy import DEFAULT_TECHNOLOGY, Technology, dram_kind_for_preset, load_technology
+from hw.energy import (
+    DEFAULT_TECHNOLOGY, EnergyRates, HardwareFacts, Technology, energy_rates, load_technology,
+)
 
 __all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si",
            "Quantity", "LAYER_QUANTITIES", "layer_columns", "network_items", "memory_bound"]
@@ -245,57 +248,48 @@ def _run_dict(run) -> dict:
 # ---- the chip as metrics see it --------------------------------------------------------------
 
 def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
-              link_kind: str = "pcie") -> dict:
-    """Clock, peak MAC rate, scratchpads (bank size, width, peak bandwidth), DRAM and link
-    bandwidth and energy types, and the area the leakage is charged on."""
+              link_kind: str = "pcie") -> tuple[dict, EnergyRates]:
+    """The chip as the metrics see it -- clock, peak MAC rate, scratchpads (bank size, width,
+    peak bandwidth), DRAM and link bandwidth and energy types, the area leakage is charged on --
+    and its :class:`~hw.energy.EnergyRates` (the mapper's, for the same chip and table)."""
     cfg = run["config"]
     macs_per_cycle = run["totals"]["peak_macs_per_cycle"]
     if run["timing"] == "nvdla":
-        from hw.nvdla.config import CACC_BITS
-        n = cfg["nvdla"]
-        precision = run["totals"].get("precision", "int8")
-        bank = n["cbuf_bank_width_bytes"] * n["cbuf_bank_depth"]
-        srams = {"cbuf": {"capacity_bytes": bank * n["cbuf_banks"], "bank_bytes": bank,
-                          "width_bits": 8 * n["cbuf_bank_width_bytes"],
-                          "peak_bytes_per_cycle": n["cbuf_banks"] * n["cbuf_bank_width_bytes"]}}
-        clock_mhz = n["clock_mhz"]
+        from hw.nvdla.config import nvdla_config_from_dict
+        n = nvdla_config_from_dict(cfg, "run config")
+        facts = HardwareFacts.nvdla(n, run["totals"].get("precision", "int8"))
+        widths = {"cbuf": 8 * n.cbuf_bank_width_bytes}
+        peaks = {"cbuf": n.cbuf_banks * n.cbuf_bank_width_bytes}
+        clock_mhz = n.clock_mhz
         dram_gbps = run["totals"].get("dram_available_gbps")
-        preset = n.get("dram") or ""
-        acc = CACC_BITS[precision]
         link_gbps = None
     else:
         from hw.chip import SRAM_NAMES
         from hw.configfile import chip_config_from_dict
         chip = chip_config_from_dict(cfg, "run config")
-        precision, acc = chip.array.precision.value, chip.array.acc_bits
+        facts = HardwareFacts.systolic(chip)
+        widths = {name: 8 * chip.sram(name).bank_width_bytes for name in SRAM_NAMES}
+        peaks = {name: _sram_peak(chip, name, run["timing"]) for name in SRAM_NAMES}
         clock_mhz = chip.clock_mhz
-        srams = {}
-        for name in SRAM_NAMES:
-            s = chip.sram(name)
-            cap = int(s.capacity_kib * 1024)
-            srams[name] = {"capacity_bytes": cap, "bank_bytes": cap / s.banks,
-                           "width_bits": 8 * s.bank_width_bytes,
-                           "peak_bytes_per_cycle": _sram_peak(chip, name, run["timing"])}
         dram_gbps = None if chip.dram.is_ideal else chip.dram.peak_gbps
-        preset = chip.dram.preset
         link_gbps = None if chip.host_link.ideal else chip.host_link.effective_gbps
-    kind = dram_kind or dram_kind_for_preset(preset)
-    assumed = kind is None
-    kind = kind or "ddr4"
-    area = tech.chip_area_mm2(macs_per_cycle, precision, acc,
-                              {name: s["capacity_bytes"] for name, s in srams.items()})
+    rates = energy_rates(tech, facts, dram_kind=dram_kind, link_kind=link_kind)
+    srams = {name: {"capacity_bytes": s.capacity_bytes, "bank_bytes": s.bank_bytes,
+                    "width_bits": widths[name], "peak_bytes_per_cycle": peaks[name]}
+             for name, s in rates.scratchpads.items()}
     return {
-        "clock_hz": clock_mhz * 1e6, "precision": precision, "acc_bits": acc,
+        "clock_hz": clock_mhz * 1e6, "precision": rates.precision, "acc_bits": rates.acc_bits,
         "peak_macs_per_cycle": macs_per_cycle,
         "peak_ops_per_s": 2 * macs_per_cycle * clock_mhz * 1e6,
         "srams": srams,
-        "dram": {"kind": kind, "kind_assumed": assumed, "preset": preset or "-",
+        "dram": {"kind": rates.dram_kind, "kind_assumed": rates.dram_kind_assumed,
+                 "preset": rates.dram_preset or "-",
                  "peak_bytes_per_s": dram_gbps * 1e9 if dram_gbps else None},
-        "link": {"kind": link_kind,
+        "link": {"kind": rates.link_kind,
                  "peak_bytes_per_s": link_gbps * 1e9 if link_gbps else None},
-        "area_mm2": area, "area_total_mm2": sum(area.values()),
-        "static_power_w": tech.leakage_w(sum(area.values())),
-    }
+        "area_mm2": dict(rates.area_mm2), "area_total_mm2": rates.area_total_mm2,
+        "static_power_w": rates.leakage_w,
+    }, rates
 
 
 def _sram_peak(chip, name: str, timing: str) -> float:
@@ -314,24 +308,27 @@ def _sram_peak(chip, name: str, timing: str) -> float:
 
 # ---- per layer --------------------------------------------------------------------------------
 
-def _layer_energy(actions: dict, seconds: float, chip: dict, tech: Technology) -> dict:
-    """Joules per component (``sram.<name>`` one entry per scratchpad)."""
+def _layer_energy(layer: dict, seconds: float, rates: EnergyRates) -> dict:
+    """Joules per component (``sram.<name>`` one entry per scratchpad) of ``layer``'s actions,
+    charged at the chip's ``rates``."""
+    actions = layer["actions"]
+    if (actions["precision"], actions.get("acc_bits", rates.acc_bits)) != (rates.precision,
+                                                                            rates.acc_bits):
+        raise ValueError(f"layer {layer['name']}: actions at precision = "
+                         f"{actions['precision']!r}, acc_bits = {actions.get('acc_bits')!r}: "
+                         f"must be the chip's ({rates.precision}, {rates.acc_bits} bits)")
     pj = {}
-    pj["mac"] = actions["macs"] * tech.mac_pj(actions["precision"], actions.get("acc_bits"))
-    pj["rf"] = actions["reg_bits"] * tech.register_pj_per_bit
-    for name in chip["srams"]:
+    pj["mac"] = actions["macs"] * rates.mac_pj
+    pj["rf"] = actions["reg_bits"] * rates.register_pj_per_bit
+    for name, s in rates.scratchpads.items():
         a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
-        bank = chip["srams"][name]["bank_bytes"]
-        pj[f"sram.{name}"] = (a["read_bits"] * tech.sram_pj_per_bit(bank)
-                              + a["write_bits"] * tech.sram_pj_per_bit(bank, write=True))
-    fp = actions["precision"] in ("fp16", "fp32")
-    vec = (tech.add_pj("fp", 32) + tech.mult_pj("fp", 32)) if fp else \
-        (tech.add_pj("int", 32) + tech.mult_pj("int", 16))
-    pj["vector"] = actions["vector_ops"] * vec
-    pj["dram"] = actions["dram_bits"] * tech.dram_energy_pj_per_bit(chip["dram"]["kind"])
-    pj["link"] = actions["link_bits"] * tech.link_energy_pj_per_bit(chip["link"]["kind"])
+        pj[f"sram.{name}"] = (a["read_bits"] * s.read_pj_per_bit
+                              + a["write_bits"] * s.write_pj_per_bit)
+    pj["vector"] = actions["vector_ops"] * rates.vector_op_pj
+    pj["dram"] = actions["dram_bits"] * rates.dram_pj_per_bit
+    pj["link"] = actions["link_bits"] * rates.link_pj_per_bit
     joules = {k: v * 1e-12 for k, v in pj.items()}
-    joules["static"] = chip["static_power_w"] * seconds
+    joules["static"] = rates.leakage_w * seconds
     return joules
 
 
@@ -396,11 +393,11 @@ def _useful_dram(layer: dict):
     return None if rd is None and wr is None else (float(rd or 0), float(wr or 0))
 
 
-def _layer_metrics(layer: dict, chip: dict, tech: Technology) -> dict:
+def _layer_metrics(layer: dict, chip: dict, rates: EnergyRates) -> dict:
     cycles = layer["cycles"]
     seconds = cycles / chip["clock_hz"]
     actions = layer["actions"]
-    energy = _layer_energy(actions, seconds, chip, tech)
+    energy = _layer_energy(layer, seconds, rates)
     # Rates over the layer's busy span: its window, or longer when its own transfers or compute
     # overlapped the previous layer's window (a native run prefetches).
     active = max(cycles, actions.get("active_cycles") or 0)
@@ -446,8 +443,8 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
     data = _run_dict(run)
     if not isinstance(tech, Technology):
         tech = load_technology(tech)
-    chip = chip_view(data, tech, dram_kind, link_kind)
-    layers = [_layer_metrics(layer, chip, tech) for layer in data["layers"]
+    chip, rates = chip_view(data, tech, dram_kind, link_kind)
+    layers = [_layer_metrics(layer, chip, rates) for layer in data["layers"]
               if layer.get("cycles") is not None and layer.get("actions") is not None]
     cycles = data["totals"]["cycles"]
     seconds = cycles / chip["clock_hz"]
@@ -459,7 +456,7 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         for k, v in x["energy_breakdown_j"].items():
             breakdown[k] = breakdown.get(k, 0.0) + v
     # Leakage runs for the whole run (the layers' cycles add up to it).
-    breakdown["static"] = chip["static_power_w"] * seconds
+    breakdown["static"] = rates.leakage_w * seconds
     energy = sum(breakdown.values())
     levels = _network_levels(layers, seconds)
     roof = _roofline(macs, levels, chip)

@@ -32,6 +32,7 @@ from npulab.choices import TIMING_MODES
 from compiler.lower import CompileOptions, compile_graph
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.configfile import chip_config_to_dict
+from hw.energy.rates import register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.executor import ExecutionResult, execute
 from hw.systolic.config import Dataflow
@@ -168,16 +169,14 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
                   link_bytes: int = 0, active_cycles: int | None = None) -> dict:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
-    Register bits per MAC: the operands that move through the PE are latched each cycle --
-    WS and IS pass one operand and the partial sum on, OS passes both operands and updates its
-    accumulator -- so ``op + acc`` bits (WS, IS) or ``2 op + acc`` bits (OS). Idle PEs are taken
-    to be clock-gated. The array reads operands from the ifmap/filter scratchpads at operand
+    Register bits per MAC: the operands that move through the PE are latched each cycle
+    (:func:`hw.energy.register_bits_per_mac`, the mapper's rule too). The array reads operands from the ifmap/filter scratchpads at operand
     width and writes (and, for partial sums, reads back) the ofmap scratchpad at accumulator
     width; ``fills`` are the bytes the DMA writes into ifmap/filter and reads out of ofmap.
     ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
     are taken over it; see :mod:`npulab.metrics`)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
-    per_mac = (2 * op if cfg.dataflow is Dataflow.OS else op) + acc
+    per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
     fill_in, fill_filter, drain = fills
     return {
         "macs": int(macs), "precision": cfg.precision.value, "acc_bits": int(acc),

@@ -18,8 +18,9 @@ dataflow)`` of one op:
   :func:`compiler.mapper.search.stream_bytes_per_cycle`) and the shared bus's; the
   first load (the first A and B tiles, or the on-chip MOVE of a resident input) and the last
   store (the last output tile) do not overlap compute;
-* **energy**: :mod:`npulab.metrics`' components with the same per-action energies: ``mac``
-  (MACs x MAC pJ), ``rf`` (register bits per MAC per dataflow, as ``array_actions``),
+* **energy**: :mod:`npulab.metrics`' components with the same per-action energies (the chip's
+  :class:`~hw.energy.EnergyRates`, filled in by :func:`compiler.mapper.search.mapper_parameters`):
+  ``mac`` (MACs x MAC pJ), ``rf`` (register bits per MAC of the candidate's dataflow),
   ``sram.<name>`` (read bits at operand/accumulator width, DMA fill and drain bytes), ``dram``
   (bus bits at the chip's DRAM kind; exact bits for an ideal DRAM), ``static`` (leakage power x
   the latency estimate). The host link is the same for every mapping and is left out.
@@ -46,10 +47,11 @@ __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_
 #: :data:`compiler.tiling.ORDERS` order.
 ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2, 1, 0]], np.int64)
 
-# Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem.
+# Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem; PI_REG_BITS + code
+# holds the register bits per MAC of dataflow ``code`` (hw.energy.register_bits_per_mac).
 (PI_COUNT, PI_IN_RES, PI_OUT_RES, PI_SETUP, PI_FIRST_A, PI_OP_BITS, PI_ACC_BITS, PI_MACS,
- PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB) = range(12)
-P_INT = 12
+ PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB, PI_REG_BITS) = range(13)
+P_INT = 15
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
  PF_OF_W, PF_DRAM) = range(12)
 P_FLOAT = 12
@@ -148,7 +150,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
             if_reads, fi_reads = top, left
         else:
             if_reads, fi_reads = left, top
-        reg_bits = macs * ((2 * op_bits if code == 0 else op_bits) + acc_bits)
+        reg_bits = macs * pint[PI_REG_BITS + code]
         e_mac = macs * pflt[PF_MAC] * 1e-12
         e_rf = reg_bits * pflt[PF_REG] * 1e-12
         g_trips = g[ig, 1]

@@ -33,7 +33,8 @@ import numpy as np
 from compiler.mapper import cost as C
 from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
 from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
-from hw.chip import SRAM_NAMES, ChipConfig
+from hw.chip import ChipConfig
+from hw.energy.rates import HardwareFacts, energy_rates
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.systolic.config import Dataflow
 
@@ -222,11 +223,11 @@ class MapResult:
 def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
                       input_resident: bool, output_resident: bool, macs: int | None = None,
                       dram_kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's integer and float parameters: chip, energy table, problem flags.
+    """The kernel's integer and float parameters: chip, energy rates, problem flags.
 
-    Energies per action are :mod:`npulab.metrics`' (same table entries, same bank sizes, same
-    area and leakage rule)."""
-    from hw.energy import dram_kind_for_preset
+    The energies per action are the chip's :class:`~hw.energy.EnergyRates`, the ones
+    :mod:`npulab.metrics` charges (same table entries, bank sizes, DRAM type, area and leakage);
+    register bits per MAC for every dataflow the kernel may try."""
     arr = chip.array
     pint = np.zeros(C.P_INT, np.int64)
     pflt = np.zeros(C.P_FLOAT, np.float64)
@@ -236,6 +237,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
         from compiler.lower import _resident_input_bytes
         in_bytes = _resident_input_bytes(p)
     move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
+    rates = energy_rates(tech, HardwareFacts.systolic(chip), dram_kind=dram_kind)
     pint[C.PI_COUNT] = p.count
     pint[C.PI_IN_RES] = int(input_resident)
     pint[C.PI_OUT_RES] = int(output_resident)
@@ -248,23 +250,19 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint[C.PI_IDEAL] = int(chip.dram.is_ideal)
     pint[C.PI_OBJECTIVE] = OBJECTIVES.index(objective)
     pint[C.PI_EB] = p.elem_bytes
+    for df, code in DATAFLOW_CODES.items():
+        pint[C.PI_REG_BITS + code] = rates.register_bits_per_mac_by_dataflow[df.value]
     pflt[C.PF_BWINV] = 0.0 if chip.dram.is_ideal else 1.0 / stream_bytes_per_cycle(
         chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
     pflt[C.PF_CLOCK] = chip.clock_hz
-    precision, acc = arr.precision.value, arr.acc_bits
-    area = tech.chip_area_mm2(arr.pes, precision, acc,
-                              {name: int(chip.sram(name).capacity_kib * 1024) for name in SRAM_NAMES})
-    pflt[C.PF_STATIC_W] = tech.leakage_w(sum(area.values()))
-    pflt[C.PF_MAC] = tech.mac_pj(precision, acc)
-    pflt[C.PF_REG] = tech.register_pj_per_bit
+    pflt[C.PF_STATIC_W] = rates.leakage_w
+    pflt[C.PF_MAC] = rates.mac_pj
+    pflt[C.PF_REG] = rates.register_pj_per_bit
     for name, (r, w) in (("ifmap", (C.PF_IF_R, C.PF_IF_W)), ("filter", (C.PF_FI_R, C.PF_FI_W)),
                          ("ofmap", (C.PF_OF_R, C.PF_OF_W))):
-        s = chip.sram(name)
-        bank = int(s.capacity_kib * 1024) / s.banks
-        pflt[r] = tech.sram_pj_per_bit(bank)
-        pflt[w] = tech.sram_pj_per_bit(bank, write=True)
-    kind = dram_kind or dram_kind_for_preset(chip.dram.preset) or "ddr4"
-    pflt[C.PF_DRAM] = tech.dram_energy_pj_per_bit(kind)
+        pflt[r] = rates.scratchpads[name].read_pj_per_bit
+        pflt[w] = rates.scratchpads[name].write_pj_per_bit
+    pflt[C.PF_DRAM] = rates.dram_pj_per_bit
     return pint, pflt
 
 

@@ -352,16 +352,19 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
 
 # ---- the chosen mapping in the executor and the metrics --------------------------------------
 
-@pytest.mark.parametrize("ideal", [True, False])
+@pytest.mark.parametrize("dram", ["ideal", "ddr4-3200", "hbm2"])
 @pytest.mark.parametrize("op", [
     _conv(20, 24, 40, 3, pad=1, name="conv"),
     _conv(12, 8, 8, 3, pad=1, groups=4, batch=2, name="grouped"),
     Gemm(name="fc", m=50, n=300, k=200, batch=2),
 ])
-def test_executor_and_metrics_count_what_the_mapper_predicted(op, ideal):
+def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics
     from npulab.simulate import simulate
+    ideal = dram == "ideal"
     chip = _chip(8, 8, 8, rows=8, cols=8, ideal=ideal)
+    if not ideal:
+        chip = replace(chip, dram=dram_preset(dram))
     options = CompileOptions(map="best-energy", keep_on_chip=False, tech="45nm")
     p = _problem(op, chip, options)
     mp = map_op(p, chip, "energy", tech="45nm").best
@@ -381,9 +384,21 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, ideal):
     assert c["array_busy_cycles"] == mp.compute_cycles
     assert c["computes"] == mp.tiles
     assert c["loads"] == k["loads"] and c["stores"] == k["stores"]
-    layer = compute_metrics(run, "45nm").layers[0]["energy_breakdown_j"]
+    metrics = compute_metrics(run, "45nm")
+    layer = metrics.layers[0]["energy_breakdown_j"]
     for name in ("mac", "rf", "sram.ifmap", "sram.filter", "sram.ofmap"):
         assert layer[name] == pytest.approx(mp.energy_breakdown_j[name], rel=1e-12), name
+    # Where the two count differently (the mapper's latency is an estimate, its bus bytes a
+    # formula) they charge the same rates (hw.energy.rates): leakage power, and pJ per DRAM bit
+    # of the same DRAM type (an ideal DRAM's assumed to be DDR4 by both).
+    assert metrics.chip["dram"]["kind"] == {"ideal": "ddr4", "ddr4-3200": "ddr4",
+                                            "hbm2": "hbm2"}[dram]
+    seconds = mp.latency_cycles / chip.clock_hz
+    assert mp.energy_breakdown_j["static"] == pytest.approx(
+        metrics.chip["static_power_w"] * seconds, rel=1e-12)
+    mapper_bits = 8 * (mp.dram_bytes if ideal else mp.dram_bus_bytes)
+    assert mp.energy_breakdown_j["dram"] / mapper_bits == pytest.approx(
+        layer["dram"] / run.layers[0].actions["dram_bits"], rel=1e-12)
     if ideal:
         assert layer["dram"] == pytest.approx(mp.energy_breakdown_j["dram"], rel=1e-12)
     else:

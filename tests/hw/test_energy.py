@@ -1,5 +1,6 @@
 """Energy tables: the shipped numbers equal their cited sources, the rules (interpolation, SRAM
-fit) are computed independently here, and bad tables give errors naming file, key and value."""
+fit) are computed independently here, and bad tables give errors naming file, key and value.
+A chip's energy rates (hw.energy.rates) equal a hand calculation from the table."""
 
 import math
 import tomllib
@@ -7,8 +8,14 @@ import tomllib
 import numpy as np
 import pytest
 
-from hw.energy import DRAM_KINDS, EnergyError, load_technology, technology_names
+from hw.configfile import load_chip_config
+from hw.energy import (
+    DRAM_KINDS, EnergyError, HardwareFacts, energy_rates, load_technology, register_bits_per_mac,
+    technology_names,
+)
 from hw.energy.tech import DATA_DIR
+from hw.nvdla.config import load_nvdla_config
+from hw.systolic.config import Dataflow
 
 
 def test_shipped_tables():
@@ -145,3 +152,75 @@ def test_bad_names_and_requests():
 def test_a_user_copy_is_used(tmp_path):
     path = _write(tmp_path, _base_text().replace("pj = [0.2, 3.1]", "pj = [0.4, 3.1]"))
     assert load_technology(path).mac_pj("int8") == pytest.approx(0.4 + 0.1)
+
+
+# ---- energy rates of a chip (hw.energy.rates) ----------------------------------------------
+
+SMALL = ["array.rows=4", "array.cols=4", "array.dataflow=ws", "sram.ifmap.capacity_kib=8",
+         "sram.filter.capacity_kib=8", "sram.ofmap.capacity_kib=8"]
+
+
+def test_register_bits_per_mac_follow_the_dataflow():
+    # WS and IS latch the passing operand and the partial sum, OS both operands and its sum.
+    assert [register_bits_per_mac(df, 8, 32) for df in ("ws", "is", "os")] == [40, 40, 48]
+    assert register_bits_per_mac(Dataflow.OS, 16, 64) == 96
+
+
+def test_systolic_rates_by_hand():
+    chip = load_chip_config(None, SMALL)
+    t = load_technology("45nm")
+    r = energy_rates(t, HardwareFacts.systolic(chip))
+    assert (r.technology, r.precision, r.acc_bits, r.dataflow) == ("45nm", "int8", 32, "ws")
+    assert r.mac_pj == pytest.approx(0.2 + 0.1)                          # Horowitz 45 nm
+    assert r.vector_op_pj == pytest.approx(0.1 + t.int_mult(16))          # 32-bit add, 16-bit mult
+    assert r.register_bits_per_mac == 40
+    assert r.register_bits_per_mac_by_dataflow == {"os": 48, "ws": 40, "is": 40}
+    for name in ("ifmap", "filter", "ofmap"):
+        s = r.scratchpads[name]
+        banks = chip.sram(name).banks
+        assert (s.capacity_bytes, s.bank_bytes) == (8192, 8192 / banks)
+        assert s.read_pj_per_bit == t.sram_pj_per_bit(8192 / banks)
+        assert s.write_pj_per_bit == t.sram_pj_per_bit(8192 / banks, write=True)
+    assert (r.dram_preset, r.dram_kind, r.dram_kind_assumed) == ("ddr4-3200", "ddr4", False)
+    assert (r.dram_pj_per_bit, r.link_kind, r.link_pj_per_bit) == (20.3, "pcie", 1.9)
+    # 16 MACs x (282 + 137) um2 and 24 KiB of bit cells (0.346 um2 / 0.7 efficiency), 20 mW/mm2
+    assert r.area_mm2["mac"] == pytest.approx(16 * (282 + 137) / 1e6)
+    assert r.area_total_mm2 == pytest.approx((16 * (282 + 137) + 24 * 1024 * 8 * 0.346 / 0.7) / 1e6)
+    assert r.leakage_w == pytest.approx(20e-3 * r.area_total_mm2)
+
+
+@pytest.mark.parametrize("preset, override, kind, assumed", [
+    ("ddr4-3200", None, "ddr4", False), ("hbm2", None, "hbm2", False),
+    ("lpddr5-6400", None, "lpddr5", False), ("ideal", None, "ddr4", True),
+    ("ideal", "hbm3", "hbm3", False), ("ddr4-3200", "lpddr4", "lpddr4", False),
+])
+def test_the_dram_type_follows_the_preset_else_ddr4_is_assumed(preset, override, kind, assumed):
+    t = load_technology("16nm")
+    chip = load_chip_config(None, [f'dram.preset="{preset}"'])
+    r = energy_rates(t, HardwareFacts.systolic(chip), dram_kind=override)
+    assert (r.dram_kind, r.dram_kind_assumed) == (kind, assumed)
+    assert r.dram_pj_per_bit == t.dram_energy_pj_per_bit(kind)
+
+
+def test_nvdla_rates_charge_cbuf_banks_and_cacc_width():
+    cfg = load_nvdla_config("nv_small")
+    t = load_technology("16nm")
+    r = energy_rates(t, HardwareFacts.nvdla(cfg, "int8"), link_kind="on_package")
+    bank = cfg.cbuf_bank_width_bytes * cfg.cbuf_bank_depth
+    assert list(r.scratchpads) == ["cbuf"]
+    assert (r.scratchpads["cbuf"].capacity_bytes, r.scratchpads["cbuf"].bank_bytes) == (
+        bank * cfg.cbuf_banks, bank)
+    assert (r.acc_bits, r.mac_pj) == (34, t.mac_pj("int8", 34))          # CACC's 34-bit sums
+    assert r.register_bits_per_mac is None and r.register_bits_per_mac_by_dataflow == {}
+    assert (r.dram_kind, r.dram_kind_assumed) == ("ddr4", True)            # nv_small names none
+    assert r.link_pj_per_bit == t.link_energy_pj_per_bit("on_package")
+    assert r.area_mm2["mac"] == pytest.approx(cfg.macs("int8") * t.mac_area_um2("int8", 34) / 1e6)
+
+
+def test_unknown_dram_and_link_types_are_errors():
+    chip = HardwareFacts.systolic(load_chip_config(None, SMALL))
+    t = load_technology("45nm")
+    with pytest.raises(EnergyError, match="dram type = 'sdram': must be one of"):
+        energy_rates(t, chip, dram_kind="sdram")
+    with pytest.raises(EnergyError, match="link type = 'usb': must be one of"):
+        energy_rates(t, chip, link_kind="usb")

@@ -1,0 +1,184 @@
+"""Energy rates of one chip: every per-action energy, the area and the leakage, computed once.
+
+The mapper's cost kernel (:mod:`compiler.mapper`) and the metrics (:mod:`npulab.metrics`) both
+charge a layer's actions with one :class:`EnergyRates`, so each rule has one home: the register
+bits a PE latches per MAC (:func:`register_bits_per_mac`, also the rule of the runner's
+``actions``), the bank an SRAM access touches, the DRAM type a preset implies (``custom`` and
+``ideal`` are costed as ``ddr4``, flagged as assumed), and the area leakage is charged on.
+
+:func:`energy_rates` reads a :class:`~hw.energy.Technology` and the :class:`HardwareFacts` the
+rates depend on; :meth:`HardwareFacts.systolic` and :meth:`HardwareFacts.nvdla` read them from a
+systolic chip and an NVDLA build. The table rules themselves (MAC, SRAM fit, area) are
+:class:`~hw.energy.Technology`'s; see ``docs/energy.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hw.energy.tech import Technology, dram_kind_for_preset
+from hw.systolic.config import Dataflow
+
+if TYPE_CHECKING:
+    from hw.chip import ChipConfig
+    from hw.nvdla.config import NvdlaConfig
+
+__all__ = ["EnergyRates", "ScratchpadRates", "HardwareFacts", "energy_rates",
+           "register_bits_per_mac", "ASSUMED_DRAM_KIND"]
+
+#: The DRAM type charged when the DRAM preset does not name one (``custom``, ``ideal``, none).
+ASSUMED_DRAM_KIND = "ddr4"
+
+
+def register_bits_per_mac(dataflow: Dataflow | str, operand_bits: int, acc_bits: int) -> int:
+    """Bits a systolic PE latches per MAC: WS and IS pass one operand and the partial sum on
+    (``op + acc``), OS passes both operands and updates its accumulator (``2 op + acc``). Idle
+    PEs are taken to be clock-gated."""
+    df = Dataflow(dataflow)
+    return (2 * operand_bits if df is Dataflow.OS else operand_bits) + acc_bits
+
+
+@dataclass(frozen=True)
+class HardwareFacts:
+    """What the energy rates of a chip depend on.
+
+    Attributes
+    ----------
+    precision: operand precision (``int8``, ``int16``, ``fp16``, ``fp32``).
+    operand_bits: operand width in bits.
+    acc_bits: accumulator width in bits.
+    dataflow: the array's own dataflow (``os``, ``ws``, ``is``); None for an engine whose
+        register bits are not a per-MAC rule (NVDLA counts weight loads and CACC updates).
+    macs_per_cycle: MAC units (the area leakage is charged on).
+    scratchpads: ``{name: (capacity_bytes, bank_bytes)}`` in report order; an access touches
+        one bank, so its energy follows the bank's size.
+    dram_preset: the DRAM preset name (``""`` when none is named).
+    """
+
+    precision: str
+    operand_bits: int
+    acc_bits: int
+    dataflow: str | None
+    macs_per_cycle: int
+    scratchpads: dict[str, tuple[int, float]]
+    dram_preset: str
+
+    @classmethod
+    def systolic(cls, chip: ChipConfig) -> HardwareFacts:
+        """A systolic chip: its array and its ifmap, filter and ofmap scratchpads."""
+        from hw.chip import SRAM_NAMES
+        pads = {}
+        for name in SRAM_NAMES:
+            s = chip.sram(name)
+            capacity = int(s.capacity_kib * 1024)
+            pads[name] = (capacity, capacity / s.banks)
+        a = chip.array
+        return cls(precision=a.precision.value, operand_bits=a.precision.bits,
+                   acc_bits=a.acc_bits, dataflow=a.dataflow.value, macs_per_cycle=a.pes,
+                   scratchpads=pads, dram_preset=chip.dram.preset)
+
+    @classmethod
+    def nvdla(cls, cfg: NvdlaConfig, precision: str) -> HardwareFacts:
+        """An NVDLA build running ``precision``: its MAC cells, CACC's accumulator width and
+        the convolution buffer (CBUF)."""
+        from hw.nvdla.config import CACC_BITS
+        from hw.nvdla.cycles import BYTES
+        bank = cfg.cbuf_bank_width_bytes * cfg.cbuf_bank_depth
+        return cls(precision=precision, operand_bits=8 * BYTES[precision],
+                   acc_bits=CACC_BITS[precision], dataflow=None,
+                   macs_per_cycle=cfg.macs(precision),
+                   scratchpads={"cbuf": (bank * cfg.cbuf_banks, bank)}, dram_preset=cfg.dram)
+
+
+@dataclass(frozen=True)
+class ScratchpadRates:
+    """One scratchpad: its capacity, the bank one access touches, pJ per bit read and written."""
+
+    capacity_bytes: int
+    bank_bytes: float
+    read_pj_per_bit: float
+    write_pj_per_bit: float
+
+
+@dataclass(frozen=True)
+class EnergyRates:
+    """Energy per action, area and leakage of one chip under one technology.
+
+    Attributes
+    ----------
+    technology: the table's name.
+    precision, acc_bits: the MAC's operand precision and accumulator width.
+    mac_pj: one MAC (:meth:`~hw.energy.Technology.mac_pj`).
+    vector_op_pj: one post-processing element operation (NVDLA SDP/PDP/CDP): a 32-bit add plus
+        a 16-bit multiply, in fp32 for floating-point precisions.
+    register_pj_per_bit: one PE register bit written.
+    dataflow: the array's own dataflow (None for NVDLA).
+    register_bits_per_mac_by_dataflow: :func:`register_bits_per_mac` for every dataflow (the
+        mapper may try each); empty for NVDLA.
+    scratchpads: :class:`ScratchpadRates` by scratchpad name.
+    dram_preset: the DRAM preset (``""`` when none).
+    dram_kind: the DRAM type charged; ``dram_kind_assumed`` when the preset does not say and
+        :data:`ASSUMED_DRAM_KIND` is charged.
+    dram_pj_per_bit, link_kind, link_pj_per_bit: per bit on the DRAM bus, over the host link.
+    area_mm2: the area leakage is charged on: ``mac`` and ``sram.<name>`` per scratchpad.
+    leakage_w: static power of that area.
+    """
+
+    technology: str
+    precision: str
+    acc_bits: int
+    mac_pj: float
+    vector_op_pj: float
+    register_pj_per_bit: float
+    dataflow: str | None
+    register_bits_per_mac_by_dataflow: dict[str, int]
+    scratchpads: dict[str, ScratchpadRates]
+    dram_preset: str
+    dram_kind: str
+    dram_kind_assumed: bool
+    dram_pj_per_bit: float
+    link_kind: str
+    link_pj_per_bit: float
+    area_mm2: dict[str, float]
+    leakage_w: float
+
+    @property
+    def register_bits_per_mac(self) -> int | None:
+        """Register bits per MAC in the array's own dataflow (None for NVDLA)."""
+        return self.register_bits_per_mac_by_dataflow.get(self.dataflow)
+
+    @property
+    def area_total_mm2(self) -> float:
+        return sum(self.area_mm2.values())
+
+
+def energy_rates(tech: Technology, facts: HardwareFacts, *, dram_kind: str | None = None,
+                 link_kind: str = "pcie") -> EnergyRates:
+    """The rates of the chip ``facts`` describe under ``tech``. ``dram_kind`` overrides the DRAM
+    type the preset implies; ``link_kind`` is the host link's type. An unknown type is an
+    :class:`~hw.energy.EnergyError` naming the table and the allowed types."""
+    precision, acc = facts.precision, facts.acc_bits
+    implied = dram_kind or dram_kind_for_preset(facts.dram_preset)
+    fp = precision in ("fp16", "fp32")
+    vector = (tech.add_pj("fp", 32) + tech.mult_pj("fp", 32)) if fp else \
+        (tech.add_pj("int", 32) + tech.mult_pj("int", 16))
+    registers = {}
+    if facts.dataflow is not None:
+        registers = {df.value: register_bits_per_mac(df, facts.operand_bits, acc)
+                     for df in Dataflow}
+    pads = {name: ScratchpadRates(capacity, bank, tech.sram_pj_per_bit(bank),
+                                  tech.sram_pj_per_bit(bank, write=True))
+            for name, (capacity, bank) in facts.scratchpads.items()}
+    area = tech.chip_area_mm2(facts.macs_per_cycle, precision, acc,
+                              {name: capacity for name, (capacity, _) in facts.scratchpads.items()})
+    kind = implied or ASSUMED_DRAM_KIND
+    return EnergyRates(
+        technology=tech.name, precision=precision, acc_bits=acc,
+        mac_pj=tech.mac_pj(precision, acc), vector_op_pj=vector,
+        register_pj_per_bit=tech.register_pj_per_bit, dataflow=facts.dataflow,
+        register_bits_per_mac_by_dataflow=registers, scratchpads=pads,
+        dram_preset=facts.dram_preset, dram_kind=kind, dram_kind_assumed=implied is None,
+        dram_pj_per_bit=tech.dram_energy_pj_per_bit(kind), link_kind=link_kind,
+        link_pj_per_bit=tech.link_energy_pj_per_bit(link_kind), area_mm2=area,
+        leakage_w=tech.leakage_w(sum(area.values())))

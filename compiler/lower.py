@@ -231,14 +231,8 @@ def _input_bytes(op, eb: int) -> int:
     return int(getattr(op, "elements", 1)) * eb
 
 
-def _resident_input_bytes(p: TileProblem) -> int:
-    if p.lowering == "direct":
-        return p.count * p.batch * p.in_h * p.in_w * p.in_channels * p.elem_bytes
-    return p.count * p.m * p.k * p.elem_bytes
-
-
 def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptions) -> bool:
-    if _resident_input_bytes(p) > chip.ifmap_sram.capacity_bytes:
+    if p.input_bytes > chip.ifmap_sram.capacity_bytes:
         return False
     try:
         _tiled(p, chip, True, False, options.loop_order, options.objective)
@@ -288,7 +282,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
     last_store = None
     move_cmd = None
     if input_resident is not None:
-        in_bytes = _resident_input_bytes(p)
+        in_bytes = p.input_bytes
         move_cmd = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
                                (0, 1, 0, 1, 0, in_bytes), deps=[input_resident])
     for gi, (g0, gsz) in enumerate(gtiles):

@@ -25,6 +25,15 @@ given: cross-attention reads the encoder output there); ``scores`` reads ``(q_pr
 
 :func:`transformer_block_ops` adds the feed-forward network (two GEMMs around a GELU), the two
 residual adds and the two layer norms, in post-norm (BERT) or pre-norm (GPT-2) order.
+
+Both also build what one of ``tp`` tensor-parallel ranks runs (Shoeybi et al. 2019,
+"Megatron-LM", §3): Q, K, V and ``fc1`` are column-parallel (``n / tp``), the heads are split
+(``batch = b*h/tp``), ``out_proj`` and ``fc2`` are row-parallel (``k / tp``); with
+``sequence_parallel`` the norms and adds hold ``1/tp`` of the tokens too (Korthikanti et al. 2022
+§4). ``fused_qkv`` computes Q, K and V in one ``<prefix>.qkv`` GEMM (``n = 3d/tp``; ``scores``
+reads ``qkv``, ``context`` reads ``(softmax, qkv)``) and ``dropout`` adds a
+``<prefix>.dropout`` over the attention probabilities between ``softmax`` and ``context``, as
+Megatron-LM's GPT layer does (:meth:`compiler.parallel.TransformerModel.layer_ops`).
 """
 
 from __future__ import annotations
@@ -59,6 +68,19 @@ def _check_heads(where: str, d_model: int, heads: int) -> None:
         )
 
 
+def _check_tp(where: str, tp: int, **divisible: int) -> None:
+    for key, value in divisible.items():
+        if value % tp:
+            raise IRError(f"{where}: tp = {tp} does not divide {key} = {value}; tensor "
+                          f"parallelism splits heads and FFN columns evenly")
+
+
+def _check_flags(where: str, **values: object) -> None:
+    for key, value in values.items():
+        if not isinstance(value, bool):
+            raise IRError(f"{where}: {key} = {value!r}: must be True or False")
+
+
 def attention_ops(
     prefix: str,
     *,
@@ -69,8 +91,11 @@ def attention_ops(
     kv_len: int | None = None,
     inputs: tuple[str, ...] = (),
     kv_inputs: tuple[str, ...] | None = None,
+    tp: int = 1,
+    fused_qkv: bool = False,
+    dropout: bool = False,
 ) -> list[Op]:
-    """The seven ops of one multi-head attention; see the module docstring for shapes and edges.
+    """The ops of one multi-head attention; see the module docstring for shapes and edges.
 
     Parameters
     ----------
@@ -85,12 +110,17 @@ def attention_ops(
     inputs, kv_inputs:
         Names of the ops producing the query input and the key/value input (``kv_inputs``
         defaults to ``inputs``).
+    tp:
+        Tensor-parallel ranks; the ops are one rank's (``heads`` must be divisible by ``tp``).
+    fused_qkv, dropout:
+        One ``qkv`` GEMM instead of three (self-attention only); a dropout after the softmax.
 
     Raises
     ------
     IRError
-        An argument is not a positive integer, ``d_model % heads != 0``, or a name is malformed;
-        the message names the argument and its value.
+        An argument is not a positive integer, ``d_model % heads != 0``, ``heads % tp != 0``,
+        ``fused_qkv`` with cross-attention, or a name is malformed; the message names the
+        argument and its value.
     """
     _check_prefix(prefix)
     where = f"attention {prefix!r}"
@@ -99,25 +129,48 @@ def attention_ops(
     if kv_inputs is None:
         kv_inputs = inputs
     _check_positive(where, seq_len=seq_len, d_model=d_model, heads=heads, batch=batch,
-                    kv_len=kv_len)
+                    kv_len=kv_len, tp=tp)
     _check_heads(where, d_model, heads)
+    _check_tp(where, tp, heads=heads)
     _check_op_names(where, inputs=inputs, kv_inputs=kv_inputs)
+    _check_flags(where, fused_qkv=fused_qkv, dropout=dropout)
+    if fused_qkv and (kv_len != seq_len or kv_inputs != inputs):
+        raise IRError(f"{where}: fused_qkv = True needs self-attention (kv_len = {kv_len} and "
+                      f"kv_inputs = {kv_inputs!r} must equal seq_len = {seq_len} and inputs = "
+                      f"{inputs!r})")
 
     head_dim = d_model // heads
-    q, k, v = f"{prefix}.q_proj", f"{prefix}.k_proj", f"{prefix}.v_proj"
+    rank_heads = batch * heads // tp
     scores, softmax, context = f"{prefix}.scores", f"{prefix}.softmax", f"{prefix}.context"
-    return [
-        Gemm(name=q, m=batch * seq_len, n=d_model, k=d_model, inputs=inputs),
-        Gemm(name=k, m=batch * kv_len, n=d_model, k=d_model, inputs=kv_inputs),
-        Gemm(name=v, m=batch * kv_len, n=d_model, k=d_model, inputs=kv_inputs),
-        Gemm(name=scores, batch=batch * heads, m=seq_len, n=kv_len, k=head_dim, inputs=(q, k)),
-        Eltwise(name=softmax, op="softmax", elements=batch * heads * seq_len * kv_len,
+    if fused_qkv:
+        q = k = v = f"{prefix}.qkv"
+        ops: list[Op] = [Gemm(name=q, m=batch * seq_len, n=3 * d_model // tp, k=d_model,
+                              inputs=inputs)]
+    else:
+        q, k, v = f"{prefix}.q_proj", f"{prefix}.k_proj", f"{prefix}.v_proj"
+        ops = [
+            Gemm(name=q, m=batch * seq_len, n=d_model // tp, k=d_model, inputs=inputs),
+            Gemm(name=k, m=batch * kv_len, n=d_model // tp, k=d_model, inputs=kv_inputs),
+            Gemm(name=v, m=batch * kv_len, n=d_model // tp, k=d_model, inputs=kv_inputs),
+        ]
+    probs = softmax
+    ops += [
+        Gemm(name=scores, batch=rank_heads, m=seq_len, n=kv_len, k=head_dim,
+             inputs=(q,) if q == k else (q, k)),
+        Eltwise(name=softmax, op="softmax", elements=rank_heads * seq_len * kv_len,
                 inputs=(scores,)),
-        Gemm(name=context, batch=batch * heads, m=seq_len, n=head_dim, k=kv_len,
-             inputs=(softmax, v)),
-        Gemm(name=f"{prefix}.out_proj", m=batch * seq_len, n=d_model, k=d_model,
+    ]
+    if dropout:
+        probs = f"{prefix}.dropout"
+        ops.append(Eltwise(name=probs, op="dropout", elements=rank_heads * seq_len * kv_len,
+                           inputs=(softmax,)))
+    ops += [
+        Gemm(name=context, batch=rank_heads, m=seq_len, n=head_dim, k=kv_len,
+             inputs=(probs, v)),
+        Gemm(name=f"{prefix}.out_proj", m=batch * seq_len, n=d_model, k=d_model // tp,
              inputs=(context,)),
     ]
+    return ops
 
 
 def transformer_block_ops(
@@ -130,6 +183,10 @@ def transformer_block_ops(
     batch: int = 1,
     pre_norm: bool = False,
     inputs: tuple[str, ...] = (),
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    fused_qkv: bool = False,
+    attn_dropout: bool = False,
 ) -> list[Op]:
     """One self-attention transformer block; the last op in the list is the block's output.
 
@@ -148,24 +205,30 @@ def transformer_block_ops(
     ``Gemm(m=b*s, n=d, k=ffn_dim)``; ``ffn_dim`` defaults to ``4 * d_model``. A residual add whose
     shortcut is the graph input (empty ``inputs``) lists only its other producer.
 
+    ``tp``, ``sequence_parallel``, ``fused_qkv`` and ``attn_dropout`` (:func:`attention_ops`'s
+    ``dropout``) build one tensor-parallel rank's ops (module docstring); ``fc1`` is
+    ``n = ffn_dim / tp`` and ``fc2`` ``k = ffn_dim / tp``.
+
     Raises
     ------
     IRError
-        As :func:`attention_ops`, and for a non-positive ``ffn_dim`` or a non-bool ``pre_norm``.
+        As :func:`attention_ops`, and for a non-positive ``ffn_dim``, ``ffn_dim % tp != 0`` or a
+        non-bool flag.
     """
     _check_prefix(prefix)
     where = f"transformer block {prefix!r}"
     if ffn_dim is None and isinstance(d_model, int):
         ffn_dim = 4 * d_model
     _check_positive(where, seq_len=seq_len, d_model=d_model, heads=heads, batch=batch,
-                    ffn_dim=ffn_dim)
+                    ffn_dim=ffn_dim, tp=tp)
     _check_heads(where, d_model, heads)
+    _check_tp(where, tp, heads=heads, ffn_dim=ffn_dim)
     _check_op_names(where, inputs=inputs)
-    if not isinstance(pre_norm, bool):
-        raise IRError(f"{where}: pre_norm = {pre_norm!r}: must be True or False")
+    _check_flags(where, pre_norm=pre_norm, sequence_parallel=sequence_parallel,
+                 fused_qkv=fused_qkv, attn_dropout=attn_dropout)
 
     tokens = batch * seq_len
-    width = tokens * d_model
+    width = tokens * d_model // tp if sequence_parallel else tokens * d_model
 
     def norm(name: str, source: str | tuple[str, ...]) -> Eltwise:
         sources = (source,) if isinstance(source, str) else source
@@ -181,7 +244,8 @@ def transformer_block_ops(
         ops.append(norm("ln1", inputs))
         attn_input = (ops[-1].name,)
     ops += attention_ops(f"{prefix}.attn", seq_len=seq_len, d_model=d_model, heads=heads,
-                         batch=batch, inputs=attn_input)
+                         batch=batch, inputs=attn_input, tp=tp, fused_qkv=fused_qkv,
+                         dropout=attn_dropout)
     ops.append(add("add1", ops[-1].name, inputs))
     if pre_norm:
         ffn_shortcut = ops[-1].name
@@ -191,9 +255,9 @@ def transformer_block_ops(
         ffn_shortcut = ops[-1].name
     fc1, gelu, fc2 = f"{prefix}.ffn.fc1", f"{prefix}.ffn.gelu", f"{prefix}.ffn.fc2"
     ops += [
-        Gemm(name=fc1, m=tokens, n=ffn_dim, k=d_model, inputs=(ops[-1].name,)),
-        Eltwise(name=gelu, op="gelu", elements=tokens * ffn_dim, inputs=(fc1,)),
-        Gemm(name=fc2, m=tokens, n=d_model, k=ffn_dim, inputs=(gelu,)),
+        Gemm(name=fc1, m=tokens, n=ffn_dim // tp, k=d_model, inputs=(ops[-1].name,)),
+        Eltwise(name=gelu, op="gelu", elements=tokens * ffn_dim // tp, inputs=(fc1,)),
+        Gemm(name=fc2, m=tokens, n=d_model, k=ffn_dim // tp, inputs=(gelu,)),
     ]
     ops.append(add("add2", fc2, (ffn_shortcut,)))
     if not pre_norm:

@@ -5,6 +5,12 @@ Every op is a frozen dataclass validated when built. Ops that run on a matrix en
 models consume; the others (:class:`Pool`, :class:`Eltwise`, :class:`Move`) return ``None`` there
 and are left to vector units and DMA.
 
+Tensor sizes have one home, here: every op has ``input_elements`` (its main input),
+``weight_elements`` (a matrix op's second operand ``w``: the weights, or the second activation of
+an attention product), ``output_elements``, ``read_elements`` (every operand read once) and
+``macs``, and the same in bytes at a given element width (``op.output_bytes(2)``).
+:attr:`Graph.batch` is the workload's sample count.
+
 Matrix view conventions (shared with SCALE-Sim, see ``../shared/reference/scalesim.md``):
 a convolution is lowered by im2col to ``out (M x N) = ifmap (M x K) @ filter (K x N)`` with
 ``M = batch * out_h * out_w``, ``N = out_channels / groups``, ``K = kernel_h * kernel_w *
@@ -89,6 +95,41 @@ def _check_inputs(name: str, kind: str, inputs: object) -> None:
         raise IRError(f"{kind} {name!r}: inputs = {inputs!r}: must be a tuple of op names")
 
 
+class _OpSizes:
+    """Tensor sizes in bytes, from each op's element counts; defaults for ops without a matrix
+    view (no weights, no MACs)."""
+
+    @property
+    def weight_elements(self) -> int:
+        return 0
+
+    @property
+    def read_elements(self) -> int:
+        """Elements of every operand, each read once: input and weights."""
+        return self.input_elements + self.weight_elements
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    def gemm_shape(self) -> GemmShape | None:
+        return None
+
+    def input_bytes(self, elem_bytes: int) -> int:
+        """Bytes of the main input at ``elem_bytes`` bytes per element."""
+        return self.input_elements * elem_bytes
+
+    def weight_bytes(self, elem_bytes: int) -> int:
+        return self.weight_elements * elem_bytes
+
+    def output_bytes(self, elem_bytes: int) -> int:
+        return self.output_elements * elem_bytes
+
+    def traffic_bytes(self, elem_bytes: int) -> int:
+        """Bytes a roofline charges: every operand read once, the output written once."""
+        return (self.read_elements + self.output_elements) * elem_bytes
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """``count`` independent GEMMs, each ``out (m x n) = a (m x k) @ b (k x n)``."""
@@ -107,7 +148,7 @@ class GemmShape:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Gemm:
+class Gemm(_OpSizes):
     """Batched matrix multiply: ``out[b] (m x n) = a[b] (m x k) @ w[b] (k x n)`` for ``b < batch``.
 
     A fully connected layer is ``Gemm(m=batch_size, n=out_features, k=in_features)``; attention
@@ -134,9 +175,21 @@ class Gemm:
     def macs(self) -> int:
         return self.gemm_shape().macs
 
+    @property
+    def input_elements(self) -> int:
+        return self.batch * self.m * self.k
+
+    @property
+    def weight_elements(self) -> int:
+        return self.batch * self.k * self.n
+
+    @property
+    def output_elements(self) -> int:
+        return self.batch * self.m * self.n
+
 
 @dataclass(frozen=True, kw_only=True)
-class Conv2d:
+class Conv2d(_OpSizes):
     """2-D convolution, NCHW semantics, with padding, stride, dilation, groups and batch.
 
     ``out_h = (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) // stride_h + 1``
@@ -187,8 +240,8 @@ class Conv2d:
                 f"{self.dilation_h}x{self.dilation_w}) does not fit the padded "
                 f"{self.in_h}x{self.in_w} input: output would be {self.out_h}x{self.out_w}"
             )
-        _check_size(self.name, "Conv2d", "input elements", self.batch * self.in_channels
-                    * self.in_h * self.in_w, MAX_ELEMENTS, "per tensor")
+        _check_size(self.name, "Conv2d", "input elements", self.input_elements, MAX_ELEMENTS,
+                    "per tensor")
         _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
 
     @property
@@ -217,9 +270,22 @@ class Conv2d:
     def macs(self) -> int:
         return self.gemm_shape().macs
 
+    @property
+    def input_elements(self) -> int:
+        """The NCHW input (not the im2col matrix)."""
+        return self.batch * self.in_channels * self.in_h * self.in_w
+
+    @property
+    def weight_elements(self) -> int:
+        return self.out_channels * (self.in_channels // self.groups) * self.kernel_h * self.kernel_w
+
+    @property
+    def output_elements(self) -> int:
+        return self.batch * self.out_channels * self.out_h * self.out_w
+
 
 @dataclass(frozen=True, kw_only=True)
-class Pool:
+class Pool(_OpSizes):
     """Max or average pooling; global pooling is a kernel the size of the input."""
 
     name: str
@@ -268,16 +334,17 @@ class Pool:
     def out_w(self) -> int:
         return (self.in_w + self.pad_left + self.pad_right - self.kernel_w) // self.stride_w + 1
 
-    def gemm_shape(self) -> None:
-        return None
+    @property
+    def input_elements(self) -> int:
+        return self.batch * self.channels * self.in_h * self.in_w
 
     @property
-    def macs(self) -> int:
-        return 0
+    def output_elements(self) -> int:
+        return self.batch * self.channels * self.out_h * self.out_w
 
 
 @dataclass(frozen=True, kw_only=True)
-class Eltwise:
+class Eltwise(_OpSizes):
     """An element-wise or row-wise vector op over ``elements`` output elements.
 
     ``op`` names the function (``add``, ``mul``, ``relu``, ``gelu``, ``softmax``, ``layernorm``,
@@ -298,16 +365,22 @@ class Eltwise:
         _check_positive(self.name, "Eltwise", operands=self.operands)
         _check_inputs(self.name, "Eltwise", self.inputs)
 
-    def gemm_shape(self) -> None:
-        return None
+    @property
+    def input_elements(self) -> int:
+        """One operand (each of the ``operands`` inputs has ``elements``)."""
+        return self.elements
 
     @property
-    def macs(self) -> int:
-        return 0
+    def read_elements(self) -> int:
+        return self.elements * self.operands
+
+    @property
+    def output_elements(self) -> int:
+        return self.elements
 
 
 @dataclass(frozen=True, kw_only=True)
-class Move:
+class Move(_OpSizes):
     """Data movement without arithmetic, writing ``elements`` output elements.
 
     ``kind`` names it (``concat``, ``transpose``, ``split``, ``slice``, ``pad``, ``gather``,
@@ -327,12 +400,13 @@ class Move:
         _check_count(self.name, "Move", "elements", self.elements)
         _check_inputs(self.name, "Move", self.inputs)
 
-    def gemm_shape(self) -> None:
-        return None
+    @property
+    def input_elements(self) -> int:
+        return self.elements
 
     @property
-    def macs(self) -> int:
-        return 0
+    def output_elements(self) -> int:
+        return self.elements
 
 
 Op = Union[Gemm, Conv2d, Pool, Eltwise, Move]
@@ -344,10 +418,17 @@ class Graph:
     """A workload: ops in a valid execution (topological) order.
 
     An op's ``inputs`` name earlier ops; an empty tuple means it reads the graph input.
+
+    ``batch`` is the samples (images, sequences) one run of the graph processes: what
+    inferences/s, energy per inference and a training step's samples count. A frontend that knows
+    it says so (the zoo, the ONNX importer: a transformer's ops show tokens and heads, not
+    sequences); left out, it is the largest ``batch`` of the ops that read the graph input (a
+    CNN's first conv, a one-op GEMM workload's independent GEMMs), 1 when none has one.
     """
 
     name: str
     ops: tuple[Op, ...] = field(default_factory=tuple)
+    batch: int | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Graph")
@@ -367,6 +448,11 @@ class Graph:
                     )
             seen.add(op.name)
         _check_size(self.name, "Graph", "MACs", self.macs, MAX_GRAPH_MACS, "in all")
+        if self.batch is None:
+            object.__setattr__(self, "batch", max(
+                [op.batch for op in self.ops if not op.inputs
+                 and isinstance(op, (Gemm, Conv2d, Pool))] + [1]))
+        _check_positive(self.name, "Graph", batch=self.batch)
 
     def __iter__(self):
         return iter(self.ops)

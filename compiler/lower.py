@@ -40,21 +40,9 @@ from compiler.tiling import (
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
-__all__ = ["CompileOptions", "compile_graph", "output_elements", "CONV_LOWERINGS", "SRAM_LAYOUTS",
-           "MAP_MODES"]
+__all__ = ["CompileOptions", "compile_graph", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES"]
 
 _ALIGN = 4096
-
-
-def output_elements(op) -> int:
-    """Elements of an op's output tensor."""
-    if isinstance(op, Conv2d):
-        return op.batch * op.out_h * op.out_w * op.out_channels
-    if isinstance(op, Gemm):
-        return op.batch * op.m * op.n
-    if hasattr(op, "channels") and hasattr(op, "out_h"):
-        return getattr(op, "batch", 1) * op.out_h * op.out_w * op.channels
-    return int(op.elements)
 
 
 class _Allocator:
@@ -102,7 +90,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     needs_input = [op for op in ops if not op.inputs]
     if needs_input:
         first = needs_input[0]
-        in_bytes = _input_bytes(first, eb)
+        in_bytes = first.input_bytes(eb)
         addr[graph_input] = alloc.alloc(in_bytes)
         if chip.model_input == "host":
             ready[graph_input] = pb.transfer(Kind.HOST_IN, Operand.IFMAP, Location.HOST, 0,
@@ -113,7 +101,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     planned_resident_input = False
     for index, op in enumerate(ops):
         first_cmd = len(pb)
-        out_bytes = output_elements(op) * eb
+        out_bytes = op.output_bytes(eb)
         addr[op.name] = alloc.alloc(out_bytes)
         src = op.inputs[0] if op.inputs else graph_input
         if op.gemm_shape() is None:
@@ -142,7 +130,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             choice = _tile(problem, chip, options, input_resident, False)
         b_src = op.inputs[1] if len(op.inputs) >= 2 else None
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
-            problem.count * problem.k * problem.n * eb * 2)  # pre-tiled weights (edge slack)
+            op.weight_bytes(eb) * 2)  # pre-tiled weights (edge slack)
         a_ready = [ready.get(src)]
         if b_src is not None:
             a_ready.append(ready.get(b_src))
@@ -221,24 +209,8 @@ def _mapped(problem: TileProblem, chip: ChipConfig, mode: str, tech: str, order:
     return replace(choice, dataflow=choice.dataflow if chip.array.reconfigurable else None)
 
 
-def _input_bytes(op, eb: int) -> int:
-    if isinstance(op, Conv2d):
-        return op.batch * op.in_h * op.in_w * op.in_channels * eb
-    if isinstance(op, Gemm):
-        return op.batch * op.m * op.k * eb
-    if hasattr(op, "channels") and hasattr(op, "in_h"):
-        return getattr(op, "batch", 1) * op.in_h * op.in_w * op.channels * eb
-    return int(getattr(op, "elements", 1)) * eb
-
-
-def _resident_input_bytes(p: TileProblem) -> int:
-    if p.lowering == "direct":
-        return p.count * p.batch * p.in_h * p.in_w * p.in_channels * p.elem_bytes
-    return p.count * p.m * p.k * p.elem_bytes
-
-
 def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptions) -> bool:
-    if _resident_input_bytes(p) > chip.ifmap_sram.capacity_bytes:
+    if p.input_bytes > chip.ifmap_sram.capacity_bytes:
         return False
     try:
         _tiled(p, chip, True, False, options.loop_order, options.objective)
@@ -288,7 +260,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
     last_store = None
     move_cmd = None
     if input_resident is not None:
-        in_bytes = _resident_input_bytes(p)
+        in_bytes = p.input_bytes
         move_cmd = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
                                (0, 1, 0, 1, 0, in_bytes), deps=[input_resident])
     for gi, (g0, gsz) in enumerate(gtiles):

@@ -104,6 +104,16 @@ class TileProblem:
     def k_units(self) -> int:
         return self.in_channels if self.lowering == "direct" else self.k
 
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of the whole input operand (every group): the NHWC input for ``direct``, the
+        ``M x K`` matrix otherwise. What the ifmap scratchpad holds when the input stays on chip
+        (the lowering's on-chip move and the mapper's cost of it)."""
+        if self.lowering == "direct":
+            return (self.count * self.batch * self.in_h * self.in_w * self.in_channels
+                    * self.elem_bytes)
+        return self.count * self.m * self.k * self.elem_bytes
+
     def input_rows(self, first_row: int, rows: int) -> int:
         """In-bounds input rows that output rows ``[first_row, first_row + rows)`` of one image read."""
         top = first_row * self.stride_h - self.pad_top

@@ -23,7 +23,7 @@ from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
 from hw.nvdla.memory import memory_path
 from hw.nvdla.program import HwLayer
 from npulab.record import LayerResult
-from npulab.simulate import RunResult, graph_batch
+from npulab.simulate import RunResult
 
 __all__ = ["simulate_nvdla", "NVDLA_SCOPE"]
 
@@ -196,7 +196,7 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
     rd = sum(x.dram_read_bytes for x in layers)
     wr = sum(x.dram_write_bytes for x in layers)
     latency = cycles / clock_hz
-    batch = graph_batch(graph)
+    batch = graph.batch
     path = memory_path(cfg)
     totals = {
         "cycles": cycles, "macs": macs, "latency_s": latency, "batch": batch,

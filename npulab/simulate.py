@@ -41,8 +41,7 @@ from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
 from npulab.record import SCOPE_NOTE, SCOPE_NOTES, LayerResult, RunRecord
 
-__all__ = ["TIMING_MODES", "LayerResult", "RunRecord", "RunResult", "simulate", "SCOPE_NOTE",
-           "graph_batch"]
+__all__ = ["TIMING_MODES", "LayerResult", "RunRecord", "RunResult", "simulate", "SCOPE_NOTE"]
 
 class RunResult(RunRecord):
     """A run as :func:`simulate` returns it: the :class:`~npulab.record.RunRecord` with a
@@ -207,11 +206,6 @@ def _idle_layer(op) -> LayerResult:
     )
 
 
-def graph_batch(graph) -> int:
-    """Images per run: the largest ``batch`` of the graph's ops (1 when none says)."""
-    return max([getattr(op, "batch", 1) or 1 for op in graph.ops] + [1])
-
-
 def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
     run = [layer for layer in layers if layer.engine == "array"]
     cycles = sum(layer.cycles for layer in run)
@@ -320,7 +314,7 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)
     totals = _totals(layers, chip)
-    totals["batch"] = graph_batch(graph)
+    totals["batch"] = graph.batch
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
     return RunResult(

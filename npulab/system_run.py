@@ -36,24 +36,16 @@ def op_cost(op: Op, dtype_bytes: int = 2) -> tuple[float, float, bool]:
     tensors, not the im2col matrix). Element-wise: one FLOP per input element, ``operands + 1``
     tensors of ``elements`` each. Pooling: one FLOP per window element, input + output. Moves:
     read + write."""
-    d = float(dtype_bytes)
-    if isinstance(op, Gemm):
-        g = op.gemm_shape()
-        return 2.0 * g.macs, d * g.count * (g.m * g.k + g.k * g.n + g.m * g.n), True
-    if isinstance(op, Conv2d):
-        inputs = op.batch * op.in_channels * op.in_h * op.in_w
-        weights = op.out_channels * (op.in_channels // op.groups) * op.kernel_h * op.kernel_w
-        outputs = op.batch * op.out_channels * op.out_h * op.out_w
-        return 2.0 * op.macs, d * (inputs + weights + outputs), True
+    if not isinstance(op, (Gemm, Conv2d, Eltwise, Pool, Move)):
+        raise TypeError(f"op_cost: {op!r} is not an IR op")
+    nbytes = float(op.traffic_bytes(dtype_bytes))
+    if isinstance(op, (Gemm, Conv2d)):
+        return 2.0 * op.macs, nbytes, True
     if isinstance(op, Eltwise):
-        return float(op.elements * op.operands), d * op.elements * (op.operands + 1), False
+        return float(op.elements * op.operands), nbytes, False
     if isinstance(op, Pool):
-        outputs = op.batch * op.channels * op.out_h * op.out_w
-        inputs = op.batch * op.channels * op.in_h * op.in_w
-        return float(outputs * op.kernel_h * op.kernel_w), d * (inputs + outputs), False
-    if isinstance(op, Move):
-        return 0.0, 2.0 * d * op.elements, False
-    raise TypeError(f"op_cost: {op!r} is not an IR op")
+        return float(op.output_elements * op.kernel_h * op.kernel_w), nbytes, False
+    return 0.0, nbytes, False
 
 
 def _shape_key(op: Op) -> tuple:

@@ -50,6 +50,8 @@ class Importer:
         The IR ops emitted so far, in execution order.
     report:
         ``skipped``/``folded``/``moves``/``elided`` lists of ``(op_type, node name)``.
+    batch:
+        The first input's first dimension (the samples), or None when it has none.
     """
 
     def __init__(self, onnx, proto, prepared, inferred, label, name, skip_unsupported):
@@ -68,6 +70,9 @@ class Importer:
             s.values.name for s in graph.sparse_initializer}
         inputs = [i.name for i in graph.input if i.name not in self.consts]
         self.values: dict[str, Value] = {name: Value(()) for name in inputs}
+        # Samples: the first axis of the first input, the axis ``batch`` fixes.
+        first = self.shapes.get(inputs[0]) if inputs else None
+        self.batch = first[0] if first and isinstance(first[0], int) and first[0] >= 1 else None
         self.nodes = topological(list(graph.node), self.consts | set(self.values))
         for node in self.nodes:
             if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):

@@ -75,7 +75,8 @@ def import_onnx(
     ----------
     batch:
         The batch size. It replaces a symbolic or unknown first dimension of every graph input
-        (default 1); a model with a fixed batch dimension must agree with it.
+        (default 1); a model with a fixed batch dimension must agree with it. The first input's
+        first dimension is the graph's :attr:`~compiler.ir.Graph.batch` (samples per run).
     skip_unsupported:
         Skip nodes npulab cannot express instead of failing; they are listed in the report.
     name:
@@ -140,7 +141,7 @@ def _run(imp: Importer) -> tuple[Graph, OnnxImportReport]:
         raise OnnxImportError(f"{imp.label}: the model has no op npulab can simulate "
                               "(every node is a constant, a view or skipped)")
     try:
-        graph = Graph(imp.name, tuple(imp.ops))
+        graph = Graph(imp.name, tuple(imp.ops), batch=imp.batch)
     except IRError as exc:
         raise OnnxImportError(f"{imp.label}: {exc}") from exc
     report = OnnxImportReport(**{k: tuple(v) for k, v in imp.report.items()})

@@ -83,7 +83,7 @@ def alexnet(*, batch: int = 1, image_size: int = 224) -> Graph:
     x = linear(ops, "classifier.1", x, 4096)
     x = linear(ops, "classifier.4", x, 4096)
     linear(ops, "classifier.6", x, _IMAGENET_CLASSES)
-    return Graph("alexnet", tuple(ops))
+    return Graph("alexnet", tuple(ops), batch=batch)
 
 
 # Configuration "D" of Simonyan & Zisserman 2014 (Table 1); "M" is a 2x2 stride-2 max pool.
@@ -112,7 +112,7 @@ def vgg16(*, batch: int = 1, image_size: int = 224) -> Graph:
     x = linear(ops, "classifier.0", x, 4096)
     x = linear(ops, "classifier.3", x, 4096)
     linear(ops, "classifier.6", x, _IMAGENET_CLASSES)
-    return Graph("vgg16", tuple(ops))
+    return Graph("vgg16", tuple(ops), batch=batch)
 
 
 def _resnet(model: str, block: Callable[..., FeatureMap], layers: tuple[int, ...], batch: int,
@@ -129,7 +129,7 @@ def _resnet(model: str, block: Callable[..., FeatureMap], layers: tuple[int, ...
             x = block(ops, f"layer{stage}.{i}", x, planes, stride)
     x = adaptive_avg_pool(ops, "avgpool", x, 1)
     linear(ops, "fc", x, _IMAGENET_CLASSES)
-    return Graph(model, tuple(ops))
+    return Graph(model, tuple(ops), batch=batch)
 
 
 def resnet18(*, batch: int = 1, image_size: int = 224) -> Graph:
@@ -170,7 +170,7 @@ def mobilenetv2(*, batch: int = 1, image_size: int = 224) -> Graph:
     x = conv(ops, f"features.{index}.0", x, 1280, 1)
     x = adaptive_avg_pool(ops, "avgpool", x, 1)
     linear(ops, "classifier.1", x, _IMAGENET_CLASSES)
-    return Graph("mobilenetv2", tuple(ops))
+    return Graph("mobilenetv2", tuple(ops), batch=batch)
 
 
 # Inception module channels (ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj):
@@ -216,7 +216,7 @@ def googlenet(*, batch: int = 1, image_size: int = 224) -> Graph:
         x = inception(ops, name, x, *channels)
     x = adaptive_avg_pool(ops, "avgpool", x, 1)
     linear(ops, "fc", x, _IMAGENET_CLASSES)
-    return Graph("googlenet", tuple(ops))
+    return Graph("googlenet", tuple(ops), batch=batch)
 
 
 def bert_base_layer(*, seq_len: int = 128, batch: int = 1) -> Graph:
@@ -229,7 +229,7 @@ def bert_base_layer(*, seq_len: int = 128, batch: int = 1) -> Graph:
     _check_int("bert_base_layer", "batch", batch, 1)
     ops = transformer_block_ops("layer.0", seq_len=seq_len, d_model=768, heads=12, ffn_dim=3072,
                                 batch=batch, pre_norm=False)
-    return Graph("bert_base_layer", tuple(ops))
+    return Graph("bert_base_layer", tuple(ops), batch=batch)
 
 
 def gpt2_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
@@ -242,7 +242,7 @@ def gpt2_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
     _check_int("gpt2_block", "batch", batch, 1)
     ops = transformer_block_ops("h.0", seq_len=seq_len, d_model=768, heads=12, ffn_dim=3072,
                                 batch=batch, pre_norm=True)
-    return Graph("gpt2_block", tuple(ops))
+    return Graph("gpt2_block", tuple(ops), batch=batch)
 
 
 def _builders() -> dict[str, Callable[..., Graph]]:

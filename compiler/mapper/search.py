@@ -232,10 +232,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint = np.zeros(C.P_INT, np.int64)
     pflt = np.zeros(C.P_FLOAT, np.float64)
     setup = chip.dma.descriptor_setup_cycles
-    in_bytes = 0
-    if input_resident:
-        from compiler.lower import _resident_input_bytes
-        in_bytes = _resident_input_bytes(p)
+    in_bytes = p.input_bytes if input_resident else 0
     move_bw = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
     rates = energy_rates(tech, HardwareFacts.systolic(chip), dram_kind=dram_kind)
     pint[C.PI_COUNT] = p.count

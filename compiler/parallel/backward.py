@@ -57,11 +57,9 @@ def has_weights(op: Op) -> bool:
 
 
 def param_count(op: Op) -> int:
-    """Weight elements of ``op``: ``count * k * n`` of its GEMM view if it has weights, else 0."""
-    if not has_weights(op):
-        return 0
-    shape = op.gemm_shape()
-    return shape.count * shape.k * shape.n
+    """Weight elements of ``op`` (:attr:`~compiler.ir.Gemm.weight_elements`) if it has weights,
+    else 0."""
+    return op.weight_elements if has_weights(op) else 0
 
 
 def graph_params(graph: Graph) -> int:
@@ -134,7 +132,7 @@ def backward_ops(graph: Graph, *, input_grad: bool = True) -> Graph:
                                operands=op.operands + 1, inputs=reads))
         elif isinstance(op, Pool):
             new.append(Eltwise(name=f"{op.name}.grad", op=f"{op.kind}pool_grad",
-                               elements=op.batch * op.channels * op.in_h * op.in_w, operands=1,
+                               elements=op.input_elements, operands=1,
                                inputs=reads))
         elif isinstance(op, Move):
             new.append(Move(name=f"{op.name}.grad", kind=f"{op.kind}_grad",

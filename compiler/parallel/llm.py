@@ -23,10 +23,10 @@ degree (pre-norm GPT layer, fused QKV as in Megatron-LM)::
     add2             Eltwise add (+dropout), b*s*h              /t with sequence parallelism
 
 Forward MACs per layer (``t = 1``): ``b*s*(4h^2 + 2hf) + 2*b*s^2*h``, i.e. ``12bsh^2 + 2bs^2h``
-for ``f = 4h``, the same as :func:`compiler.attention.transformer_block_ops` (which keeps Q, K, V
-separate). The two row-parallel GEMMs end in an all-reduce of ``b*s*h`` elements each in the
-forward pass and their conjugates in the backward pass: 4 all-reduces per layer per micro-batch
-(Megatron-LM §3, Fig. 4).
+for ``f = 4h``. The ops are :func:`compiler.attention.transformer_block_ops`'s (``fused_qkv``,
+``attn_dropout``, ``tp``, ``sequence_parallel``); unfused, the same MACs. The two row-parallel
+GEMMs end in an all-reduce of ``b*s*h`` elements each in the forward pass and their conjugates in
+the backward pass: 4 all-reduces per layer per micro-batch (Megatron-LM §3, Fig. 4).
 
 Head ops on the first / last pipeline stage: the embedding lookup (a gather of ``b*s*h``
 elements) and the logits ``Gemm(m=b*s, n=v/t, k=h)`` (vocab-parallel, weights tied to the
@@ -113,38 +113,18 @@ class TransformerModel:
     # -- ops -------------------------------------------------------------------------------
     def layer_ops(self, tp: int = 1, *, micro_batch: int | None = None,
                   sequence_parallel: bool = False, prefix: str = "layer") -> list[Op]:
-        """Forward ops of one layer on one of ``tp`` tensor-parallel ranks (module docstring)."""
+        """Forward ops of one layer on one of ``tp`` tensor-parallel ranks (module docstring):
+        :func:`compiler.attention.transformer_block_ops` with Megatron's fused QKV and attention
+        dropout. The planner costs every model as the pre-norm layer (a post-norm layer has the
+        same ops in another order)."""
         b = self.micro_batch if micro_batch is None else micro_batch
         _check_int(self.name, "micro_batch", b)
         self._check_tp(tp)
-        s, h, a, f = self.seq_len, self.hidden, self.heads, self.ffn
-        dh = h // a
-        tokens = b * s
-        norm = tokens * h // tp if sequence_parallel else tokens * h
-        ah = b * a // tp
-        p = prefix
-        return [
-            Eltwise(name=f"{p}.ln1", op="layernorm", elements=norm),
-            Gemm(name=f"{p}.attn.qkv", m=tokens, n=3 * h // tp, k=h, inputs=(f"{p}.ln1",)),
-            Gemm(name=f"{p}.attn.scores", batch=ah, m=s, n=s, k=dh, inputs=(f"{p}.attn.qkv",)),
-            Eltwise(name=f"{p}.attn.softmax", op="softmax", elements=ah * s * s,
-                    inputs=(f"{p}.attn.scores",)),
-            Eltwise(name=f"{p}.attn.dropout", op="dropout", elements=ah * s * s,
-                    inputs=(f"{p}.attn.softmax",)),
-            Gemm(name=f"{p}.attn.context", batch=ah, m=s, n=dh, k=s,
-                 inputs=(f"{p}.attn.dropout", f"{p}.attn.qkv")),
-            Gemm(name=f"{p}.attn.out_proj", m=tokens, n=h, k=h // tp,
-                 inputs=(f"{p}.attn.context",)),
-            Eltwise(name=f"{p}.add1", op="add", elements=norm, operands=2,
-                    inputs=(f"{p}.attn.out_proj",)),
-            Eltwise(name=f"{p}.ln2", op="layernorm", elements=norm, inputs=(f"{p}.add1",)),
-            Gemm(name=f"{p}.ffn.fc1", m=tokens, n=f // tp, k=h, inputs=(f"{p}.ln2",)),
-            Eltwise(name=f"{p}.ffn.gelu", op="gelu", elements=tokens * f // tp,
-                    inputs=(f"{p}.ffn.fc1",)),
-            Gemm(name=f"{p}.ffn.fc2", m=tokens, n=h, k=f // tp, inputs=(f"{p}.ffn.gelu",)),
-            Eltwise(name=f"{p}.add2", op="add", elements=norm, operands=2,
-                    inputs=(f"{p}.ffn.fc2", f"{p}.add1")),
-        ]
+        return transformer_block_ops(prefix, seq_len=self.seq_len, d_model=self.hidden,
+                                     heads=self.heads, ffn_dim=self.ffn, batch=b,
+                                     pre_norm=True, tp=tp,
+                                     sequence_parallel=sequence_parallel, fused_qkv=True,
+                                     attn_dropout=True)
 
     def embedding_ops(self, tp: int = 1, *, micro_batch: int | None = None) -> list[Op]:
         """First pipeline stage: the token + position embedding lookup."""
@@ -170,7 +150,7 @@ class TransformerModel:
         ops = transformer_block_ops(f"{self.name}.block", seq_len=self.seq_len,
                                     d_model=self.hidden, heads=self.heads, ffn_dim=self.ffn,
                                     batch=b, pre_norm=self.pre_norm)
-        return Graph(f"{self.name}.block", tuple(ops))
+        return Graph(f"{self.name}.block", tuple(ops), batch=b)
 
     def _check_tp(self, tp: object) -> None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:

@@ -67,7 +67,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
+from compiler.ir import Eltwise, Graph, Op
 from compiler.parallel.backward import backward_ops, graph_params
 from compiler.parallel.llm import TransformerModel, get_model, model_flops
 from compiler.parallel.strategy import Strategy, parse_strategy
@@ -463,25 +463,6 @@ def _check_int(key: str, value: object, minimum: int = 1) -> None:
         raise ValueError(f"plan_step: {key} = {value!r}: must be an integer >= {minimum}")
 
 
-def _graph_batch(graph: Graph) -> int:
-    for op in graph:
-        if isinstance(op, (Conv2d, Pool)):
-            return op.batch
-        if isinstance(op, Gemm) and op.batch == 1:
-            return op.m
-    return 1
-
-
-def _output_elements(op: Op) -> int:
-    if isinstance(op, Gemm):
-        return op.batch * op.m * op.n
-    if isinstance(op, Conv2d):
-        return op.batch * op.out_h * op.out_w * op.out_channels
-    if isinstance(op, Pool):
-        return op.batch * op.channels * op.out_h * op.out_w
-    return op.elements
-
-
 def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = None,
               op_time: OpTime | None = None, comm_time: CommTime | None = None,
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
@@ -491,7 +472,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
     physical rank of logical (Megatron-order) rank ``r`` (default: identity); ``peak_flops``
     (FLOP/s per rank) enables MFU; ``graph_batch`` = samples per micro-batch of a graph
-    (default: the batch of its first conv / FC op)."""
+    (default: :attr:`compiler.ir.Graph.batch`)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -639,12 +620,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
                              f"compiler.ir.Graph model")
         m = st.validate(n_ranks)
         graph = model
-        gb = _graph_batch(graph) if graph_batch is None else graph_batch
+        gb = graph.batch if graph_batch is None else graph_batch
         _check_int("graph_batch", gb)
         f_comp[0] = timer.total(graph.ops)
         b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops)
         stage_params[0] = graph_params(graph)
-        act_chunk = float(sum(_output_elements(op) for op in graph) * dtype_bytes)
+        act_chunk = float(sum(op.output_elements for op in graph) * dtype_bytes)
         samples = dp * m * gb
         tokens = samples
         flops = 6.0 * graph.macs * dp * m

@@ -124,7 +124,46 @@ def test_block_macs_closed_form(pre_norm):
     assert sum(op.macs for op in ops) == expected
 
 
+def test_tensor_parallel_rank_of_a_block():
+    # Megatron-LM §3 by hand: 2 sequences of 6 tokens, d = 16, 4 heads, f = 64, tp = 2: Q/K/V
+    # and fc1 keep n / 2 columns, out_proj and fc2 k / 2 rows, each rank 2 * 4 / 2 heads.
+    ops = by_name(transformer_block_ops("L", seq_len=6, d_model=16, heads=4, batch=2, tp=2))
+    for name in ("L.attn.q_proj", "L.attn.k_proj", "L.attn.v_proj"):
+        assert shape(ops[name]) == (1, 12, 8, 16)
+    assert shape(ops["L.attn.scores"]) == (4, 6, 6, 4)
+    assert shape(ops["L.attn.context"]) == (4, 6, 4, 6)
+    assert ops["L.attn.softmax"].elements == 4 * 6 * 6
+    assert shape(ops["L.attn.out_proj"]) == (1, 12, 16, 8)
+    assert shape(ops["L.ffn.fc1"]) == (1, 12, 32, 16)
+    assert shape(ops["L.ffn.fc2"]) == (1, 12, 16, 32)
+    assert ops["L.ffn.gelu"].elements == 12 * 32
+    assert ops["L.add1"].elements == ops["L.ln2"].elements == 12 * 16
+    sp = by_name(transformer_block_ops("L", seq_len=6, d_model=16, heads=4, batch=2, tp=2,
+                                       sequence_parallel=True))
+    for name in ("L.ln1", "L.add1", "L.ln2", "L.add2"):
+        assert sp[name].elements == 12 * 16 // 2
+
+
+def test_fused_qkv_and_attention_dropout():
+    ops = attention_ops("a", seq_len=10, d_model=64, heads=4, batch=3, tp=2, fused_qkv=True,
+                        dropout=True)
+    assert [op.name for op in ops] == ["a.qkv", "a.scores", "a.softmax", "a.dropout",
+                                       "a.context", "a.out_proj"]
+    o = by_name(ops)
+    assert shape(o["a.qkv"]) == (1, 30, 3 * 64 // 2, 64)
+    assert o["a.scores"].inputs == ("a.qkv",)
+    assert (o["a.dropout"].op, o["a.dropout"].elements) == ("dropout", 6 * 10 * 10)
+    assert o["a.context"].inputs == ("a.dropout", "a.qkv")
+    # Fusing moves no MAC: the separate projections cost the same.
+    plain = attention_ops("a", seq_len=10, d_model=64, heads=4, batch=3, tp=2)
+    assert sum(op.macs for op in ops) == sum(op.macs for op in plain)
+
+
 @pytest.mark.parametrize("kwargs, expected", [
+    ({"tp": 5}, "tp = 5 does not divide heads = 12"),
+    ({"tp": 0}, "tp = 0"),
+    ({"fused_qkv": 1}, "fused_qkv = 1: must be True or False"),
+    ({"fused_qkv": True, "kv_len": 8}, "fused_qkv = True needs self-attention"),
     ({"d_model": 770}, "d_model = 770 is not divisible by heads = 12"),
     ({"seq_len": 0}, "seq_len = 0: must be an integer >= 1"),
     ({"heads": -1}, "heads = -1"),
@@ -152,6 +191,8 @@ def test_attention_rejects_empty_prefix():
     ({"pre_norm": 1}, "pre_norm = 1"),
     ({"d_model": 10, "heads": 4}, "d_model = 10 is not divisible by heads = 4"),
     ({"d_model": 0}, "d_model = 0"),
+    ({"tp": 4, "ffn_dim": 30}, "tp = 4 does not divide ffn_dim = 30"),
+    ({"sequence_parallel": "yes"}, "sequence_parallel = 'yes'"),
 ])
 def test_block_rejects_bad_arguments(kwargs, expected):
     args = {"seq_len": 16, "d_model": 64, "heads": 4} | kwargs

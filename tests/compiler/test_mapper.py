@@ -109,8 +109,7 @@ def reference(p, chip, gt, mu, nt, ku, order, df, input_resident=False, output_r
     b_fp = ku * p.k_unit * nt * eb
     in_bytes = 0
     if input_resident:
-        from compiler.lower import _resident_input_bytes
-        in_bytes = _resident_input_bytes(p)
+        in_bytes = p.input_bytes
         move = min(chip.ofmap_sram.bytes_per_cycle, chip.ifmap_sram.bytes_per_cycle)
         first = setup + -(-in_bytes // move) + setup + math.ceil(gt * b_fp * bwinv)
     else:

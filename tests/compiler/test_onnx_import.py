@@ -130,6 +130,7 @@ def test_resnet_matches_zoo_layer_by_layer(model, layers, bottleneck, flatten, b
     graph, report = import_onnx(onnx_resnet(layers, bottleneck, flatten), batch=batch,
                                 name=model)
     gold = zoo.get(model, batch=batch or 1)
+    assert graph.batch == gold.batch == (batch or 1)
     compute = [op for op in graph if isinstance(op, (Conv2d, Gemm))]
     gold_compute = [op for op in gold if isinstance(op, (Conv2d, Gemm))]
     assert len(compute) == len(gold_compute)
@@ -268,6 +269,8 @@ def test_bert_layer_matches_zoo(batch):
             assert (op.op, op.elements, op.operands) == (ref.op, ref.elements, ref.operands)
         assert _through_moves(graph, op.inputs) == ref.inputs, op.name
     assert graph.macs == gold.macs == (batch or 1) * (12 * 128 * 768**2 + 2 * 128**2 * 768)
+    # Samples are sequences: not the 12 heads of the attention GEMMs, not the 128 tokens.
+    assert graph.batch == gold.batch == (batch or 1)
     # Biases and the 1/sqrt(dh) scale fold into their GEMMs; Softmax stays visible.
     folded = {name for _, name in report.folded}
     assert "layer.0.attn.scale" in folded and "layer.0.ffn.fc1.bias_add" in folded

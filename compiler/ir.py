@@ -424,11 +424,14 @@ class Graph:
     it says so (the zoo, the ONNX importer: a transformer's ops show tokens and heads, not
     sequences); left out, it is the largest ``batch`` of the ops that read the graph input (a
     CNN's first conv, a one-op GEMM workload's independent GEMMs), 1 when none has one.
+    ``tokens`` is the sequence positions per sample (a transformer's sequence length; 1 for
+    everything else): a training step's tokens are its samples times this.
     """
 
     name: str
     ops: tuple[Op, ...] = field(default_factory=tuple)
     batch: int | None = None
+    tokens: int = 1
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Graph")
@@ -452,7 +455,7 @@ class Graph:
             object.__setattr__(self, "batch", max(
                 [op.batch for op in self.ops if not op.inputs
                  and isinstance(op, (Gemm, Conv2d, Pool))] + [1]))
-        _check_positive(self.name, "Graph", batch=self.batch)
+        _check_positive(self.name, "Graph", batch=self.batch, tokens=self.tokens)
 
     def __iter__(self):
         return iter(self.ops)

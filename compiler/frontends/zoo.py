@@ -229,7 +229,7 @@ def bert_base_layer(*, seq_len: int = 128, batch: int = 1) -> Graph:
     _check_int("bert_base_layer", "batch", batch, 1)
     ops = transformer_block_ops("layer.0", seq_len=seq_len, d_model=768, heads=12, ffn_dim=3072,
                                 batch=batch, pre_norm=False)
-    return Graph("bert_base_layer", tuple(ops), batch=batch)
+    return Graph("bert_base_layer", tuple(ops), batch=batch, tokens=seq_len)
 
 
 def gpt2_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
@@ -242,7 +242,7 @@ def gpt2_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
     _check_int("gpt2_block", "batch", batch, 1)
     ops = transformer_block_ops("h.0", seq_len=seq_len, d_model=768, heads=12, ffn_dim=3072,
                                 batch=batch, pre_norm=True)
-    return Graph("gpt2_block", tuple(ops), batch=batch)
+    return Graph("gpt2_block", tuple(ops), batch=batch, tokens=seq_len)
 
 
 def _builders() -> dict[str, Callable[..., Graph]]:

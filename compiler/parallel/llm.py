@@ -150,7 +150,7 @@ class TransformerModel:
         ops = transformer_block_ops(f"{self.name}.block", seq_len=self.seq_len,
                                     d_model=self.hidden, heads=self.heads, ffn_dim=self.ffn,
                                     batch=b, pre_norm=self.pre_norm)
-        return Graph(f"{self.name}.block", tuple(ops), batch=b)
+        return Graph(f"{self.name}.block", tuple(ops), batch=b, tokens=self.seq_len)
 
     def _check_tp(self, tp: object) -> None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:

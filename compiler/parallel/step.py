@@ -627,7 +627,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         stage_params[0] = graph_params(graph)
         act_chunk = float(sum(op.output_elements for op in graph) * dtype_bytes)
         samples = dp * m * gb
-        tokens = samples
+        tokens = samples * graph.tokens          # sequence positions (1 per image for a CNN)
         flops = 6.0 * graph.macs * dp * m
         name = graph.name
 

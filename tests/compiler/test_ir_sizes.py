@@ -89,3 +89,18 @@ def test_step_planner_counts_the_graph_batch():
     override = plan_step(zoo.resnet18(batch=2, image_size=32), "dp=2", 2, None,
                          lambda op: 1e-6, lambda *args: 0.0, graph_batch=5)
     assert override.samples_per_step == 2 * 5
+
+
+def test_a_training_step_counts_a_transformer_blocks_tokens():
+    # Graph.tokens: sequence positions per sample. The planner's tokens of a graph workload are
+    # its samples times this (before it, gpt2_block trained at seq_len 64 reported as many
+    # tokens as sequences).
+    from compiler.frontends import zoo
+    from compiler.parallel.step import plan_step
+    from compiler.parallel.strategy import Strategy
+    g = zoo.get("gpt2_block", seq_len=64, batch=2)
+    assert (g.batch, g.tokens) == (2, 64)
+    assert zoo.get("resnet18", image_size=16).tokens == 1
+    r = plan_step(g, Strategy(dp=1, tp=1, pp=1, microbatches=1), 1, None, lambda op: 1e-6,
+                  lambda kind, nbytes, groups: 0.0)
+    assert r.samples_per_step == 2 and r.tokens_per_step == 128

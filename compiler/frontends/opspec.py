@@ -12,7 +12,7 @@ import re
 
 from compiler.ir import Gemm, IRError, conv2d
 
-__all__ = ["CONV_SYNTAX", "OpSpecError", "parse_gemm", "parse_conv", "op_from_spec"]
+__all__ = ["CONV_SYNTAX", "OpSpecError", "parse_gemm", "parse_conv", "op_from_spec", "int_option"]
 
 CONV_RE = re.compile(
     r"^(?P<h>\d+)x(?:(?P<w>\d+)x)?(?P<cin>\d+)-(?P<cout>\d+)"
@@ -27,7 +27,9 @@ class OpSpecError(IRError):
     """A ``--gemm``/``--conv``/``--batch`` value that is not an op."""
 
 
-def _int(option: str, value, lo: int) -> int | None:
+def int_option(option: str, value, lo: int) -> int | None:
+    """``value`` (text or int; ``_`` separators allowed) as an integer >= ``lo``, None when not
+    given; an :class:`OpSpecError` naming ``option`` otherwise."""
     if value is None:
         return None
     try:
@@ -78,7 +80,7 @@ def op_from_spec(gemm: str | None, conv: str | None, batch: int | None):
     """The op of ``--gemm M,N,K`` or ``--conv SPEC`` (``npulab run`` and ``npulab map`` read
     them alike): a :class:`compiler.ir.Gemm` named ``gemm MxNxK`` or a conv named ``conv SPEC``,
     ``batch`` (default 1) independent GEMMs or images."""
-    batch = _int("--batch", batch, 1) or 1
+    batch = int_option("--batch", batch, 1) or 1
     try:
         if gemm:
             m, n, k = parse_gemm(gemm)

@@ -133,15 +133,9 @@ def _choice(option: str, value: str, allowed) -> str:
 
 
 def _int(option: str, value, lo: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(str(value).replace("_", ""))
-    except ValueError:
-        number = None
-    if number is None or number < lo:
-        raise _error(f"{option} {value}: must be an integer >= {lo}")
-    return number
+    """An integer option >= ``lo`` (``_`` separators allowed); None when not given."""
+    from compiler.frontends.opspec import int_option
+    return int_option(option, value, lo)
 
 
 def _dataflows(spec: str, chip):

@@ -1,13 +1,14 @@
 """Glue between ``compiler.parallel`` (the step planner) and ``hw.system`` (devices, network).
 
-:func:`op_time_for` turns a system's device into the planner's ``op_time`` callback:
+:func:`op_time_for` turns a system's device into the planner's ``op_time`` callback, the
+``op_seconds`` of its :class:`~npulab.devices.Device` (:func:`npulab.devices.device_model`):
 
 * a :class:`~hw.system.system.RooflineDevice` costs each IR op as a roofline,
   ``max(flops / achievable FLOP/s, bytes / achievable B/s)`` (:func:`op_cost` gives the FLOPs
   and bytes: a MAC is 2 FLOP; operands and results are read/written once at ``dtype_bytes``);
-* a :class:`~hw.system.system.ChipDevice` runs each distinct op on the npulab chip model
-  (:func:`npulab.simulate.simulate`, native timing: SRAM tiling, DRAM, stalls) and converts its
-  cycles at the chip clock; results are cached per op shape.
+* a :class:`~hw.system.system.ChipDevice` runs each distinct op on the npulab chip through the
+  run pipeline (:func:`npulab.pipeline.run`: a systolic chip's native timing, an NVDLA build's
+  cycle model) and converts its cycles at the chip clock; results are cached per op shape.
 
 :func:`comm_time_for` turns the system's network into the planner's ``comm_time`` callback with
 :func:`hw.system.collectives.collective` (simulated with contention, or analytic), cached per
@@ -21,62 +22,20 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
+from compiler.ir import Op
 from compiler.parallel import (StepReport, Strategy, get_model, model_names, parse_strategy,
                                plan_step)
-from hw.system.system import ChipDevice, RooflineDevice, SystemConfig
+from hw.system.system import SystemConfig
+from npulab.devices import device_model, op_cost
 
 __all__ = ["op_cost", "op_time_for", "comm_time_for", "plan", "SystemPlan", "resolve_model"]
 
 
-def op_cost(op: Op, dtype_bytes: int = 2) -> tuple[float, float, bool]:
-    """``(flops, bytes moved, is_matrix)`` of one IR op for a roofline.
-
-    GEMM / conv: ``2 * MACs`` FLOPs; bytes = input + weights + output (conv: the real NCHW
-    tensors, not the im2col matrix). Element-wise: one FLOP per input element, ``operands + 1``
-    tensors of ``elements`` each. Pooling: one FLOP per window element, input + output. Moves:
-    read + write."""
-    if not isinstance(op, (Gemm, Conv2d, Eltwise, Pool, Move)):
-        raise TypeError(f"op_cost: {op!r} is not an IR op")
-    nbytes = float(op.traffic_bytes(dtype_bytes))
-    if isinstance(op, (Gemm, Conv2d)):
-        return 2.0 * op.macs, nbytes, True
-    if isinstance(op, Eltwise):
-        return float(op.elements * op.operands), nbytes, False
-    if isinstance(op, Pool):
-        return float(op.output_elements * op.kernel_h * op.kernel_w), nbytes, False
-    return 0.0, nbytes, False
-
-
-def _shape_key(op: Op) -> tuple:
-    """An op's identity for caching: its type and fields without name and inputs."""
-    fields = {k: v for k, v in vars(op).items() if k not in ("name", "inputs")}
-    return (type(op).__name__,) + tuple(sorted(fields.items()))
-
-
 def op_time_for(system: SystemConfig, dtype_bytes: int = 2,
                 chip_loader: Callable | None = None) -> Callable[[Op], float]:
-    """The planner's ``op_time`` for ``system.device`` (module docstring)."""
-    device = system.device
-    if isinstance(device, RooflineDevice):
-        def roofline(op: Op) -> float:
-            flops, nbytes, matrix = op_cost(op, dtype_bytes)
-            return device.op_seconds(flops, nbytes, matrix)
-        return roofline
-    if not isinstance(device, ChipDevice):
-        raise TypeError(f"op_time_for: unknown device {device!r}")
-    from npulab.pipeline import resolve_device, run
-    chip = resolve_device(device.spec() if chip_loader is None else chip_loader(device.config))
-    cache: dict[tuple, float] = {}
-
-    def on_chip(op: Op) -> float:
-        key = _shape_key(op)
-        if key not in cache:
-            clean = replace(op, inputs=())
-            result = run(Graph(f"op.{op.name}", (clean,)), chip)
-            cache[key] = result.totals["cycles"] / chip.clock_hz
-        return cache[key]
-    return on_chip
+    """The planner's ``op_time`` for ``system.device``: its :class:`~npulab.devices.Device`'s
+    ``op_seconds`` (module docstring)."""
+    return device_model(system.device, dtype_bytes, chip_loader).op_seconds
 
 
 def comm_time_for(system: SystemConfig, *, mode: str = "sim", algorithm: str = "auto",
@@ -157,13 +116,6 @@ class SystemPlan:
         return out
 
 
-def _device_numbers(system: SystemConfig) -> tuple[float | None, float | None]:
-    device = system.device
-    if isinstance(device, RooflineDevice):
-        return device.peak_tflops * 1e12, float(device.mem_bytes)
-    return None, None
-
-
 def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: str = "sim",
          algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
          op_time: Callable | None = None) -> SystemPlan:
@@ -181,7 +133,8 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
         model = resolve_model(model)
     op_time = op_time or op_time_for(system, dtype_bytes)
     comm_time = comm_time_for(system, mode=comm_mode, algorithm=algorithm)
-    peak, mem = _device_numbers(system)
+    device = device_model(system.device, dtype_bytes)
+    peak, mem = device.peak_flops, device.memory_bytes
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak)
     # One chip, same samples per step: every micro-batch of every replica runs on it.

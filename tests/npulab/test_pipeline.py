@@ -69,3 +69,21 @@ def test_the_planner_times_ops_on_any_chip_kind_through_the_pipeline():
     seconds = op_time_for(system)(op)
     one = run(Graph("one", (replace(op, inputs=()),)), "nv_small")
     assert seconds == one.totals["cycles"] / (load_nvdla_config("nv_small").clock_mhz * 1e6)
+
+
+def test_one_device_interface_for_roofline_and_simulated_chips():
+    # npulab.devices: the planner asks every device the same questions
+    from hw.system.system import DEVICES, ChipDevice
+    from npulab.devices import RooflineModel, SimulatedChip, device_model, op_cost
+    op = GRAPH.op("fc")
+    a100 = DEVICES["a100"]
+    roof = device_model(a100)
+    assert isinstance(roof, RooflineModel)
+    assert (roof.peak_flops, roof.memory_bytes) == (a100.peak_tflops * 1e12, a100.mem_bytes)
+    assert roof.op_seconds(op) == a100.op_seconds(*op_cost(op))
+    chip = device_model(ChipDevice("small", "nv_small"))
+    assert isinstance(chip, SimulatedChip) and chip.peak_flops is None
+    one = run(Graph("one", (op.__class__(**{**vars(op), "inputs": ()}),)), "nv_small")
+    assert chip.op_seconds(op) == one.totals["cycles"] / chip.spec.clock_hz
+    with pytest.raises(TypeError, match="unknown device"):
+        device_model("a100")

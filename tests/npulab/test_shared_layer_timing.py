@@ -33,7 +33,8 @@ def test_compute_timing_times_each_shape_once_and_equals_unshared():
         s = op.gemm_shape()
         assert layer.cycles == sim._array_timing.__wrapped__(chip.array, "compute", s.count,
                                                              s.m, s.n, s.k)[0]
-    assert run.to_dict()["layers"][3] == sim.asdict(run.layers[3])
+    from dataclasses import asdict
+    assert run.to_dict()["layers"][3] == asdict(run.layers[3])
 
 
 def test_native_tiles_each_shape_once_and_equals_unshared(monkeypatch):

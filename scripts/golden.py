@@ -11,7 +11,9 @@ Two suites:
 * ``quick`` -- every zoo model on every shipped preset (systolic: native, native with
   ``--map best-energy``, compute, scalesim; NVDLA builds) at small inputs, plus the documented
   SCALE-Sim, system, collective, SoC and sweep examples. ``tests/test_golden.py`` runs it.
-* ``full`` -- the same runs at the models' default inputs (by hand).
+* ``full`` -- the same runs at the models' default inputs, by hand and not stored: record it
+  at the base commit (``record --suite full`` in a ``git worktree``), copy its
+  ``tests/golden/full.json`` over, then ``check --suite full`` after the change.
 
 ``report.html`` is rendered but not hashed (its SVG plots carry matplotlib's ids); ``--no-html``
 skips rendering it, which takes the quick suite from 15 to under 3 minutes.

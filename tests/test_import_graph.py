@@ -2,10 +2,10 @@
 
 Every ``import`` statement counts, at module level or inside a function: a circle through a
 deferred import is still a circle in the design. Imports under ``if TYPE_CHECKING:`` are type
-hints, not imports, and do not count. An edge goes to the module named (``from
-pkg import name`` goes to ``pkg.name`` when that is a module, else to ``pkg``'s
-``__init__``); parent packages are not edges. The layers flow one way: ``hw`` imports neither
-``compiler`` nor ``npulab``, ``compiler`` does not import ``npulab``.
+hints, not imports, and do not count. An edge goes to the module named:
+``from pkg import name`` goes to ``pkg`` (its namespace is read) and to ``pkg.name`` when that
+is a module; ``import pkg.mod`` goes to ``pkg.mod`` only. The layers flow one way: ``hw``
+imports neither ``compiler`` nor ``npulab``, ``compiler`` does not import ``npulab``.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def import_graph() -> dict[str, set[str]]:
                     src = ".".join(base + ([node.module] if node.module else []))
                 else:
                     src = node.module or ""
-                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in modules else src
-                           for a in node.names]
+                # `from pkg import sub` reads pkg's namespace too: an edge to both
+                targets = [src] + [f"{src}.{a.name}" for a in node.names
+                                   if f"{src}.{a.name}" in modules]
             elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
                   and node.args and isinstance(node.args[0], ast.Constant)
                   and isinstance(node.args[0].value, str)):

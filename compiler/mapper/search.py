@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.mapper import cost as C
+import compiler.mapper.cost as C
 from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
 from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
 from hw.chip import ChipConfig

@@ -47,7 +47,7 @@ from hw.nvdla.config import is_nvdla_config, nvdla_config_from_dict
 from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, preset_path
 from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import ArrayConfig, ConfigError
-from hw.validate import config_from_table, read_toml, toml_value
+from hw.validate import config_from_table, read_toml, toml_text, toml_value
 
 __all__ = ["load_chip", "load_chip_config", "resolve_chip_path", "chip_config_from_dict",
            "chip_config_to_dict", "chip_config_to_toml", "parse_override", "override_text",
@@ -86,9 +86,7 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
         data = apply_overrides(data, overrides)
         where = f"{where} with --set {' --set '.join(map(override_text, overrides))}"
     if "nvdla" in data:
-        raise ConfigError(f"{where}: an NVDLA config ([nvdla]), not a systolic chip: load it "
-                          f"with hw.nvdla.config.load_nvdla_config (npulab run --config takes "
-                          f"either kind)")
+        raise _not_systolic(where)
     for section, value in data.items():
         if section not in SECTIONS:
             raise ConfigError(
@@ -118,7 +116,7 @@ def override_text(item) -> str:
     if isinstance(item, str):
         return item
     dotted, value = item
-    return f"{dotted}={_toml_value(value)}"
+    return f"{dotted}={toml_text(value)}"
 
 
 def parse_override(item) -> tuple[str, str, Any]:
@@ -197,19 +195,14 @@ def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = 
     with the same validation as the file (:func:`load_chip`, which also takes NVDLA builds)."""
     spec = load_chip(path, overrides)
     if spec.kind != "systolic":
-        raise ConfigError(f"{spec.source}: an NVDLA config ([nvdla]), not a systolic chip: load "
-                          f"it with hw.configfile.load_chip or hw.nvdla.config.load_nvdla_config "
-                          f"(npulab run --config takes either kind)")
+        raise _not_systolic(spec.source)
     return spec.config
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+def _not_systolic(where: str) -> ConfigError:
+    return ConfigError(f"{where}: an NVDLA config ([nvdla]), not a systolic chip: load it with "
+                       f"hw.configfile.load_chip or hw.nvdla.config.load_nvdla_config (npulab "
+                       f"run --config takes either kind)")
 
 
 def chip_config_to_dict(cfg: ChipConfig) -> dict[str, dict[str, Any]]:
@@ -233,7 +226,7 @@ def chip_config_to_toml(cfg: ChipConfig) -> str:
     for section, values in chip_config_to_dict(cfg).items():
         if section == "sram":
             for name, sub in values.items():
-                lines += [f"[sram.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in sub.items()] + [""]
+                lines += [f"[sram.{name}]"] + [f"{k} = {toml_text(v)}" for k, v in sub.items()] + [""]
             continue
-        lines += [f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()] + [""]
+        lines += [f"[{section}]"] + [f"{k} = {toml_text(v)}" for k, v in values.items()] + [""]
     return "\n".join(lines[:-1]) + "\n"

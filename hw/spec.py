@@ -157,11 +157,9 @@ def _systolic(cfg: ChipConfig, source: str) -> ChipSpec:
 
 def _nvdla(cfg: NvdlaConfig, source: str) -> ChipSpec:
     from hw.memory.dram import dram_preset
-    bank = cfg.cbuf_bank_width_bytes * cfg.cbuf_bank_depth
     cbuf = MemoryLevel(name="cbuf", capacity_bytes=cfg.cbuf_bytes, banks=cfg.cbuf_banks,
                        bank_width_bytes=cfg.cbuf_bank_width_bytes, ports=1,
                        holds=("input", "weight"))
-    assert cbuf.capacity_bytes == bank * cfg.cbuf_banks
     engine = Engine(kind="nvdla", name=f"atomic {cfg.atomic_c}x{cfg.atomic_k}",
                     peak_macs_per_cycle=cfg.macs("int8"), config=cfg)
     return ChipSpec(name=cfg.name, clock_mhz=cfg.clock_mhz,

@@ -17,7 +17,7 @@ from typing import Any
 from hw.files import read_text
 from hw.systolic.config import ConfigError
 
-__all__ = ["config_from_table", "read_config_text", "read_toml", "toml_value"]
+__all__ = ["config_from_table", "read_config_text", "read_toml", "toml_value", "toml_text"]
 
 
 def config_from_table(cls, data: Any, where: str, prefix: str):
@@ -65,6 +65,17 @@ def read_toml(path: str | Path, missing: str = "no such config file", *,
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML: {exc}") from None
+
+
+def toml_text(value: Any) -> str:
+    """``value`` written as TOML (what :func:`toml_value` reads back): booleans, numbers, and
+    strings quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 def toml_value(raw: str) -> Any:

@@ -131,9 +131,9 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
                          f"chips; system {system.name!r} has {system.topology.n_ranks}")
     if isinstance(model, str):
         model = resolve_model(model)
-    op_time = op_time or op_time_for(system, dtype_bytes)
+    device = device_model(system.device, dtype_bytes)       # loaded once: ops and numbers
+    op_time = op_time or device.op_seconds
     comm_time = comm_time_for(system, mode=comm_mode, algorithm=algorithm)
-    device = device_model(system.device, dtype_bytes)
     peak, mem = device.peak_flops, device.memory_bytes
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak)

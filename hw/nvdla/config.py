@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from hw.errors import ConfigError
 from hw.presets import looks_like_path, nvdla_preset_names, preset_path
-from hw.validate import config_from_table, read_toml, toml_value
+from hw.validate import config_from_table, read_toml, toml_text, toml_value
 
 __all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "CACC_BITS", "load_nvdla_config",
            "nvdla_config_from_dict", "nvdla_preset_names", "is_nvdla_config"]
@@ -221,7 +221,7 @@ def nvdla_config_from_dict(data: dict[str, Any], where: str = "<config>",
             value, text = toml_value(raw), item
         else:
             (key, value), sep = item, "="
-            text = f"{key}={value!r}"
+            text = f"{key}={toml_text(value)}"
         if not sep or not key.startswith("nvdla."):
             raise ConfigError(f"{where}: --set {text!r}: must be nvdla.KEY=VALUE")
         table[key[len("nvdla."):]] = value

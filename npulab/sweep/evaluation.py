@@ -30,8 +30,7 @@ def _evaluate_chip(job: dict) -> dict:
     from hw.configfile import load_chip_config
     from npulab.metrics import compute_metrics
     from npulab.pipeline import RunOptions, run as run_workload
-    chip = load_chip_config(job["config"], [tuple(o) if isinstance(o, list) else o
-                                            for o in job["overrides"]])
+    chip = load_chip_config(job["config"], job["overrides"])
     try:
         # the sweep's energy table also costs the mapper's choices ([run] map = "best-energy")
         options = CompileOptions(**{"tech": job["tech"], **job["run"]})

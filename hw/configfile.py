@@ -43,15 +43,15 @@ from hw.memory.dma import dma_config_from_dict, dma_config_to_dict
 from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
-from hw.nvdla.config import is_nvdla_config, nvdla_config_from_dict
+from hw.nvdla.config import is_nvdla_config, nvdla_config_from_dict, nvdla_config_to_dict
 from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, preset_path
 from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import config_from_table, read_toml, toml_text, toml_value
 
-__all__ = ["load_chip", "load_chip_config", "resolve_chip_path", "chip_config_from_dict",
-           "chip_config_to_dict", "chip_config_to_toml", "parse_override", "override_text",
-           "SECTIONS"]
+__all__ = ["load_chip", "load_chip_config", "chip_spec_from_dict", "chip_spec_to_dict",
+           "resolve_chip_path", "chip_config_from_dict", "chip_config_to_dict",
+           "chip_config_to_toml", "parse_override", "override_text", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
 SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
@@ -187,6 +187,27 @@ def load_chip(name_or_path: str | Path | None = None, overrides: Iterable[str] =
     if is_nvdla_config(data):
         return chip_spec(nvdla_config_from_dict(data, where, overrides), where)
     return chip_spec(chip_config_from_dict(data, where, overrides), where)
+
+
+def chip_spec_from_dict(data: dict[str, Any], where: str = "<config>") -> ChipSpec:
+    """The :class:`~hw.spec.ChipSpec` of a config as plain data (:func:`chip_spec_to_dict`,
+    e.g. a saved run's ``config``), of either kind, validated as a file is."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {data!r}: must be a table of config sections")
+    if is_nvdla_config(data):
+        return chip_spec(nvdla_config_from_dict(data, where), where)
+    return chip_spec(chip_config_from_dict(data, where), where)
+
+
+def chip_spec_to_dict(spec: ChipSpec) -> dict[str, dict[str, Any]]:
+    """``spec``'s config as plain data, the sections of its kind's TOML (what a run's
+    ``summary.json`` keeps as ``config``; :func:`chip_spec_from_dict` reads it back)."""
+    if spec.kind == "nvdla":
+        return nvdla_config_to_dict(spec.config)
+    if spec.kind == "systolic":
+        return chip_config_to_dict(spec.config)
+    raise ConfigError(f"{spec.name}: engine kind {spec.kind!r} has no config file form (only "
+                      f"systolic chips and NVDLA builds are written to and read from TOML)")
 
 
 def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:

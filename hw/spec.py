@@ -33,8 +33,9 @@ from hw.nvdla.config import NvdlaConfig
 
 __all__ = ["ChipSpec", "Core", "Engine", "MemoryLevel", "ENGINE_KINDS", "OPERANDS", "chip_spec"]
 
-#: The engine kinds a chip can have. A new kind adds its name here, a compiler backend and a
-#: timing model (docs/architecture.md, "Adding an engine").
+#: The engine kinds npulab ships. A new kind needs no entry here: it is a name, a compiler
+#: backend and a runner registered with :func:`npulab.pipeline.register_runner`
+#: (docs/architecture.md, "Adding an engine").
 ENGINE_KINDS = ("systolic", "nvdla")
 #: The roles of the tensors a memory level can hold.
 OPERANDS = ("input", "weight", "output")
@@ -65,18 +66,24 @@ class MemoryLevel:
 
 @dataclass(frozen=True)
 class Engine:
-    """A compute engine of a core: its kind (:data:`ENGINE_KINDS`), its name, its peak MACs per
-    cycle and the config its kind reads (an ``ArrayConfig``, an ``NvdlaConfig``)."""
+    """A compute engine of a core: its kind (a name such as those of :data:`ENGINE_KINDS`), its
+    name, its peak MACs per cycle, the config its kind reads (an ``ArrayConfig``, an
+    ``NvdlaConfig``) and ``label``, the short description reports show (``16x16 ws int8``)."""
 
     kind: str
     name: str
     peak_macs_per_cycle: int
     config: Any
+    label: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in ENGINE_KINDS:
-            raise ConfigError(f"engine {self.name!r}: kind = {self.kind!r}: must be one of "
-                              f"{', '.join(ENGINE_KINDS)}")
+        if not (isinstance(self.kind, str) and self.kind.isidentifier()
+                and self.kind == self.kind.lower()):
+            raise ConfigError(f"engine {self.name!r}: kind = {self.kind!r}: must be a lower-case "
+                              f"name (shipped: {', '.join(ENGINE_KINDS)})")
+        if not isinstance(self.peak_macs_per_cycle, int) or self.peak_macs_per_cycle < 0:
+            raise ConfigError(f"engine {self.name!r}: peak_macs_per_cycle = "
+                              f"{self.peak_macs_per_cycle!r}: must be an integer >= 0")
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,12 @@ class ChipSpec:
     def kind(self) -> str:
         """The kind of the chip's matrix engine (the first engine of the first core): which
         compiler backend and timing model run a workload on it."""
-        return self.cores[0].engines[0].kind
+        return self.engine.kind
+
+    @property
+    def engine(self) -> Engine:
+        """The chip's matrix engine (the first engine of the first core)."""
+        return self.cores[0].engines[0]
 
     @property
     def engines(self) -> tuple[Engine, ...]:
@@ -148,7 +160,8 @@ def _systolic(cfg: ChipConfig, source: str) -> ChipSpec:
                              ports=cfg.sram(name).ports, holds=_SRAM_OPERANDS[name])
                  for name in SRAM_NAMES)
     engine = Engine(kind="systolic", name=f"array {arr.rows}x{arr.cols}",
-                    peak_macs_per_cycle=arr.pes, config=arr)
+                    peak_macs_per_cycle=arr.pes, config=arr,
+                    label=f"{arr.rows}x{arr.cols} {arr.dataflow.value} {arr.precision.value}")
     return ChipSpec(name=cfg.name, clock_mhz=cfg.clock_mhz,
                     cores=(Core(name="core0", engines=(engine,), scratchpads=pads),),
                     levels=(), dram=cfg.dram, host_link=cfg.host_link, dma=cfg.dma, config=cfg,
@@ -161,7 +174,8 @@ def _nvdla(cfg: NvdlaConfig, source: str) -> ChipSpec:
                        bank_width_bytes=cfg.cbuf_bank_width_bytes, ports=1,
                        holds=("input", "weight"))
     engine = Engine(kind="nvdla", name=f"atomic {cfg.atomic_c}x{cfg.atomic_k}",
-                    peak_macs_per_cycle=cfg.macs("int8"), config=cfg)
+                    peak_macs_per_cycle=cfg.macs("int8"), config=cfg,
+                    label=f"NVDLA {cfg.atomic_c}x{cfg.atomic_k} atomic C x K")
     return ChipSpec(name=cfg.name, clock_mhz=cfg.clock_mhz,
                     cores=(Core(name="core0", engines=(engine,), scratchpads=(cbuf,)),),
                     levels=(), dram=dram_preset(cfg.dram) if cfg.dram else None,

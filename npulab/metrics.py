@@ -241,42 +241,39 @@ def ordered_components(keys) -> list[str]:
     return out + [k for k in keys if k not in out]
 
 
-def _run_dict(run) -> dict:
-    return run if isinstance(run, dict) else run.to_dict()
+def _record(run):
+    """``run`` as a typed :class:`~npulab.record.RunRecord` (a saved run's dict is read back)."""
+    from npulab.record import RunRecord
+    return run if isinstance(run, RunRecord) else RunRecord.from_dict(run)
 
 
 # ---- the chip as metrics see it --------------------------------------------------------------
 
-def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
+def chip_view(run, tech: Technology, dram_kind: str | None = None,
               link_kind: str = "pcie") -> tuple[dict, EnergyRates]:
     """The chip as the metrics see it -- clock, peak MAC rate, scratchpads (bank size, width,
     peak bandwidth), DRAM and link bandwidth and energy types, the area leakage is charged on --
-    and its :class:`~hw.energy.EnergyRates` (the mapper's, for the same chip and table)."""
-    cfg = run["config"]
-    macs_per_cycle = run["totals"]["peak_macs_per_cycle"]
-    if run["timing"] == "nvdla":
-        from hw.nvdla.config import nvdla_config_from_dict
-        n = nvdla_config_from_dict(cfg, "run config")
-        facts = HardwareFacts.nvdla(n, run["totals"].get("precision", "int8"))
-        widths = {"cbuf": 8 * n.cbuf_bank_width_bytes}
-        peaks = {"cbuf": n.cbuf_banks * n.cbuf_bank_width_bytes}
-        clock_mhz = n.clock_mhz
-        dram_gbps = run["totals"].get("dram_available_gbps")
-        link_gbps = None
-    else:
-        from hw.chip import SRAM_NAMES
-        from hw.configfile import chip_config_from_dict
-        chip = chip_config_from_dict(cfg, "run config")
-        facts = HardwareFacts.systolic(chip)
-        widths = {name: 8 * chip.sram(name).bank_width_bytes for name in SRAM_NAMES}
-        peaks = {name: _sram_peak(chip, name, run["timing"]) for name in SRAM_NAMES}
-        clock_mhz = chip.clock_mhz
-        dram_gbps = None if chip.dram.is_ideal else chip.dram.peak_gbps
-        link_gbps = None if chip.host_link.ideal else chip.host_link.effective_gbps
+    and its :class:`~hw.energy.EnergyRates` (the mapper's, for the same chip and table).
+    ``run``: a :class:`~npulab.record.RunRecord` (or its dict)."""
+    run = _record(run)
+    spec = run.spec
+    totals = run.totals
+    macs_per_cycle = totals["peak_macs_per_cycle"]
+    facts = HardwareFacts.of(spec, totals.get("precision"))
+    levels = {m.name: m for m in spec.memory_levels()}
+    widths = {name: 8 * m.bank_width_bytes for name, m in levels.items()}
+    peaks = {name: _sram_peak(spec, m, run.timing) for name, m in levels.items()}
+    # the bandwidth of the memory path the runner timed (NVDLA: DBB x DRAM), else the DRAM's
+    dram_gbps = totals.get("dram_available_gbps")
+    if dram_gbps is None and spec.dram is not None and not spec.dram.is_ideal:
+        dram_gbps = spec.dram.peak_gbps
+    link = spec.host_link
+    link_gbps = None if link is None or link.ideal else link.effective_gbps
     rates = energy_rates(tech, facts, dram_kind=dram_kind, link_kind=link_kind)
     srams = {name: {"capacity_bytes": s.capacity_bytes, "bank_bytes": s.bank_bytes,
                     "width_bits": widths[name], "peak_bytes_per_cycle": peaks[name]}
              for name, s in rates.scratchpads.items()}
+    clock_mhz = spec.clock_mhz
     return {
         "clock_hz": clock_mhz * 1e6, "precision": rates.precision, "acc_bits": rates.acc_bits,
         "peak_macs_per_cycle": macs_per_cycle,
@@ -292,64 +289,63 @@ def chip_view(run: dict, tech: Technology, dram_kind: str | None = None,
     }, rates
 
 
-def _sram_peak(chip, name: str, timing: str) -> float:
+def _sram_peak(spec, level, timing: str) -> float:
     """A scratchpad's peak bytes per cycle per direction: ``banks x bank_width_bytes x ports``
-    (native timing stalls on it, :mod:`hw.executor`). The compute-only timings assume operands
-    resident in SRAM with unlimited bandwidth, so there the scratchpad serves whatever the
-    array's edge asks: the peak is the larger of the configured one and the array edge's,
-    ``max(rows, cols)`` elements per cycle (operand width; accumulator width for ofmap)."""
-    peak = chip.sram(name).bytes_per_cycle
-    if timing == "native":
+    (native timing stalls on it, :mod:`hw.executor`). The compute-only timings (systolic
+    chips) assume operands resident in SRAM with unlimited bandwidth, so there the scratchpad
+    serves whatever the array's edge asks: the peak is the larger of the configured one and the
+    array edge's, ``max(rows, cols)`` elements per cycle (operand width; accumulator width for
+    the output scratchpad)."""
+    peak = level.bytes_per_cycle
+    if timing not in ("compute", "scalesim"):
         return peak
-    a = chip.array
-    width = a.acc_bits / 8 if name == "ofmap" else a.precision.bits // 8
+    a = spec.engine.config
+    width = a.acc_bits / 8 if "output" in level.holds else a.precision.bits // 8
     return max(peak, max(a.rows, a.cols) * width)
 
 
 # ---- per layer --------------------------------------------------------------------------------
 
-def _layer_energy(layer: dict, seconds: float, rates: EnergyRates) -> dict:
+def _layer_energy(layer, seconds: float, rates: EnergyRates) -> dict:
     """Joules per component (``sram.<name>`` one entry per scratchpad) of ``layer``'s actions,
     charged at the chip's ``rates``."""
-    actions = layer["actions"]
-    if (actions["precision"], actions.get("acc_bits", rates.acc_bits)) != (rates.precision,
-                                                                            rates.acc_bits):
-        raise ValueError(f"layer {layer['name']}: actions at precision = "
-                         f"{actions['precision']!r}, acc_bits = {actions.get('acc_bits')!r}: "
+    actions = layer.actions
+    if (actions.precision, actions.acc_bits) != (rates.precision, rates.acc_bits):
+        raise ValueError(f"layer {layer.name}: actions at precision = "
+                         f"{actions.precision!r}, acc_bits = {actions.acc_bits!r}: "
                          f"must be the chip's ({rates.precision}, {rates.acc_bits} bits)")
     pj = {}
-    pj["mac"] = actions["macs"] * rates.mac_pj
-    pj["rf"] = actions["reg_bits"] * rates.register_pj_per_bit
+    pj["mac"] = actions.macs * rates.mac_pj
+    pj["rf"] = actions.reg_bits * rates.register_pj_per_bit
     for name, s in rates.scratchpads.items():
-        a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
-        pj[f"sram.{name}"] = (a["read_bits"] * s.read_pj_per_bit
-                              + a["write_bits"] * s.write_pj_per_bit)
-    pj["vector"] = actions["vector_ops"] * rates.vector_op_pj
-    pj["dram"] = actions["dram_bits"] * rates.dram_pj_per_bit
-    pj["link"] = actions["link_bits"] * rates.link_pj_per_bit
+        a = actions.level(name)
+        pj[f"sram.{name}"] = a.read_bits * s.read_pj_per_bit + a.write_bits * s.write_pj_per_bit
+    pj["vector"] = actions.vector_ops * rates.vector_op_pj
+    pj["dram"] = actions.dram_bits * rates.dram_pj_per_bit
+    pj["link"] = actions.link_bits * rates.link_pj_per_bit
     joules = {k: v * 1e-12 for k, v in pj.items()}
     joules["static"] = rates.leakage_w * seconds
     return joules
 
 
-def _memory_levels(actions: dict, seconds: float, chip: dict, useful=None) -> dict:
+def _memory_levels(actions, seconds: float, chip: dict, useful=None) -> dict:
     """Bytes moved through each level, bytes/s and peak bandwidth, and utilization.
 
-    DRAM: ``bytes`` are on the bus (``actions["dram_bits"]``: whole bursts, over-fetch
+    DRAM: ``bytes`` are on the bus (``actions.dram_bits``: whole bursts, over-fetch
     included), ``useful_bytes`` the bytes read and written (``useful`` = (read, written);
     without it, the bus bytes); utilization is bus bytes/s over the peak. The host link: all
     bytes over its peak. A scratchpad: reads and writes are counted apart and its utilization
     is the busier direction over the per-direction peak (banks x bank width x ports per cycle;
     the accumulator scratchpad is read-modify-written every cycle, as a 1R1W macro does)."""
     levels = {}
-    bus = actions["dram_bits"] / 8
+    bus = actions.dram_bits / 8
     read, written = useful if useful is not None else (bus, 0.0)
     levels["dram"] = _dram_level(bus, read, written, seconds, chip["dram"]["peak_bytes_per_s"])
     for name, s in chip["srams"].items():
-        a = actions["sram"].get(name, {"read_bits": 0, "write_bits": 0})
-        levels[f"sram.{name}"] = _level(a["read_bits"] / 8, a["write_bits"] / 8, seconds,
+        a = actions.level(name)
+        levels[f"sram.{name}"] = _level(a.read_bits / 8, a.write_bits / 8, seconds,
                                         s["peak_bytes_per_cycle"] * chip["clock_hz"], True)
-    levels["link"] = _level(actions["link_bits"] / 8, 0.0, seconds,
+    levels["link"] = _level(actions.link_bits / 8, 0.0, seconds,
                             chip["link"]["peak_bytes_per_s"], False)
     return levels
 
@@ -388,37 +384,39 @@ def _roofline(macs: float, levels: dict, chip: dict) -> dict:
             "attainable_macs_per_s": ceilings[bound] if bound else None, "bound": bound}
 
 
-def _useful_dram(layer: dict):
-    rd, wr = layer.get("dram_read_bytes"), layer.get("dram_write_bytes")
+def _useful_dram(layer):
+    rd, wr = layer.dram_read_bytes, layer.dram_write_bytes
     return None if rd is None and wr is None else (float(rd or 0), float(wr or 0))
 
 
-def _layer_metrics(layer: dict, chip: dict, rates: EnergyRates) -> dict:
-    cycles = layer["cycles"]
+def _layer_metrics(layer, chip: dict, rates: EnergyRates) -> dict:
+    cycles = layer.cycles
     seconds = cycles / chip["clock_hz"]
-    actions = layer["actions"]
+    actions = layer.actions
     energy = _layer_energy(layer, seconds, rates)
     # Rates over the layer's busy span: its window, or longer when its own transfers or compute
     # overlapped the previous layer's window (a native run prefetches).
-    active = max(cycles, actions.get("active_cycles") or 0)
+    active = max(cycles, actions.active_cycles or 0)
     span = active / chip["clock_hz"]
     total = sum(energy.values())
-    macs = layer["macs"]
+    macs = layer.macs
     ops = 2 * macs
     levels = _memory_levels(actions, span, chip, _useful_dram(layer))
-    stalls = {cause: layer.get(f"stall_{cause}_cycles") or 0 for cause in ("dram", "link", "sram")}
-    compute = layer.get("compute_cycles")
+    stalls = {"dram": layer.stall_dram_cycles or 0, "link": layer.stall_link_cycles or 0,
+              "sram": layer.stall_sram_cycles or 0}
+    compute = layer.compute_cycles
     if compute is None:
         compute = cycles - sum(stalls.values())
     roof = _roofline(macs, levels, chip)
     return {
-        "name": layer["name"], "op": layer["op"], "engine": layer["engine"],
+        "name": layer.name, "op": layer.op, "engine": layer.engine,
         "cycles": cycles, "seconds": seconds, "active_cycles": active, "active_seconds": span,
         "compute_cycles": compute, "stall_cycles": stalls,
         "macs": macs, "ops": ops,
         "macs_per_s": macs / span if span else 0.0,
         "ops_per_s": ops / span if span else 0.0,
-        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * active)) if active else 0.0,
+        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * active)
+                                if active and chip["peak_macs_per_cycle"] else 0.0),
         "energy_j": total, "energy_breakdown_j": energy,
         "on_chip_energy_j": sum(v for k, v in energy.items() if k not in _OFF_CHIP),
         "energy_per_mac_j": total / macs if macs else None,
@@ -428,7 +426,7 @@ def _layer_metrics(layer: dict, chip: dict, rates: EnergyRates) -> dict:
         "macs_per_dram_byte": roof["intensity_macs_per_byte"].get("dram"),
         "roofline": roof,
         # the simulation's verdict (busiest resource); compute-only timing has no other
-        "bound": layer.get("bound") or ("compute" if macs else roof["bound"]),
+        "bound": layer.bound or ("compute" if macs else roof["bound"]),
     }
 
 
@@ -440,15 +438,15 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
     :class:`~hw.energy.Technology`, a shipped name or a TOML path). ``dram_kind`` overrides the
     DRAM type the config implies (``custom``/``ideal`` DRAM presets are costed as ``ddr4`` and
     flagged ``kind_assumed``); ``link_kind`` is the host link's energy type."""
-    data = _run_dict(run)
+    run = _record(run)
     if not isinstance(tech, Technology):
         tech = load_technology(tech)
-    chip, rates = chip_view(data, tech, dram_kind, link_kind)
-    layers = [_layer_metrics(layer, chip, rates) for layer in data["layers"]
-              if layer.get("cycles") is not None and layer.get("actions") is not None]
-    cycles = data["totals"]["cycles"]
+    chip, rates = chip_view(run, tech, dram_kind, link_kind)
+    layers = [_layer_metrics(layer, chip, rates) for layer in run.layers
+              if layer.cycles is not None and layer.actions is not None]
+    cycles = run.totals["cycles"]
     seconds = cycles / chip["clock_hz"]
-    batch = data["totals"].get("batch") or 1
+    batch = run.totals.get("batch") or 1
     macs = sum(x["macs"] for x in layers)
     ops = 2 * macs
     breakdown: dict[str, float] = {}
@@ -470,7 +468,8 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         "macs_per_s": macs / seconds if seconds else 0.0,
         "ops_per_s": ops / seconds if seconds else 0.0,
         "peak_ops_per_s": chip["peak_ops_per_s"],
-        "compute_utilization": macs / (chip["peak_macs_per_cycle"] * cycles) if cycles else 0.0,
+        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * cycles)
+                                if cycles and chip["peak_macs_per_cycle"] else 0.0),
         "energy_j": energy, "energy_breakdown_j": breakdown,
         "energy_per_inference_j": energy / batch,
         "energy_per_mac_j": energy / macs if macs else None,
@@ -487,7 +486,7 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         "bound_counts": _count(x["bound"] for x in layers),
         "roofline_bound_counts": _count(x["roofline"]["bound"] for x in layers),
         "layers_costed": len(layers),
-        "layers_not_costed": len(data["layers"]) - len(layers),
+        "layers_not_costed": len(run.layers) - len(layers),
     }
     return Metrics(network=network, layers=layers, chip=chip, technology=tech.to_dict())
 

@@ -15,14 +15,14 @@ and ``-o`` work the same; ``timing`` is ``"nvdla"`` and ``config`` holds the ``n
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 from compiler.backends.nvdla import lower_graph
 from hw.nvdla.config import CACC_BITS, NvdlaConfig
 from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
 from hw.nvdla.memory import memory_path
 from hw.nvdla.program import HwLayer
-from npulab.record import LayerResult
+from hw.spec import ChipSpec, chip_spec
+from npulab.record import LayerActions, LayerResult, SramAccess
 from npulab.simulate import RunResult
 
 __all__ = ["simulate_nvdla", "NVDLA_SCOPE"]
@@ -96,7 +96,7 @@ def _whole_cycles(units: dict) -> dict:
     return {k: int(math.ceil(v)) for k, v in units.items() if v}
 
 
-def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> dict:
+def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> LayerActions:
     """What a convolution hardware layer did (:attr:`LayerResult.actions`): each atomic
     operation reads one 1x1 x atomic-C input vector from CBUF; each stripe loads every MAC
     cell's atomic-C weights from CBUF into the cells' weight registers; CACC accumulates one
@@ -114,14 +114,12 @@ def _conv_actions(cfg: NvdlaConfig, hl: HwLayer, timed, dram_bytes: int) -> dict
     outputs = c.batch * c.K * c.P * c.Q
     stages = 1 + sum(1 for f in _SDP_STAGES if (getattr(c, f, False) if f != "lut" else hl.lut))
     pool = outputs if c.pool_kernel is not None else 0
-    return {
-        "macs": hl.conv.macs, "precision": precision, "acc_bits": CACC_BITS[precision],
-        "reg_bits": weight_bits + atomic_ops * kpar * 2 * CACC_BITS[precision],
-        "sram": {"cbuf": {"read_bits": atomic_ops * cfg.atomic_c * bits + weight_bits,
-                          "write_bits": 8 * fetched}},
-        "dram_bits": 8 * dram_bytes, "link_bits": 0,
-        "vector_ops": outputs * stages + pool,
-    }
+    return LayerActions(
+        macs=hl.conv.macs, precision=precision, acc_bits=CACC_BITS[precision],
+        reg_bits=weight_bits + atomic_ops * kpar * 2 * CACC_BITS[precision],
+        sram={"cbuf": SramAccess(read_bits=atomic_ops * cfg.atomic_c * bits + weight_bits,
+                                 write_bits=8 * fetched)},
+        dram_bits=8 * dram_bytes, link_bits=0, vector_ops=outputs * stages + pool)
 
 
 def _units(hl: HwLayer) -> list[str]:
@@ -160,9 +158,9 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
     elements = sum(p.elements_in for p in parts)
     ops = {"sdp": elements * (hl.operands + (1 if hl.lut else 0)), "pdp": elements,
            "cdp": elements * _CDP_OPS_PER_ELEMENT, "bdma": 0}[hl.kind]
-    actions = {"macs": 0, "precision": hl.precision, "acc_bits": CACC_BITS[hl.precision],
-               "reg_bits": 0, "sram": {}, "dram_bits": 8 * (rd + wr), "link_bits": 0,
-               "vector_ops": ops}
+    actions = LayerActions(macs=0, precision=hl.precision, acc_bits=CACC_BITS[hl.precision],
+                           reg_bits=0, sram={}, dram_bits=8 * (rd + wr), link_bits=0,
+                           vector_ops=ops)
     mem = sum(p.memory_cycles for p in parts)
     units = {"rdma": mem * rd / (rd + wr) if rd + wr else 0.0,
              hl.kind: sum(p.engine_cycles for p in parts),
@@ -177,11 +175,17 @@ def _engine_layer(cfg: NvdlaConfig, hl: HwLayer, clock_hz: float) -> LayerResult
         units=_whole_cycles(units), **_LAYER_DEFAULTS)
 
 
-def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
+def simulate_nvdla(graph, cfg: NvdlaConfig | ChipSpec, precision: str = "int8", *,
                    skip_unsupported: bool = False, progress=None) -> RunResult:
-    """Lower ``graph`` onto ``cfg`` and time every hardware layer (see the module docstring).
+    """Lower ``graph`` onto ``cfg`` (an NVDLA build's config or its
+    :class:`~hw.spec.ChipSpec`) and time every hardware layer (see the module docstring).
 
     ``progress(done, total, name)`` is called after each hardware layer."""
+    spec = chip_spec(cfg)
+    cfg = spec.config
+    if not isinstance(cfg, NvdlaConfig):
+        raise ValueError(f"cfg = {spec.name}: a {spec.kind} chip; simulate_nvdla times NVDLA "
+                         f"builds (npulab.run takes every kind)")
     program = lower_graph(graph, cfg, precision, skip_unsupported=skip_unsupported)
     clock_hz = cfg.clock_mhz * 1e6
     peak = cfg.macs(precision)
@@ -216,7 +220,6 @@ def simulate_nvdla(graph, cfg: NvdlaConfig, precision: str = "int8", *,
         "skipped_macs": program.skipped_macs,
         "precision": precision,
     }
-    config = {"nvdla": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}}
-    return RunResult(model=graph.name, chip=cfg.name, config=config, timing="nvdla",
+    return RunResult(model=graph.name, chip=cfg.name, spec=spec, timing="nvdla",
                      scope=NVDLA_SCOPE, layers=tuple(layers), totals=totals)
 

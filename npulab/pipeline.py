@@ -28,7 +28,7 @@ from hw.configfile import load_chip
 from hw.spec import ChipSpec, chip_spec
 from npulab.choices import TIMING_MODES
 
-__all__ = ["RunOptions", "run", "RUNNERS", "resolve_device"]
+__all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device"]
 
 #: Precisions an NVDLA build can run (``RunOptions.precision``).
 NVDLA_PRECISIONS = ("int8", "int16", "fp16")
@@ -86,7 +86,7 @@ def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
         raise ValueError(f"compile options apply to native timing (it tiles layers for the "
                          f"full chip); timing {options.timing!r} does not tile")
     from npulab.simulate import simulate
-    return simulate(graph, spec.config, options.timing, progress=progress,
+    return simulate(graph, spec, options.timing, progress=progress,
                     options=options.compile)
 
 
@@ -95,13 +95,24 @@ def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
         raise ValueError(f"timing and compile options apply to systolic chips; {spec.name} is an "
                          f"NVDLA build (its cycle model is fixed)")
     from npulab.nvdla_run import simulate_nvdla
-    return simulate_nvdla(graph, spec.config, options.precision or "int8",
+    return simulate_nvdla(graph, spec, options.precision or "int8",
                           skip_unsupported=options.skip_unsupported, progress=progress)
 
 
 #: The runner of each engine kind: ``runner(graph, spec, options, progress) -> RunResult``.
 #: A new engine kind registers its runner here (docs/architecture.md).
 RUNNERS: dict[str, Callable] = {"systolic": _systolic, "nvdla": _nvdla}
+
+
+def register_runner(kind: str, runner: Callable) -> None:
+    """Run chips of engine kind ``kind`` with ``runner(graph, spec, options, progress) ->
+    RunRecord`` (a new engine kind's one entry point into the pipeline; docs/architecture.md,
+    "Adding an engine"). A kind npulab ships cannot be replaced."""
+    if kind in ("systolic", "nvdla"):
+        raise ValueError(f"kind = {kind!r}: a shipped engine kind; its runner is fixed")
+    if not callable(runner):
+        raise ValueError(f"runner = {runner!r}: must be callable")
+    RUNNERS[kind] = runner
 
 
 def resolve_device(device) -> ChipSpec:

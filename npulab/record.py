@@ -8,12 +8,15 @@ record and none is imported here. :class:`npulab.simulate.RunResult` adds the no
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import TYPE_CHECKING
+
+from hw.spec import ChipSpec
 
 if TYPE_CHECKING:
     from hw.executor import ExecutionResult
 
-__all__ = ["LayerResult", "RunRecord", "SCOPE_NOTES", "SCOPE_NOTE"]
+__all__ = ["LayerActions", "SramAccess", "LayerResult", "RunRecord", "SCOPE_NOTES", "SCOPE_NOTE"]
 
 SCOPE_NOTES = {
     "native": ("full chip: tiles scheduled over the scratchpads, cycle-level DRAM, host link and "
@@ -27,6 +30,66 @@ SCOPE_NOTES = {
 }
 #: Kept for callers of the compute-only scope text.
 SCOPE_NOTE = SCOPE_NOTES["compute"]
+
+
+@dataclass(frozen=True)
+class SramAccess:
+    """Bits read from and written to one on-chip memory level."""
+
+    read_bits: int = 0
+    write_bits: int = 0
+
+
+_NO_ACCESS = SramAccess()
+
+
+@dataclass(frozen=True)
+class LayerActions:
+    """What the hardware did in one layer, in the units the energy model charges
+    (:mod:`npulab.metrics` x :class:`hw.energy.EnergyRates`).
+
+    Attributes
+    ----------
+    macs: multiply-accumulates.
+    precision, acc_bits: the operand precision and accumulator width they ran at.
+    reg_bits: PE register (register-file) bits written.
+    sram: :class:`SramAccess` per on-chip memory level, by name (a level not named had none).
+    dram_bits: bits on the DRAM bus (whole bursts). link_bits: bits over the host link.
+    vector_ops: post-processing element operations.
+    active_cycles: the span the layer's own work needed, when it is longer than its window
+        (a native run's prefetch); None: the window.
+    """
+
+    macs: int
+    precision: str
+    acc_bits: int
+    reg_bits: int
+    sram: dict[str, SramAccess]
+    dram_bits: int
+    link_bits: int
+    vector_ops: int
+    active_cycles: int | None = None
+
+    def level(self, name: str) -> SramAccess:
+        """The accesses of memory level ``name`` (none when the layer did not touch it)."""
+        return self.sram.get(name, _NO_ACCESS)
+
+    def to_dict(self) -> dict:
+        return {"macs": self.macs, "precision": self.precision, "acc_bits": self.acc_bits,
+                "reg_bits": self.reg_bits,
+                "sram": {name: {"read_bits": a.read_bits, "write_bits": a.write_bits}
+                         for name, a in self.sram.items()},
+                "dram_bits": self.dram_bits, "link_bits": self.link_bits,
+                "vector_ops": self.vector_ops, "active_cycles": self.active_cycles}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LayerActions:
+        return cls(macs=data["macs"], precision=data["precision"],
+                   acc_bits=data["acc_bits"], reg_bits=data["reg_bits"],
+                   sram={name: SramAccess(a["read_bits"], a["write_bits"])
+                         for name, a in data["sram"].items()},
+                   dram_bits=data["dram_bits"], link_bits=data["link_bits"],
+                   vector_ops=data["vector_ops"], active_cycles=data.get("active_cycles"))
 
 
 @dataclass(frozen=True)
@@ -62,11 +125,8 @@ class LayerResult:
     # DRAM byte and the roofline are metrics (:mod:`npulab.metrics`), not fields
     bound: str | None = None
     tiling: str | None = None
-    # What the hardware did, in the units the energy model charges (:mod:`npulab.metrics`):
-    # ``macs``, ``precision``, ``acc_bits``, ``reg_bits`` (PE register bits written),
-    # ``sram`` {name: {"read_bits", "write_bits"}}, ``dram_bits`` (on the bus), ``link_bits``,
-    # ``vector_ops`` (post-processing element operations). None for ops no engine runs.
-    actions: dict | None = None
+    # What the hardware did (:class:`LayerActions`); None for ops no engine runs.
+    actions: LayerActions | None = None
     # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
     # for the timeline; None where the runner has the command-level trace instead.
     units: dict | None = None
@@ -98,7 +158,18 @@ def _plain_copy(value):
 
 def _layer_dict(layer: LayerResult) -> dict:
     """``asdict(layer)``, faster."""
-    return {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
+    out = {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
+    if layer.actions is not None:
+        out["actions"] = layer.actions.to_dict()
+    return out
+
+
+def _layer_from_dict(layer: dict) -> LayerResult:
+    """A layer of ``to_dict()``; keys a layer no longer has (older summaries) are dropped."""
+    values = {k: v for k, v in layer.items() if k in _LAYER_NAMES}
+    if values.get("actions") is not None:
+        values["actions"] = LayerActions.from_dict(values["actions"])
+    return LayerResult(**values)
 
 
 @dataclass(frozen=True)
@@ -106,11 +177,14 @@ class RunRecord:
     """A whole run: the inputs that produced it, every layer, and the totals. Plain data: the
     views (:mod:`npulab.report`, :mod:`npulab.metrics`, :mod:`npulab.timeline`,
     :mod:`npulab.output`) read it; :meth:`to_dict` and :meth:`from_dict` are ``summary.json``'s
-    ``run``."""
+    ``run``.
+
+    ``spec`` is the chip (:class:`hw.spec.ChipSpec`) the run was timed on, typed from the
+    runner to every view; ``config`` is its plain-data form, written to ``summary.json``."""
 
     model: str
     chip: str
-    config: dict
+    spec: ChipSpec = field(repr=False)
     timing: str
     scope: str
     layers: tuple[LayerResult, ...]
@@ -118,29 +192,38 @@ class RunRecord:
     dram: dict = field(default_factory=dict)
     execution: ExecutionResult | None = field(default=None, repr=False, compare=False)
 
+    @cached_property
+    def config(self) -> dict:
+        """The chip's config as plain data (:func:`hw.configfile.chip_spec_to_dict`)."""
+        from hw.configfile import chip_spec_to_dict
+        return chip_spec_to_dict(self.spec)
+
+    @property
+    def kind(self) -> str:
+        """The chip's engine kind (``systolic``, ``nvdla``): which runner timed it."""
+        return self.spec.kind
+
     def to_dict(self) -> dict:
         """Plain data (JSON-ready); the execution trace is left out."""
-        return {f: (getattr(self, f) if f != "layers" else [_layer_dict(x) for x in self.layers])
-                for f in ("model", "chip", "config", "timing", "scope", "layers", "totals", "dram")}
+        return {"model": self.model, "chip": self.chip, "config": self.config,
+                "timing": self.timing, "scope": self.scope,
+                "layers": [_layer_dict(x) for x in self.layers], "totals": self.totals,
+                "dram": self.dram}
 
     @classmethod
-    def from_dict(cls, run: dict):
+    def from_dict(cls, run: dict, where: str = "run"):
         """The run of ``to_dict()`` (e.g. ``summary["run"]``); keys a layer no longer has (older
-        summaries) are dropped, missing ones take defaults. The execution trace is not saved."""
-        layers = tuple(LayerResult(**{k: v for k, v in layer.items() if k in _LAYER_NAMES})
-                       for layer in run["layers"])
-        return cls(model=run["model"], chip=run["chip"], config=run["config"],
+        summaries) are dropped, missing ones take defaults. The execution trace is not saved.
+        A config that no longer loads is a :class:`hw.errors.ConfigError` naming ``where``."""
+        from hw.configfile import chip_spec_from_dict
+        layers = tuple(_layer_from_dict(layer) for layer in run["layers"])
+        return cls(model=run["model"], chip=run["chip"],
+                   spec=chip_spec_from_dict(run["config"], f"{where}.config"),
                    timing=run["timing"], scope=run.get("scope", ""), layers=layers,
                    totals=run.get("totals") or {}, dram=run.get("dram") or {})
 
     def _clock_mhz(self) -> float:
-        if self.timing == "nvdla":
-            return self.config["nvdla"]["clock_mhz"]
-        return self.config["chip"]["clock_mhz"]
+        return self.spec.clock_mhz
 
     def _hardware(self) -> str:
-        if self.timing == "nvdla":
-            n = self.config["nvdla"]
-            return f"NVDLA {n['atomic_c']}x{n['atomic_k']} atomic C x K"
-        a = self.config["array"]
-        return f"{a['rows']}x{a['cols']} {a['dataflow']} {a['precision']}"
+        return self.spec.engine.label or self.spec.engine.name

@@ -18,7 +18,7 @@ from dataclasses import fields
 from npulab.choices import RUN_FORMATS
 from npulab.record import LayerResult, RunRecord
 
-__all__ = ["FORMATS", "render", "to_table", "to_json", "to_csv", "csv_table"]
+__all__ = ["FORMATS", "TABLES", "render", "to_table", "to_json", "to_csv", "csv_table"]
 
 FORMATS = RUN_FORMATS
 
@@ -56,6 +56,22 @@ _NATIVE_COLUMNS = _SHAPE_COLUMNS + [
     "dram_bus_gbps",
     "dram_useful_gbps",
     "macs_per_dram_byte",
+    "bound",
+]
+
+
+_ENGINE_COLUMNS = [
+    ("layer", "name", "s"),
+    ("op", "op", "s"),
+    ("cycles", "cycles", ","),
+    ("compute", "compute_cycles", ","),
+    ("stall dram", "stall_dram_cycles", ","),
+    ("MACs", "macs", ","),
+    "compute_util_pct",
+    ("DRAM rd B", "dram_read_bytes", ","),
+    ("DRAM wr B", "dram_write_bytes", ","),
+    "dram_bus_gbps",
+    "energy_uj",
     "bound",
 ]
 
@@ -114,19 +130,19 @@ def _network_lines(metrics) -> list[str]:
 
 
 def _nvdla_table(result: RunRecord, metrics) -> str:
-    cfg = result.config["nvdla"]
+    cfg = result.spec.config
     t = result.totals
-    header = (f"npulab: {result.model} on {result.chip} (NVDLA, {cfg['atomic_c']}x"
-              f"{cfg['atomic_k']} atomic C x K, {t['precision']}, "
-              f"{cfg['cbuf_banks'] * cfg['cbuf_bank_width_bytes'] * cfg['cbuf_bank_depth'] // 1024}"
-              f" KiB CBUF, {cfg['clock_mhz']:g} MHz), timing: nvdla")
+    header = (f"npulab: {result.model} on {result.chip} (NVDLA, {cfg.atomic_c}x"
+              f"{cfg.atomic_k} atomic C x K, {t['precision']}, "
+              f"{cfg.cbuf_banks * cfg.cbuf_bank_width_bytes * cfg.cbuf_bank_depth // 1024}"
+              f" KiB CBUF, {cfg.clock_mhz:g} MHz), timing: {result.timing}")
     lines = [header, f"scope: {result.scope}", ""] + _grid(_NVDLA_COLUMNS, result.layers, metrics,
                                                            text_last=True)
     hw = ", ".join(f"{n} {k}" for k, n in t["hardware_layers"].items())
     lines += [
         "",
         f"total cycles          {t['cycles']:,}",
-        f"latency               {t['latency_s'] * 1e3:.4f} ms at {cfg['clock_mhz']:g} MHz "
+        f"latency               {t['latency_s'] * 1e3:.4f} ms at {cfg.clock_mhz:g} MHz "
         f"({t['fps']:.1f} inferences/s)",
         f"total MACs            {t['macs']:,}",
         f"MAC utilization       {t['utilization_pct']:.1f} %",
@@ -170,8 +186,7 @@ def to_table(result: RunRecord, metrics=None) -> str:
     ``metrics`` from :func:`npulab.metrics.compute_metrics` are given; without them the
     derived columns use the default energy table's metrics and no energy lines are shown)."""
     shown = _metrics_of(result, metrics)
-    text = (_nvdla_table(result, shown) if result.timing == "nvdla"
-            else _systolic_table(result, shown))
+    text = TABLES.get(result.kind, _engine_table)(result, shown)
     if metrics is not None:
         text += "\n".join(_energy_lines(metrics)) + "\n"
     return text
@@ -182,20 +197,43 @@ def _metrics_of(result: RunRecord, metrics):
     return metrics if metrics is not None else result.metrics()
 
 
+def _header(result: RunRecord) -> str:
+    """The table's first line: model, chip, its engine's label, clock and timing."""
+    return (f"npulab: {result.model} on {result.chip} ({result._hardware()}, "
+            f"{result.spec.clock_mhz:g} MHz), timing: {result.timing}")
+
+
+def _engine_table(result: RunRecord, metrics) -> str:
+    """Any engine kind without a table of its own: what every runner measures (cycles,
+    compute and stall cycles, DRAM bytes) and the metrics of every layer and the network."""
+    t = result.totals
+    lines = [_header(result), f"scope: {result.scope}", ""] + _grid(
+        _ENGINE_COLUMNS, result.layers, metrics)
+    lines += [
+        "",
+        f"total cycles          {t['cycles']:,}",
+        f"total MACs            {t['macs']:,}",
+        f"latency               {t['latency_s'] * 1e3:.4f} ms at {result.spec.clock_mhz:g} MHz",
+        *_network_lines(metrics),
+        f"layers                {sum(1 for x in result.layers if x.cycles is not None)} run, "
+        f"{sum(1 for x in result.layers if x.cycles is None)} not run",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _systolic_table(result: RunRecord, metrics) -> str:
-    arr = result.config["array"]
-    header = (f"npulab: {result.model} on {result.chip} ({arr['rows']}x{arr['cols']} "
-              f"{arr['dataflow']} {arr['precision']}, {result.config['chip']['clock_mhz']:g} MHz), "
-              f"timing: {result.timing}")
+    arr = result.spec.engine.config
+    clock = result.spec.clock_mhz
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
-    lines = [header, f"scope: {result.scope}", ""] + _grid(columns, result.layers, metrics)
+    lines = [_header(result), f"scope: {result.scope}", ""] + _grid(columns, result.layers,
+                                                                    metrics)
     t = result.totals
     lines += [
         "",
         f"total cycles          {t['cycles']:,}",
         f"total MACs            {t['macs']:,}",
-        f"utilization           {t['utilization_pct']:.1f} % of {arr['rows'] * arr['cols']} PEs",
-        f"latency               {t['latency_s'] * 1e3:.4f} ms at {result.config['chip']['clock_mhz']:g} MHz",
+        f"utilization           {t['utilization_pct']:.1f} % of {arr.rows * arr.cols} PEs",
+        f"latency               {t['latency_s'] * 1e3:.4f} ms at {clock:g} MHz",
         f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak",
         f"SRAM ifmap reads      {t['ifmap_sram_reads']:,}",
         f"SRAM filter reads     {t['filter_sram_reads']:,}",
@@ -217,6 +255,10 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         f"{t['layers_not_simulated']} pool/eltwise not simulated (no vector unit modelled)",
     ]
     return "\n".join(lines) + "\n"
+
+
+#: The terminal table of each engine kind (a kind not listed gets the generic one).
+TABLES = {"systolic": _systolic_table, "nvdla": _nvdla_table}
 
 
 def to_json(result: RunRecord, metrics=None) -> str:

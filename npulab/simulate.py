@@ -31,15 +31,17 @@ from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
 from compiler.lower import CompileOptions, compile_graph
 from hw.chip import SRAM_NAMES, ChipConfig
-from hw.configfile import chip_config_to_dict
 from hw.energy.rates import register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.executor import ExecutionResult, execute
+from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
-from npulab.record import SCOPE_NOTE, SCOPE_NOTES, LayerResult, RunRecord
+from npulab.record import (
+    SCOPE_NOTE, SCOPE_NOTES, LayerActions, LayerResult, RunRecord, SramAccess,
+)
 
 __all__ = ["TIMING_MODES", "LayerResult", "RunRecord", "RunResult", "simulate", "SCOPE_NOTE"]
 
@@ -165,7 +167,7 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
 
 def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
                   ofmap_reads: int, fills: tuple[int, int, int] = (0, 0, 0), dram_bytes: int = 0,
-                  link_bytes: int = 0, active_cycles: int | None = None) -> dict:
+                  link_bytes: int = 0, active_cycles: int | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -177,17 +179,16 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
     fill_in, fill_filter, drain = fills
-    return {
-        "macs": int(macs), "precision": cfg.precision.value, "acc_bits": int(acc),
-        "reg_bits": int(macs) * per_mac,
-        "sram": {"ifmap": {"read_bits": int(ifmap_reads) * op, "write_bits": 8 * int(fill_in)},
-                 "filter": {"read_bits": int(filter_reads) * op,
-                            "write_bits": 8 * int(fill_filter)},
-                 "ofmap": {"read_bits": int(ofmap_reads) * acc + 8 * int(drain),
-                           "write_bits": int(ofmap_writes) * acc}},
-        "dram_bits": 8 * int(dram_bytes), "link_bits": 8 * int(link_bytes), "vector_ops": 0,
-        "active_cycles": None if active_cycles is None else int(active_cycles),
-    }
+    return LayerActions(
+        macs=int(macs), precision=cfg.precision.value, acc_bits=int(acc),
+        reg_bits=int(macs) * per_mac,
+        sram={"ifmap": SramAccess(int(ifmap_reads) * op, 8 * int(fill_in)),
+              "filter": SramAccess(int(filter_reads) * op, 8 * int(fill_filter)),
+              "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain),
+                                  int(ofmap_writes) * acc)},
+        dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes), vector_ops=0,
+        active_cycles=None if active_cycles is None else int(active_cycles),
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -293,9 +294,10 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
     return layers, run
 
 
-def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=None,
+def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", progress=None,
              options: CompileOptions | None = None) -> RunResult:
-    """Simulate every op of ``graph`` on ``chip`` in one of :data:`TIMING_MODES`.
+    """Simulate every op of ``graph`` on ``chip`` (a systolic :class:`~hw.chip.ChipConfig`, or
+    its :class:`~hw.spec.ChipSpec`) in one of :data:`TIMING_MODES`.
 
     ``progress``, if given, is called as ``progress(done, total, op_name)`` as ops finish
     (``native`` mode: as the executor completes each layer). ``options`` are the
@@ -303,6 +305,11 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
     """
     if timing not in TIMING_MODES:
         raise ValueError(f"timing = {timing!r}: must be one of {', '.join(TIMING_MODES)}")
+    spec = chip_spec(chip)
+    chip = spec.config
+    if not isinstance(chip, ChipConfig):
+        raise ValueError(f"chip = {spec.name}: a {spec.kind} chip; simulate times systolic "
+                         f"chips (npulab.run takes every kind)")
     run = None
     if timing == "native":
         layers, run = _native_layers(graph, chip, options, progress)
@@ -318,7 +325,7 @@ def simulate(graph: Graph, chip: ChipConfig, timing: str = "native", progress=No
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
     return RunResult(
-        model=graph.name, chip=chip.name, config=chip_config_to_dict(chip),
+        model=graph.name, chip=chip.name, spec=spec,
         timing=timing, scope=SCOPE_NOTES[timing], layers=tuple(layers), totals=totals,
         dram=run.dram if run is not None else {}, execution=run,
     )

@@ -127,18 +127,6 @@ class _Doc:
         return {"traceEvents": meta + body, "displayTimeUnit": "ns", "otherData": other}
 
 
-def _clock_mhz(result) -> float:
-    cfg = result.config or {}
-    table = cfg.get("nvdla") if result.timing == "nvdla" else cfg.get("chip")
-    clock = (table or {}).get("clock_mhz")
-    if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock > 0 \
-            or not math.isfinite(clock):
-        where = "nvdla" if result.timing == "nvdla" else "chip"
-        raise ValueError(f"result.config[{where!r}]['clock_mhz'] = {clock!r}: must be a "
-                         f"positive number (MHz) to convert cycles to microseconds")
-    return float(clock)
-
-
 def chrome_trace(result) -> dict:
     """The Chrome / Perfetto trace of ``result`` (a :class:`~npulab.record.RunRecord` of any
     timing mode); see the module docstring for the tracks. Raises ValueError when the result
@@ -148,21 +136,19 @@ def chrome_trace(result) -> dict:
     if not isinstance(result, RunRecord):
         raise ValueError(f"result = {type(result).__name__}: must be a RunResult "
                          f"(npulab.simulate.simulate or npulab.nvdla_run.simulate_nvdla)")
-    clock = _clock_mhz(result)
+    if result.timing not in TIMINGS:
+        raise ValueError(f"result.timing = {result.timing!r}: must be one of "
+                         f"{', '.join(TIMINGS)}")
+    clock = float(result.spec.clock_mhz)
     doc = _Doc(clock)
-    if result.timing == "native":
-        if result.execution is None:
-            raise ValueError("result.execution = None: a native run's timeline needs the "
-                             "executor's trace (a RunResult straight from npulab.simulate, "
-                             "not one rebuilt from run.json)")
+    if result.execution is not None:
         cycles = _native(doc, result)
-    elif result.timing in ("compute", "scalesim"):
-        cycles = _back_to_back(doc, result)
-    elif result.timing == "nvdla":
-        cycles = _nvdla(doc, result)
+    elif result.timing == "native":
+        raise ValueError("result.execution = None: a native run's timeline needs the "
+                         "executor's trace (a RunResult straight from npulab.simulate, "
+                         "not one rebuilt from run.json)")
     else:
-        raise ValueError(f"result.timing = {result.timing!r}: must be one of native, compute, "
-                         f"scalesim, nvdla")
+        cycles = LAYER_TRACKS.get(result.kind, _back_to_back)(doc, result)
     other = {"model": result.model, "chip": result.chip, "timing": result.timing,
              "scope": result.scope, "clock_mhz": clock, "cycles": int(cycles)}
     return doc.finish(f"{result.chip}: {result.model} ({result.timing})", other)
@@ -313,6 +299,13 @@ _REQUIRED = {"X": ("name", "ph", "ts", "dur", "pid", "tid"),
              "B": ("name", "ph", "ts", "pid", "tid"), "E": ("ph", "ts", "pid", "tid"), "b": ("name", "ph", "ts", "pid", "cat", "id"),
              "e": ("ph", "ts", "pid", "cat", "id"), "C": ("name", "ph", "ts", "pid", "args"),
              "M": ("name", "ph", "pid", "args")}
+
+
+#: The timings a record can have (the runners': systolic native/compute/scalesim, NVDLA).
+TIMINGS = ("native", "compute", "scalesim", "nvdla")
+#: How layers without an execution trace are drawn, by engine kind (default: back to back on
+#: the array track).
+LAYER_TRACKS = {"nvdla": _nvdla}
 
 
 def _number(v) -> bool:

@@ -23,6 +23,7 @@ from hw.systolic.config import Dataflow
 if TYPE_CHECKING:
     from hw.chip import ChipConfig
     from hw.nvdla.config import NvdlaConfig
+    from hw.spec import ChipSpec
 
 __all__ = ["EnergyRates", "ScratchpadRates", "HardwareFacts", "energy_rates",
            "register_bits_per_mac", "ASSUMED_DRAM_KIND"]
@@ -63,6 +64,31 @@ class HardwareFacts:
     macs_per_cycle: int
     scratchpads: dict[str, tuple[int, float]]
     dram_preset: str
+
+    @classmethod
+    def of(cls, spec: ChipSpec, precision: str | None = None) -> HardwareFacts:
+        """The facts of a chip (:class:`~hw.spec.ChipSpec`) running at ``precision`` (NVDLA:
+        the run's; a systolic array has its own). An engine kind npulab does not ship gets
+        :meth:`generic` facts."""
+        if spec.kind == "systolic":
+            return cls.systolic(spec.config)
+        if spec.kind == "nvdla":
+            return cls.nvdla(spec.config, precision or "int8")
+        return cls.generic(spec, precision or "int8")
+
+    @classmethod
+    def generic(cls, spec: ChipSpec, precision: str) -> HardwareFacts:
+        """Any chip from its spec alone: its engines' MAC units, every on-chip memory level
+        (an access touches one bank) and its DRAM preset; 32-bit accumulators, no per-MAC
+        register rule."""
+        bits = {"int8": 8, "int16": 16, "fp16": 16, "fp32": 32}
+        if precision not in bits:
+            raise ValueError(f"precision = {precision!r}: must be one of {', '.join(bits)}")
+        return cls(precision=precision, operand_bits=bits[precision], acc_bits=32,
+                   dataflow=None, macs_per_cycle=spec.peak_macs_per_cycle,
+                   scratchpads={m.name: (m.capacity_bytes, m.capacity_bytes / m.banks)
+                                for m in spec.memory_levels()},
+                   dram_preset=spec.dram.preset if spec.dram is not None else "")
 
     @classmethod
     def systolic(cls, chip: ChipConfig) -> HardwareFacts:

@@ -11,7 +11,7 @@ request the configuration cannot run (fp16 on nv_small, the LUT on nv_medium_512
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,7 +20,7 @@ from hw.presets import looks_like_path, nvdla_preset_names, preset_path
 from hw.validate import config_from_table, read_toml, toml_text, toml_value
 
 __all__ = ["NvdlaConfig", "FEATURES", "PRECISIONS", "CACC_BITS", "load_nvdla_config",
-           "nvdla_config_from_dict", "nvdla_preset_names", "is_nvdla_config"]
+           "nvdla_config_from_dict", "nvdla_config_to_dict", "nvdla_preset_names", "is_nvdla_config"]
 
 #: Precisions an NVDLA build may support (int8 always; int16 and fp16 on nv_full only).
 PRECISIONS = ("int8", "int16", "fp16")
@@ -229,6 +229,13 @@ def nvdla_config_from_dict(data: dict[str, Any], where: str = "<config>",
     if texts:
         where = f"{where} with --set {' --set '.join(texts)}"
     return config_from_table(NvdlaConfig, table, where, "nvdla.")
+
+
+def nvdla_config_to_dict(cfg: NvdlaConfig) -> dict[str, dict[str, Any]]:
+    """The config as plain data, ``{"nvdla": {...}}`` (tuples as lists), what
+    :func:`nvdla_config_from_dict` reads back."""
+    return {"nvdla": {f.name: (list(v) if isinstance(v := getattr(cfg, f.name), tuple) else v)
+                      for f in fields(cfg)}}
 
 
 def load_nvdla_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> NvdlaConfig:

@@ -397,7 +397,7 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
         metrics.chip["static_power_w"] * seconds, rel=1e-12)
     mapper_bits = 8 * (mp.dram_bytes if ideal else mp.dram_bus_bytes)
     assert mp.energy_breakdown_j["dram"] / mapper_bits == pytest.approx(
-        layer["dram"] / run.layers[0].actions["dram_bits"], rel=1e-12)
+        layer["dram"] / run.layers[0].actions.dram_bits, rel=1e-12)
     if ideal:
         assert layer["dram"] == pytest.approx(mp.energy_breakdown_j["dram"], rel=1e-12)
     else:

@@ -62,7 +62,7 @@ def test_each_layer_runs_the_dataflow_the_mapper_chose(op, mode):
     # otherwise; npulab.simulate.array_actions).
     layer = run.layers[0]
     per_mac = (2 * 8 if best.dataflow is Dataflow.OS else 8) + 32
-    assert layer.actions["reg_bits"] == op.macs * per_mac
+    assert layer.actions.reg_bits == op.macs * per_mac
     assert layer.tiling.endswith(" " + best.dataflow.value)
     energy = compute_metrics(run).layers[0]["energy_breakdown_j"]   # the mapper's default table
     for name in ("mac", "rf", "sram.ifmap", "sram.filter", "sram.ofmap"):

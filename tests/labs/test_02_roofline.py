@@ -83,7 +83,7 @@ def test_dram_bytes_are_the_layer_bus_counter():
     from npulab import load_chip_config, simulate, zoo
     result = simulate(zoo.get("resnet18"), load_chip_config(None))
     run = roofline.run_config("resnet18", [])
-    bus = {x.name: x.actions["dram_bits"] // 8 for x in result.layers if x.macs}
+    bus = {x.name: x.actions.dram_bits // 8 for x in result.layers if x.macs}
     assert {x["name"]: x["dram_bytes"] for x in run["layers"]} == bus
 
 

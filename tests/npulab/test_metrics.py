@@ -150,9 +150,9 @@ def test_nvdla_conv_actions_follow_the_atomic_operations():
     run = simulate_nvdla(g, load_nvdla_config(resolve_config("nv_full")))
     a = run.layers[0].actions
     atomic_ops = 9 * 14 * 14 * 2                          # taps x points x kernel groups
-    stripes_bits = a["sram"]["cbuf"]["read_bits"] - atomic_ops * 64 * 8
+    stripes_bits = a.level("cbuf").read_bits - atomic_ops * 64 * 8
     assert stripes_bits > 0 and stripes_bits % (32 * 64 * 8) == 0   # whole weight loads
-    assert a["macs"] == 9 * 64 * 64 * 14 * 14
+    assert a.macs == 9 * 64 * 64 * 14 * 14
 
 
 def test_one_default_energy_table_for_the_mapper_and_the_metrics():

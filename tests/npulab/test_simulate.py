@@ -107,9 +107,9 @@ def test_native_is_the_default_and_reports_memory_timing():
     assert layer.cycles == (layer.compute_cycles + layer.stall_dram_cycles
                             + layer.stall_link_cycles + layer.stall_sram_cycles)
     # MACs per byte on the DRAM bus (whole bursts: at least the bytes read and written)
-    assert layer.actions["dram_bits"] // 8 >= layer.dram_read_bytes + layer.dram_write_bytes
+    assert layer.actions.dram_bits // 8 >= layer.dram_read_bytes + layer.dram_write_bytes
     assert full.metrics().layers[0]["macs_per_dram_byte"] == pytest.approx(
-        layer.macs / (layer.actions["dram_bits"] / 8))
+        layer.macs / (layer.actions.dram_bits / 8))
     assert compute.layers[0].stall_dram_cycles is None
 
 

@@ -313,9 +313,6 @@ def test_results_that_cannot_be_drawn_are_named(native):
     result, _ = native
     with pytest.raises(ValueError, match="result.execution = None"):
         chrome_trace(dataclasses.replace(result, execution=None))
-    config = {**result.config, "chip": {**result.config["chip"], "clock_mhz": 0}}
-    with pytest.raises(ValueError, match=r"result.config\['chip'\]\['clock_mhz'\] = 0"):
-        chrome_trace(dataclasses.replace(result, config=config))
     with pytest.raises(ValueError, match="result = dict: must be a RunResult"):
         chrome_trace({})
     with pytest.raises(ValueError, match="result.timing = 'fast'"):

@@ -40,7 +40,8 @@ from benchutil import best_of, machine, table, write_results
 from compiler.frontends import zoo
 from hw.nvdla.config import load_nvdla_config, nvdla_preset_names
 from hw.nvdla.conv import conv_cacc, conv_to_sdp
-from hw.nvdla.cycles import ConvLayer, conv_cycles
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import conv_cycles
 from npulab.nvdla_run import simulate_nvdla
 
 #: doc/primer.rst, ResNet-50 int8 at 1 GHz: (MACs, CBUF KiB, DRAM GB/s, fps), and the preset

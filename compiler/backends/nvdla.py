@@ -7,7 +7,7 @@ memory. A convolution layer runs CDMA -> CSC -> CMAC -> CACC -> SDP and may hand
 on the fly to PDP; an SDP, PDP or CDP can also run alone, memory to memory. This backend applies
 the same fusion rules to npulab's IR and returns an :class:`~hw.nvdla.program.NvdlaProgram`
 (the program types live in ``hw``, which never imports ``compiler``) whose convolution layers
-are :class:`~hw.nvdla.cycles.ConvLayer` values for the cycle model.
+are :class:`~hw.nvdla.conv_layer.ConvLayer` values for the cycle model.
 
 Rules, in graph order (every op lands in exactly one hardware layer, or in ``skipped``):
 
@@ -72,7 +72,8 @@ from dataclasses import dataclass
 from compiler.backends.nvdla_pool import split_pool_window
 from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool
 from hw.nvdla.config import NvdlaConfig
-from hw.nvdla.cycles import BYTES, ConvLayer
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import BYTES
 from hw.nvdla.program import (PDP_MAX_KERNEL, PDP_MAX_PAD, PDP_MAX_STRIDE, HwLayer, NvdlaProgram,
                               PdpPass, SkippedOp, pdp_max_flying_width)
 

@@ -24,7 +24,8 @@ Step composition (per data-parallel replica; every rank of a stage does the same
    gradients (Megatron-LM does not keep the gathered input), so 2 AG + 2 RS forward and
    4 AG + 2 RS backward. The first stage adds the vocab-parallel embedding's all-reduce (SP:
    reduce-scatter), the last stage the logits input's backward all-reduce (SP: AG fwd + RS bwd).
-2. **Pipeline.** The per-stage times run through :func:`simulate_pipeline` (GPipe, 1F1B,
+2. **Pipeline.** The per-stage times run through
+   :func:`~compiler.parallel.pipeline.simulate_pipeline` (GPipe, 1F1B,
    interleaved 1F1B) with the measured send time per boundary: ``b*s*h/t`` elements per TP rank
    (Megatron's scatter/gather optimisation, Narayanan et al. 2021 §4.1), forward and backward.
    With more than one stage, the tied embedding gradients (``v*h/t``) are all-reduced between the
@@ -69,231 +70,21 @@ from typing import Callable, Sequence
 
 from compiler.ir import Eltwise, Graph, Op
 from compiler.parallel.backward import backward_ops, graph_params
+from compiler.parallel.formulas import (activation_bytes_per_layer, collective_sent_bytes,
+                                        zero_memory_bytes)
 from compiler.parallel.llm import TransformerModel, get_model, model_flops
+from compiler.parallel.pipeline import simulate_pipeline
 from compiler.parallel.strategy import Strategy, parse_strategy
 from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
 
-__all__ = [
-    "OpTime", "CommTime", "StepReport", "plan_step", "PipelineResult", "simulate_pipeline",
-    "schedule_order", "tp_allreduce_bytes", "dp_allreduce_bytes", "zero_memory_bytes",
-    "zero_comm_bytes", "bubble_fraction", "activation_bytes_per_layer", "collective_sent_bytes",
-]
+__all__ = ["OpTime", "CommTime", "StepReport", "plan_step"]
 
 OpTime = Callable[[Op], float]
 CommTime = Callable[[str, float, list], float]
 
 
-# --------------------------------------------------------------------------- closed forms
-def tp_allreduce_bytes(b: int, s: int, h: int, dtype_bytes: int = 2,
-                       recompute: str = "none") -> float:
-    """TP all-reduce buffer bytes per layer per micro-batch (Megatron-LM, Shoeybi et al. 2019
-    §3): 2 forward + 2 backward all-reduces of ``b*s*h`` elements = ``4*b*s*h*bytes``; full
-    recomputation runs the forward (and its 2 all-reduces) again: ``6*b*s*h*bytes``
-    (Korthikanti et al. 2022 §5 count the recomputed forward's communication too). With
-    sequence parallelism the same total moves as all-gathers + reduce-scatters."""
-    n = 6 if recompute == "full" else 4
-    return float(n * b * s * h * dtype_bytes)
-
-
-def collective_sent_bytes(op: str, nbytes: float, p: int) -> float:
-    """Bytes one rank sends for an nccl-tests-sized collective with the ring algorithm
-    (Patarasuk & Yuan 2009; Thakur et al. 2005): all-reduce ``2(p-1)/p n``, all-gather /
-    reduce-scatter ``(p-1)/p n``; a 2-rank broadcast (a send) ``n``."""
-    if p <= 1:
-        return 0.0
-    if op == "allreduce":
-        return 2.0 * (p - 1) / p * nbytes
-    if op in ("allgather", "reducescatter"):
-        return (p - 1) / p * nbytes
-    if op == "broadcast":
-        return float(nbytes)
-    raise ValueError(f"collective_sent_bytes: op = {op!r}: allreduce, allgather, "
-                     f"reducescatter or broadcast")
-
-
-def dp_allreduce_bytes(params: float, dp: int, dtype_bytes: int = 2) -> float:
-    """Bytes each rank sends to all-reduce ``params`` gradients with a ring: ``2(dp-1)/dp *
-    params * bytes`` (Patarasuk & Yuan 2009)."""
-    return collective_sent_bytes("allreduce", params * dtype_bytes, dp)
-
-
-def zero_comm_bytes(params: float, dp: int, stage: int, dtype_bytes: int = 2) -> float:
-    """Bytes each rank sends per step under ZeRO (Rajbhandari et al. 2020 §7): stages 0-2 move
-    ``2 Psi`` (all-reduce = reduce-scatter + all-gather), stage 3 ``3 Psi`` (parameters gathered
-    for forward and backward, gradients reduce-scattered), times ``(dp-1)/dp`` for a ring (the
-    paper's figures are the large-``dp`` limit); ``Psi`` = ``params * dtype_bytes``."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_comm_bytes: stage = {stage!r}: must be 0..3")
-    k = 3 if stage == 3 else 2
-    return k * params * dtype_bytes * (dp - 1) / dp if dp > 1 else 0.0
-
-
-def zero_memory_bytes(params: float, dp: int, stage: int) -> dict:
-    """Model-state bytes per rank, mixed-precision Adam (ZeRO §3, Fig. 1): ``16 Psi`` total ->
-    stage 1 ``4 Psi + 12 Psi/N_d``, stage 2 ``2 Psi + 14 Psi/N_d``, stage 3 ``16 Psi/N_d``."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_memory_bytes: stage = {stage!r}: must be 0..3")
-    w = 2.0 * params / (dp if stage >= 3 else 1)
-    g = 2.0 * params / (dp if stage >= 2 else 1)
-    o = 12.0 * params / (dp if stage >= 1 else 1)
-    return {"params": w, "grads": g, "optimizer": o, "total": w + g + o}
-
-
-def bubble_fraction(p: int, m: int, v: int = 1) -> float:
-    """Fraction of the step a pipeline stage idles: ``(p-1)/(m+p-1)`` for GPipe and 1F1B
-    (Huang et al. 2019; Narayanan et al. 2021 §2.2.1); with ``v`` interleaved chunks the bubble
-    is ``(p-1)/(v m)`` of the ideal time (Narayanan et al. 2021 §2.2.2), i.e.
-    ``(p-1)/(v m + p - 1)`` of the step."""
-    return (p - 1) / (v * m + p - 1)
-
-
-def activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *,
-                               sequence_parallel: bool = False, recompute: str = "none",
-                               dtype_bytes: int = 2) -> float:
-    """Activation bytes one layer keeps for its backward (Korthikanti et al. 2022, Table 2;
-    see the module docstring)."""
-    sbh = float(s) * b * h
-    if recompute == "full":
-        out = 2.0 * sbh / (t if sequence_parallel else 1)
-    elif recompute == "selective":
-        out = 34.0 * sbh / t if sequence_parallel else sbh * (10.0 + 24.0 / t)
-    elif sequence_parallel:
-        out = sbh / t * (34.0 + 5.0 * a * s / h)
-    else:
-        out = sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
-    return out * dtype_bytes / 2.0
-
-
-# --------------------------------------------------------------------------- pipeline schedule
-# Each rank runs its tasks -- forward F or backward B of one micro-batch on one virtual stage --
-# in the fixed order its schedule prescribes; a task starts when the rank is free and its inputs
-# have arrived. Virtual stage k (0 <= k < p*v) lives on rank k % p (Megatron-LM interleaving:
-# rank r holds model chunks r, r+p, ...). Dependencies:
-#     F(k, j) after F(k-1, j) + send(k-1 -> k)                  (k > 0)
-#     B(k, j) after F(k, j) and B(k+1, j) + send(k+1 -> k)      (k < p*v - 1)
-# A send between virtual stages on the same rank is free. Orders per rank s:
-#   GPipe (Huang et al. 2019): all m forwards, then all backwards (last micro-batch first).
-#   1F1B (PipeDream-Flush, Narayanan et al. 2021 §2.2.1): min(p-s-1, m) warm-up forwards, then
-#     one forward / one backward alternately, then the remaining backwards.
-#   Interleaved 1F1B (Narayanan et al. 2021 §2.2.2, the order of Megatron-LM's interleaved
-#     schedule): micro-batches in groups of p, chunk (i // p) % v for the i-th forward (reversed
-#     for backwards), warm-up min(2(p-s-1) + (v-1)p, m v).
-# Tests check the makespan against (m + p - 1)(t_f + t_b) and (m + (p-1)/v)(t_f + t_b).
-
-
-@dataclass
-class PipelineResult:
-    makespan_s: float
-    busy_s: np.ndarray            # [p] seconds each rank computes
-    end_s: np.ndarray             # [p] when each rank finishes its last task
-    last_backward_s: np.ndarray   # [p] backward seconds of the last micro-batch on each rank
-    max_in_flight: np.ndarray     # [p] most (micro-batch, chunk) activations held at once
-
-
-def schedule_order(p: int, m: int, schedule: str, v: int, s: int) -> list[tuple[int, int, int]]:
-    """Task order of rank ``s``: a list of ``(is_backward, virtual_stage, micro_batch)``."""
-    if schedule == "gpipe":
-        return [(0, s, j) for j in range(m)] + [(1, s, j) for j in reversed(range(m))]
-    if v == 1:
-        w = min(p - s - 1, m)
-        order = [(0, s, j) for j in range(w)]
-        for i in range(m - w):
-            order += [(0, s, w + i), (1, s, i)]
-        return order + [(1, s, j) for j in range(m - w, m)]
-    total = m * v
-
-    def task(i: int, backward: bool) -> tuple[int, int, int]:
-        chunk = (i // p) % v
-        if backward:
-            chunk = v - 1 - chunk
-        micro = (i // (p * v)) * p + i % p
-        return (int(backward), chunk * p + s, micro)
-
-    w = min(2 * (p - s - 1) + (v - 1) * p, total)
-    order = [task(i, False) for i in range(w)]
-    for i in range(total - w):
-        order += [task(w + i, False), task(i, True)]
-    return order + [task(i, True) for i in range(total - w, total)]
-
-
-def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: int = 1,
-                      send_s=0.0) -> PipelineResult:
-    """Run the schedule. ``t_f``/``t_b``: per-virtual-stage seconds per micro-batch, shape
-    ``[p*v]`` (a scalar broadcasts); ``send_s``: seconds per activation / gradient transfer
-    between virtual stages ``k`` and ``k+1``, shape ``[p*v - 1]`` or a scalar."""
-    for key, val in (("p", p), ("m", m), ("v", v)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"simulate_pipeline: {key} = {val!r}: must be an integer >= 1")
-    if schedule not in ("1f1b", "gpipe"):
-        raise ValueError(f"simulate_pipeline: schedule = {schedule!r}: must be 1f1b or gpipe")
-    if schedule == "gpipe" and v != 1:
-        raise ValueError("simulate_pipeline: v must be 1 with schedule = gpipe")
-    if v > 1 and m % p:
-        raise ValueError(f"simulate_pipeline: m = {m} must be a multiple of p = {p} when v > 1")
-    nv = p * v
-    tf = np.broadcast_to(np.asarray(t_f, dtype=np.float64), (nv,))
-    tb = np.broadcast_to(np.asarray(t_b, dtype=np.float64), (nv,))
-    send = np.broadcast_to(np.asarray(send_s, dtype=np.float64), (max(nv - 1, 0),))
-    for key, arr in (("t_f", tf), ("t_b", tb), ("send_s", send)):
-        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            raise ValueError(f"simulate_pipeline: {key} must be finite and >= 0")
-    f_end = np.full((nv, m), np.nan)
-    b_end = np.full((nv, m), np.nan)
-    orders = [schedule_order(p, m, schedule, v, s) for s in range(p)]
-    ptr = [0] * p
-    free = np.zeros(p)
-    busy = np.zeros(p)
-    last_b = np.zeros(p)
-    live = np.zeros(p, dtype=np.int64)
-    peak = np.zeros(p, dtype=np.int64)
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progress = False
-        for s in range(p):
-            order = orders[s]
-            while ptr[s] < len(order):
-                back, k, j = order[ptr[s]]
-                if back:
-                    ready = f_end[k, j]
-                    if k < nv - 1:
-                        up = b_end[k + 1, j]
-                        if np.isnan(up):
-                            break
-                        hop = 0.0 if (k + 1) % p == s else send[k]
-                        ready = max(ready, up + hop)
-                    dur = tb[k]
-                else:
-                    ready = 0.0
-                    if k > 0:
-                        hop = 0.0 if (k - 1) % p == s else send[k - 1]
-                        ready = f_end[k - 1, j] + hop
-                    dur = tf[k]
-                if np.isnan(ready):
-                    break
-                start = max(free[s], ready)
-                free[s] = start + dur
-                busy[s] += dur
-                if back:
-                    b_end[k, j] = free[s]
-                    live[s] -= 1
-                    if j == m - 1:
-                        last_b[s] += dur
-                else:
-                    f_end[k, j] = free[s]
-                    live[s] += 1
-                    peak[s] = max(peak[s], live[s])
-                ptr[s] += 1
-                remaining -= 1
-                progress = True
-        if not progress:  # pragma: no cover - the orders above never deadlock
-            raise RuntimeError(f"pipeline schedule {schedule} (p={p}, m={m}, v={v}) deadlocked")
-    return PipelineResult(makespan_s=float(free.max()), busy_s=busy, end_s=free.copy(),
-                          last_backward_s=last_b, max_in_flight=peak)
-
-
-# --------------------------------------------------------------------------- the planner
 @dataclass
 class StepReport:
     """One training step. Seconds for the busiest rank; bytes per rank per step (the maximum

@@ -42,7 +42,7 @@ is then a few rounds, not gap / tREFI.
 Array layout
 ------------
 ``params`` (int64, read only): the ``P_*`` entries. Timings are command-to-command distances in
-cycles, derived in ``dram.py`` (e.g. ``P_RTRL = max(tBurst, tCCD_L)``); ``P_O_*`` entries are
+cycles, derived in ``dram/model.py`` (e.g. ``P_RTRL = max(tBurst, tCCD_L)``); ``P_O_*`` entries are
 offsets of the state regions.
 
 ``state`` (int64, mutable, persists across calls). C channels, R ranks, G bank groups, B banks per

@@ -7,6 +7,7 @@ Numerics, bit-exact with NVIDIA's C model: :mod:`.numerics` (scalar rules), :mod
 tolerance), :mod:`.quant` (the int8 per-channel quantization pass to register values).
 Timing: :mod:`.program` (hardware layers, built from IR graphs by
 :mod:`compiler.backends.nvdla`), :mod:`.cycles` (structural cycle model),
-:mod:`.spreadsheet` and :mod:`.sheet_models` (NVIDIA's performance spreadsheet).
+:mod:`.spreadsheet`, :mod:`.sheet_reference` and :mod:`.sheet_models` (NVIDIA's performance
+spreadsheet: its formulas, its reference CSVs, the shipped tables).
 RTL: :mod:`.rtl` (Amaranth units co-simulated against :mod:`.numerics`).
 """

@@ -487,11 +487,11 @@ def run_conv(regs, mem) -> LayerRun:
 
 
 def _cycle_layer(core: ConvCore):
-    """The layer as :class:`hw.nvdla.cycles.ConvLayer` for the cycle model (the trace player's
+    """The layer as :class:`hw.nvdla.conv_layer.ConvLayer` for the cycle model (the trace player's
     estimate), or None when the cycle model cannot describe it. Image input: C is the pixel's
     channel count and S the kernel width folded into CSC's extended channels. The cycle model
     has one dilation for both axes; when Y and X differ the smaller one is used."""
-    from hw.nvdla.cycles import ConvLayer as CycleLayer
+    from hw.nvdla.conv_layer import ConvLayer as CycleLayer
     lay = core.layer
     if lay.mode == "feature":
         c, s, left = lay.in_c, lay.kernel_w, lay.pad_left

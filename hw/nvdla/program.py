@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hw.nvdla.config import NvdlaConfig
-from hw.nvdla.cycles import ConvLayer
+from hw.nvdla.conv_layer import ConvLayer
 
 __all__ = ["PdpPass", "HwLayer", "SkippedOp", "NvdlaProgram", "pdp_max_flying_width",
            "PDP_MAX_KERNEL", "PDP_MAX_STRIDE", "PDP_MAX_PAD"]

@@ -7,7 +7,7 @@ npulab.  This module ships what those formulas need as small CSVs of our own for
 
 * ``resnet50.csv``, ``googlenet.csv``: every layer row of the ``ResNet50`` / ``GoogLeNet`` sheets
   (shape, attribute, role, Winograd weights, CV-SRAM batching size), NVIDIA's hand-entered 4 MB
-  CV-SRAM placements (recovered by :func:`hw.nvdla.spreadsheet.infer_placement`), the sheet
+  CV-SRAM placements (recovered by :func:`hw.nvdla.sheet_reference.infer_placement`), the sheet
   header (int8, 2048 MACs, 512 KB CBUF, 1 GHz, DRAM 10 GB/s, CV-SRAM 25/25 GB/s, FC batch 16),
   the sheet's formula variant and its totals;
 * ``alexnet.csv``: the sheet's third network, "Alexnet in Caffe".  Only its layer shapes
@@ -43,7 +43,8 @@ from dataclasses import dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
-from hw.nvdla.spreadsheet import SheetConfig, SheetLayer, SramPlacement, read_sheet_csv, sheet_network
+from hw.nvdla.sheet_reference import read_sheet_csv
+from hw.nvdla.spreadsheet import SheetConfig, SheetLayer, SramPlacement, sheet_network
 
 __all__ = [
     "SHEET_MODELS",

@@ -84,7 +84,7 @@ class LayerRun:
     --dump`` writes both); out_base: destination address; detail: what is worth printing (shapes,
     modes); cycles: the cycle model's estimate of the layer (:mod:`hw.nvdla.cycles`); regs: the
     :class:`~hw.nvdla.regfile.RegView` the layer ran with (set by the trace player);
-    cycle_layer: a convolution as :class:`hw.nvdla.cycles.ConvLayer` for the cycle model (None
+    cycle_layer: a convolution as :class:`hw.nvdla.conv_layer.ConvLayer` for the cycle model (None
     for other units, or when the cycle model cannot describe the layer).
     """
 
@@ -95,7 +95,7 @@ class LayerRun:
     detail: dict = field(default_factory=dict)
     cycles: int | None = None
     regs: object = field(default=None, repr=False)   # the RegView the layer ran with
-    cycle_layer: object = field(default=None, repr=False)   # conv: its cycles.ConvLayer
+    cycle_layer: object = field(default=None, repr=False)   # conv: its conv_layer.ConvLayer
 
     @property
     def mismatches(self) -> int:

@@ -14,7 +14,8 @@ from compiler.backends.nvdla_pool import split_pool_window
 from compiler.frontends import zoo
 from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool, conv2d
 from hw.nvdla.config import load_nvdla_config
-from hw.nvdla.cycles import ConvLayer, network_cycles
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import network_cycles
 from hw.nvdla.program import PdpPass, pdp_max_flying_width
 from hw.systolic.config import ConfigError
 

@@ -48,7 +48,7 @@ def test_ring_allreduce_matches_alpha_beta(nbytes, p):
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (4, 32), (3, 5), (6, 4)])
 def test_pipeline_bubble_formula(schedule, p, m):
-    from compiler.parallel.step import simulate_pipeline
+    from compiler.parallel.pipeline import simulate_pipeline
     pipe = _load("pipeline")
     tf, tb = 1.0, 2.0
     res = pipe.summarize(p, m, schedule, tf, tb)

@@ -17,7 +17,8 @@ import pytest
 from compiler.backends.nvdla import lower_graph
 from compiler.frontends import zoo
 from hw.nvdla.config import load_nvdla_config
-from hw.nvdla.cycles import ConvLayer, conv_cycles, engine_cycles
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import conv_cycles, engine_cycles
 from npulab.cli import main
 from npulab.nvdla_run import _fc_as_batched_conv, simulate_nvdla
 

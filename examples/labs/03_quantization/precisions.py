@@ -44,7 +44,8 @@ import numpy as np
 
 from hw.nvdla.config import load_nvdla_config
 from hw.nvdla.conv import conv_cacc, conv_to_sdp
-from hw.nvdla.cycles import ConvLayer, conv_cycles
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import conv_cycles
 from hw.nvdla.fp16 import conv_fp16, sdp_fp16, to_fp16_out
 from hw.nvdla.quant import (
     FloatConv, calibrate_scale, quantization_report, quantize_activations, quantize_conv,

@@ -5,7 +5,7 @@
 the order a schedule prescribes: GPipe (all forwards, then all backwards; Huang et al. 2019) or
 1F1B (PipeDream-Flush: a few warm-up forwards, then one forward / one backward alternately;
 Narayanan et al. 2021 §2.2.1). The task order per stage is npulab's
-(``compiler.parallel.step.schedule_order``); this script replays it with explicit start times
+(``compiler.parallel.pipeline.schedule_order``); this script replays it with explicit start times
 (a task starts when its stage is free and its input has arrived: the forward of micro-batch j on
 stage s after stage s-1's, the backward after stage s+1's) and prints, per schedule, the
 makespan, each stage's idle fraction (the bubble), the closed form ``(p-1)/(m+p-1)`` and the most
@@ -25,7 +25,7 @@ from pathlib import Path
 def replay(p: int, m: int, schedule: str, tf: float, tb: float):
     """Start/end of every task: a list of ``(stage, is_backward, micro_batch, start, end)``
     plus the peak number of stored activations per stage."""
-    from compiler.parallel.step import schedule_order
+    from compiler.parallel.pipeline import schedule_order
 
     orders = [schedule_order(p, m, schedule, 1, s) for s in range(p)]
     f_end, b_end = {}, {}
@@ -60,7 +60,8 @@ def replay(p: int, m: int, schedule: str, tf: float, tb: float):
 
 
 def summarize(p: int, m: int, schedule: str, tf: float, tb: float) -> dict:
-    from compiler.parallel.step import bubble_fraction, simulate_pipeline
+    from compiler.parallel.formulas import bubble_fraction
+    from compiler.parallel.pipeline import simulate_pipeline
 
     tasks, peak = replay(p, m, schedule, tf, tb)
     makespan = max(t[4] for t in tasks)

@@ -1,4 +1,4 @@
-"""DRAM timing model (hw/memory/dram.py, hw/memory/_dram_kernel.py).
+"""DRAM timing model (hw/memory/dram/, hw/memory/_dram_kernel.py).
 
 Three kinds of checks:
 

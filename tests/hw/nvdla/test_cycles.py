@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hw.nvdla.config import load_nvdla_config
-from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, CbufCapacityError, ConvLayer, conv_cycles,
-                             engine_cycles, layers_from_spreadsheet_rows, network_cycles,
-                             stripe_limits, weight_load_cycles)
+from hw.nvdla.conv_layer import ConvLayer, layers_from_spreadsheet_rows
+from hw.nvdla.cycles import (CMAC_PIPELINE_CYCLES, CbufCapacityError, conv_cycles, engine_cycles,
+                             network_cycles, stripe_limits, weight_load_cycles)
 from hw.systolic.config import ConfigError
 
 PRESETS = ["nv_full", "nv_large", "nv_medium_1024", "nv_medium_512", "nv_small_256", "nv_small"]

@@ -22,7 +22,8 @@ import hw.nvdla
 from hw.nvdla import sheet_models
 from hw.nvdla.sheet_models import (SHEET_MODELS, evaluate, load_sheet_model, npulab_placement,
                                    regenerate)
-from hw.nvdla.spreadsheet import SheetConfig, SheetLayer, read_sheet_csv, sheet_network
+from hw.nvdla.sheet_reference import read_sheet_csv
+from hw.nvdla.spreadsheet import SheetConfig, SheetLayer, sheet_network
 from npulab.cli import nvdla as nvdla_cmd
 from npulab.cli import main
 

@@ -1,15 +1,16 @@
-"""NVIDIA's NVDLA performance spreadsheet reproduced cell by cell (hw.nvdla.spreadsheet)."""
+"""NVIDIA's NVDLA performance spreadsheet reproduced cell by cell (hw.nvdla.spreadsheet), read
+from the reference CSVs (hw.nvdla.sheet_reference)."""
 
 import math
 from pathlib import Path
 
 import pytest
 
+from hw.nvdla.sheet_reference import read_sheet_csv
 from hw.nvdla.spreadsheet import (
     SheetConfig,
     SheetLayer,
     SramPlacement,
-    read_sheet_csv,
     sheet_block_dram,
     sheet_layer,
     sheet_network,

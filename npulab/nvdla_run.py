@@ -18,7 +18,8 @@ import math
 
 from compiler.backends.nvdla import lower_graph
 from hw.nvdla.config import CACC_BITS, NvdlaConfig
-from hw.nvdla.cycles import BYTES, ConvLayer, conv_cycles, engine_cycles
+from hw.nvdla.conv_layer import ConvLayer
+from hw.nvdla.cycles import BYTES, conv_cycles, engine_cycles
 from hw.nvdla.memory import memory_path
 from hw.nvdla.program import HwLayer
 from hw.spec import ChipSpec, chip_spec

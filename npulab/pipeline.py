@@ -11,14 +11,14 @@ backend and times it with its kind's model:
   times; or the compute-only / SCALE-Sim timing modes);
 * ``nvdla``: :func:`npulab.nvdla_run.simulate_nvdla` (NVDLA lowering and cycle model).
 
-Options are one typed :class:`RunOptions`; a field a kind does not read is an error (it would
-otherwise be silently ignored), as is a misspelt field (``RunOptions(timng=...)`` is a
-``TypeError``).
+Options are one typed :class:`RunOptions`; a field a kind does not read is an
+:class:`OptionError` naming the field (it would otherwise be silently ignored; the command line
+words it with its flags), as is a misspelt field (``RunOptions(timng=...)`` is a ``TypeError``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,8 @@ from hw.configfile import load_chip
 from hw.spec import ChipSpec, chip_spec
 from npulab.choices import TIMING_MODES
 
-__all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device"]
+__all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device", "OptionError",
+           "check_options"]
 
 #: Precisions an NVDLA build can run (``RunOptions.precision``).
 NVDLA_PRECISIONS = ("int8", "int16", "fp16")
@@ -70,30 +71,91 @@ class RunOptions:
                              f"{', '.join(NVDLA_PRECISIONS)}")
 
 
-def _tiles(compile_options: CompileOptions) -> bool:
-    """Whether any tiling choice differs from the default (the energy table ``tech`` is only
-    the mapper's and is no choice of its own)."""
-    return replace(compile_options, tech=CompileOptions().tech) != CompileOptions()
+class OptionError(ValueError):
+    """A :class:`RunOptions` field set where the chip's kind or the timing mode does not read
+    it (it would otherwise be silently ignored).
+
+    ``option`` names the field (a compiler choice as ``"compile.loop_order"``) and ``value``
+    is its value. The rule is written once, in the runner's check; ``str(error)`` words it
+    with the fields as the Python API spells them, :meth:`words` with other names (the
+    command line's flags), so each caller can say it in its own terms.
+    """
+
+    def __init__(self, option: str, value, text: str,
+                 refs: dict[str, tuple[str, object]] | None = None):
+        #: ``text`` is a :meth:`str.format` template: ``{}`` is the option, ``{name}`` the
+        #: setting ``refs[name] = (field, value)`` it mentions (another option or a config key).
+        self.option, self.value, self.text, self.refs = option, value, text, refs or {}
+        super().__init__(self.words(lambda o, v: f"{o} = {v!r}", lambda f, v: f"{f} = {v}"))
+
+    def __reduce__(self):       # sweeps send errors between processes
+        return type(self), (self.option, self.value, self.text, self.refs)
+
+    def words(self, subject: Callable[[str, object], str],
+              mention: Callable[[str, object], str]) -> str:
+        """The message with ``subject(option, value)`` naming the option and
+        ``mention(field, value)`` naming each setting it refers to."""
+        return self.text.format(subject(self.option, self.value),
+                                **{name: mention(*ref) for name, ref in self.refs.items()})
+
+
+def _compile_choices(compile_options: CompileOptions):
+    """``(field, value)`` of every tiling choice that differs from the default, in field
+    order (the energy table ``tech`` is only the mapper's and is no choice of its own)."""
+    default = CompileOptions()
+    for f in fields(CompileOptions):
+        value = getattr(compile_options, f.name)
+        if f.name != "tech" and value != getattr(default, f.name):
+            yield f"compile.{f.name}", value
+
+
+def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
+    if options.precision is not None:
+        raise OptionError("precision", options.precision,
+                          "{} applies to NVDLA builds; a systolic chip computes in its array's "
+                          "precision ({array})",
+                          {"array": ("array.precision", "int8|int16|fp16")})
+    if options.skip_unsupported:
+        raise OptionError("skip_unsupported", True, "{} applies to NVDLA builds")
+    choice = next(_compile_choices(options.compile), None)
+    if options.timing != "native" and choice is not None:
+        raise OptionError(*choice, "{} applies to {native} (it tiles layers for the full chip); "
+                          "{timing} does not tile",
+                          {"native": ("timing", "native"), "timing": ("timing", options.timing)})
+
+
+def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:
+    choice = (("timing", options.timing) if options.timing != "native"
+              else next(_compile_choices(options.compile), None))
+    if choice is not None:
+        raise OptionError(*choice, f"{{}} applies to systolic chips; {spec.name} is an NVDLA "
+                          f"build (its cycle model is fixed)")
+
+
+#: The option check of each engine kind: ``check(spec, options)`` raises :class:`OptionError`
+#: for a field the kind does not read. Its runner calls it first; :func:`check_options` too.
+CHECKS: dict[str, Callable[[ChipSpec, RunOptions], None]] = {
+    "systolic": _check_systolic, "nvdla": _check_nvdla}
+
+
+def check_options(device, options: RunOptions) -> None:
+    """Raise :class:`OptionError` when ``options`` set a field ``device``
+    (:func:`resolve_device`) does not read, as :func:`run` would, before any work."""
+    spec = resolve_device(device)
+    check = CHECKS.get(spec.kind)
+    if check is not None:
+        check(spec, options)
 
 
 def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
-    if options.precision is not None:
-        raise ValueError(f"precision = {options.precision!r} applies to NVDLA builds; a systolic "
-                         f"chip's precision is its array's (array.precision = int8|int16|fp16)")
-    if options.skip_unsupported:
-        raise ValueError("skip_unsupported applies to NVDLA builds")
-    if options.timing != "native" and _tiles(options.compile):
-        raise ValueError(f"compile options apply to native timing (it tiles layers for the "
-                         f"full chip); timing {options.timing!r} does not tile")
+    _check_systolic(spec, options)
     from npulab.simulate import simulate
     return simulate(graph, spec, options.timing, progress=progress,
                     options=options.compile)
 
 
 def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
-    if options.timing != "native" or _tiles(options.compile):
-        raise ValueError(f"timing and compile options apply to systolic chips; {spec.name} is an "
-                         f"NVDLA build (its cycle model is fixed)")
+    _check_nvdla(spec, options)
     from npulab.nvdla_run import simulate_nvdla
     return simulate_nvdla(graph, spec, options.precision or "int8",
                           skip_unsupported=options.skip_unsupported, progress=progress)

@@ -85,19 +85,49 @@ def _zoo_params(args) -> dict:
     return params
 
 
-_SYSTOLIC_ONLY = (("timing", "native"), ("conv_lowering", "direct"), ("loop_order", None),
-                  ("no_keep_on_chip", False), ("sram_layout", "matched"), ("map", None))
+#: The flag that sets each RunOptions field: the pipeline's OptionError names the field.
+_FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
+          "compile.loop_order": "--loop-order", "compile.keep_on_chip": "--no-keep-on-chip",
+          "compile.sram_layout": "--sram-layout", "compile.map": "--map",
+          "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
-def _native_only(args) -> None:
-    """Options that only the native (tiled, full-chip) timing reads are errors elsewhere, not
-    silently ignored."""
-    if args.timing == "native":
-        return
-    for key, default in _SYSTOLIC_ONLY:
-        if key != "timing" and getattr(args, key) != default:
-            raise UserError(f"--{key.replace('_', '-')} applies to --timing native (it tiles "
-                            f"layers for the full chip); --timing {args.timing} does not tile")
+def _in_flags(exc) -> str:
+    """An :class:`npulab.pipeline.OptionError` worded with flags: ``--loop-order applies to
+    --timing native ...``; a config key it mentions as ``--set KEY=VALUE``."""
+    if exc.option == "skip_unsupported":        # the flag is the ONNX import's too
+        return ("--skip-unsupported applies to --onnx models (and to any model on an NVDLA "
+                "build)")
+    return exc.words(lambda option, _: _FLAGS.get(option, option),
+                     lambda key, value: (f"{_FLAGS[key]} {value}" if key in _FLAGS
+                                         else f"--set {key}={value}"))
+
+
+def _run_options(args, spec):
+    """The :class:`~npulab.pipeline.RunOptions` the flags ask for, checked against the chip
+    (:func:`npulab.pipeline.check_options`) before any work: a flag that the chip's kind or
+    the timing mode does not read is an error naming it, not silently ignored."""
+    from dataclasses import replace
+
+    from compiler.options import CompileOptions
+    from npulab.pipeline import OptionError, RunOptions, check_options
+    compile_options = CompileOptions(
+        conv_lowering=args.conv_lowering, loop_order=args.loop_order,
+        keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
+        tech=args.tech)
+    options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
+                         skip_unsupported=args.skip_unsupported)
+    if args.skip_unsupported and args.onnx:
+        try:
+            check_options(spec, options)
+        except OptionError as exc:
+            if exc.option == "skip_unsupported":    # the ONNX import's flag alone on this chip
+                options = replace(options, skip_unsupported=False)
+    try:
+        check_options(spec, options)
+    except OptionError as exc:
+        raise UserError(_in_flags(exc)) from None
+    return options
 
 
 def _workload(args):
@@ -150,30 +180,10 @@ def main(args) -> int:
         raise UserError("--dim applies to --onnx models (symbolic input dimensions); zoo "
                         "models take --batch, --image-size and --seq-len")
     spec = load_chip(resolve_config(args.config), args.set)
-    nvdla = spec.kind == "nvdla"
-    if nvdla:                                   # flags of the other kind are errors, not ignored
-        for key, default in _SYSTOLIC_ONLY:
-            if getattr(args, key) != default:
-                raise UserError(f"--{key.replace('_', '-')} applies to systolic chips; "
-                                f"{spec.name} is an NVDLA build (its cycle model is fixed)")
-    else:
-        if args.precision is not None:
-            raise UserError("--precision applies to NVDLA builds; for a systolic chip use "
-                            "--set array.precision=int8|int16|fp16")
-        _native_only(args)
-        if args.skip_unsupported and not args.onnx:
-            raise UserError("--skip-unsupported applies to --onnx models (and to any model on "
-                            "an NVDLA build)")
+    options = _run_options(args, spec)
     graph = _workload(args)
-    from compiler.options import CompileOptions
-    from npulab.pipeline import RunOptions, run
+    from npulab.pipeline import run
     from npulab.progress import Progress, compile_notice
-    compile_options = CompileOptions() if nvdla else CompileOptions(
-        conv_lowering=args.conv_lowering, loop_order=args.loop_order,
-        keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
-        tech=args.tech)
-    options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
-                         skip_unsupported=args.skip_unsupported and nvdla)
     progress = Progress(quiet=args.quiet)
     with compile_notice(progress):
         from compiler.backends.nvdla import NvdlaLoweringError

@@ -59,6 +59,45 @@ def test_options_are_typed_and_checked_for_the_chip_kind():
         run(GRAPH, "default", RunOptions(timing="compute", compile=CompileOptions(map="best-edp")))
 
 
+@pytest.mark.parametrize("device, options, option, value", [
+    ("default", RunOptions(precision="int16"), "precision", "int16"),
+    ("default", RunOptions(skip_unsupported=True), "skip_unsupported", True),
+    ("default", RunOptions(timing="scalesim", compile=CompileOptions(loop_order="knm")),
+     "compile.loop_order", "knm"),
+    ("nv_small", RunOptions(timing="compute"), "timing", "compute"),
+    ("nv_small", RunOptions(compile=CompileOptions(keep_on_chip=False)),
+     "compile.keep_on_chip", False),
+])
+def test_an_option_the_chip_does_not_read_names_its_field(device, options, option, value):
+    # one rule, checked before any work (check_options) and by the runner (run); the command
+    # line words the same error with its flags
+    import pickle
+    from npulab.pipeline import OptionError, check_options
+    for call in (lambda: check_options(device, options), lambda: run(GRAPH, device, options)):
+        with pytest.raises(OptionError) as info:
+            call()
+        assert (info.value.option, info.value.value) == (option, value)
+        assert str(info.value).startswith(f"{option} = {value!r} applies to ")
+    again = pickle.loads(pickle.dumps(info.value))          # sweeps send it between processes
+    assert (again.option, again.value, str(again)) == (option, value, str(info.value))
+    check_options(device, RunOptions())                     # the defaults suit every chip
+    # only the energy table is set: it is the mapper's, no tiling choice
+    check_options("nv_small", RunOptions(compile=CompileOptions(tech="45nm")))
+
+
+def test_option_errors_are_worded_by_the_caller():
+    from npulab.pipeline import OptionError, check_options
+    with pytest.raises(OptionError) as info:
+        check_options("default", RunOptions(timing="compute",
+                                            compile=CompileOptions(map="best-edp")))
+    assert str(info.value) == ("compile.map = 'best-edp' applies to timing = native (it tiles "
+                               "layers for the full chip); timing = compute does not tile")
+    flags = {"compile.map": "--map", "timing": "--timing"}
+    assert info.value.words(lambda o, v: flags[o], lambda f, v: f"{flags[f]} {v}") == (
+        "--map applies to --timing native (it tiles layers for the full chip); --timing "
+        "compute does not tile")
+
+
 def test_the_planner_times_ops_on_any_chip_kind_through_the_pipeline():
     # a system of NVDLA builds: before, op_time_for loaded every chip device as a systolic chip
     from hw.system.system import load_system

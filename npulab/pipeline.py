@@ -35,6 +35,35 @@ __all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device", 
 NVDLA_PRECISIONS = ("int8", "int16", "fp16")
 
 
+class OptionError(ValueError):
+    """A field of a typed options dataclass (:class:`RunOptions`,
+    :class:`npulab.map_run.MapOptions`) with a value that is not allowed, or set where the
+    chip's kind or the timing mode does not read it (it would otherwise be silently ignored).
+
+    ``option`` names the field (a compiler choice as ``"compile.loop_order"``) and ``value``
+    is its value. The rule is written once, where it is checked; ``str(error)`` words it with
+    the fields as the Python API spells them, :meth:`words` with other names (the command
+    line's flags), so each caller can say it in its own terms.
+    """
+
+    def __init__(self, option: str, value, text: str,
+                 refs: dict[str, tuple[str, object]] | None = None):
+        #: ``text`` is a :meth:`str.format` template: ``{}`` is the option, ``{name}`` the
+        #: setting ``refs[name] = (field, value)`` it mentions (another option or a config key).
+        self.option, self.value, self.text, self.refs = option, value, text, refs or {}
+        super().__init__(self.words(lambda o, v: f"{o} = {v!r}", lambda f, v: f"{f} = {v}"))
+
+    def __reduce__(self):       # sweeps send errors between processes
+        return type(self), (self.option, self.value, self.text, self.refs)
+
+    def words(self, subject: Callable[[str, object], str],
+              mention: Callable[[str, object], str]) -> str:
+        """The message with ``subject(option, value)`` naming the option and
+        ``mention(field, value)`` naming each setting it refers to."""
+        return self.text.format(subject(self.option, self.value),
+                                **{name: mention(*ref) for name, ref in self.refs.items()})
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run a workload.
@@ -63,40 +92,13 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.timing not in TIMING_MODES:
-            raise ValueError(f"timing = {self.timing!r}: must be one of {', '.join(TIMING_MODES)}")
+            raise OptionError("timing", self.timing,
+                              f"{{}}: must be one of {', '.join(TIMING_MODES)}")
         if not isinstance(self.compile, CompileOptions):
-            raise ValueError(f"compile = {self.compile!r}: must be a CompileOptions")
+            raise OptionError("compile", self.compile, "{}: must be a CompileOptions")
         if self.precision is not None and self.precision not in NVDLA_PRECISIONS:
-            raise ValueError(f"precision = {self.precision!r}: must be one of "
-                             f"{', '.join(NVDLA_PRECISIONS)}")
-
-
-class OptionError(ValueError):
-    """A :class:`RunOptions` field set where the chip's kind or the timing mode does not read
-    it (it would otherwise be silently ignored).
-
-    ``option`` names the field (a compiler choice as ``"compile.loop_order"``) and ``value``
-    is its value. The rule is written once, in the runner's check; ``str(error)`` words it
-    with the fields as the Python API spells them, :meth:`words` with other names (the
-    command line's flags), so each caller can say it in its own terms.
-    """
-
-    def __init__(self, option: str, value, text: str,
-                 refs: dict[str, tuple[str, object]] | None = None):
-        #: ``text`` is a :meth:`str.format` template: ``{}`` is the option, ``{name}`` the
-        #: setting ``refs[name] = (field, value)`` it mentions (another option or a config key).
-        self.option, self.value, self.text, self.refs = option, value, text, refs or {}
-        super().__init__(self.words(lambda o, v: f"{o} = {v!r}", lambda f, v: f"{f} = {v}"))
-
-    def __reduce__(self):       # sweeps send errors between processes
-        return type(self), (self.option, self.value, self.text, self.refs)
-
-    def words(self, subject: Callable[[str, object], str],
-              mention: Callable[[str, object], str]) -> str:
-        """The message with ``subject(option, value)`` naming the option and
-        ``mention(field, value)`` naming each setting it refers to."""
-        return self.text.format(subject(self.option, self.value),
-                                **{name: mention(*ref) for name, ref in self.refs.items()})
+            raise OptionError("precision", self.precision,
+                              f"{{}}: must be one of {', '.join(NVDLA_PRECISIONS)}")
 
 
 def _compile_choices(compile_options: CompileOptions):

@@ -1,17 +1,14 @@
 """``npulab map``: search the mapping space of ONE op on one chip and print the best mappings.
 
-The per-op view of :mod:`compiler.mapper` (what ZigZag's or Timeloop's mapper shows for one
-layer): the op is a zoo model's layer (``--model NAME --layer LAYER``), one GEMM (``--gemm
-M,N,K``) or one convolution (``--conv 56x56x64-64k3s1p1``, grammar in :func:`compiler.frontends.opspec.parse_conv`); the
-chip is ``npulab run``'s (``--config``, ``--set``). :func:`compiler.mapper.map_op` searches tile
-sizes x loop orders x dataflows for ``--objective``; the output is a header (op, GEMM shape,
-chip, space size, mappings costed, exhaustive or pruned with the pruned search's guarantee,
-search time and rate), the top-K table with utilization ``MACs / (PEs x latency)``, and a last
-line comparing the best with the default tiler's choice (:func:`compiler.tiling.choose_tiling`)
-costed by the same cost model.
-
-The op is mapped on its own: its input comes from DRAM and its output goes back to DRAM (no
-on-chip residency from a neighbouring layer, which ``npulab run`` may use).
+The op is a zoo model's layer (``--model NAME --layer LAYER``), one GEMM (``--gemm M,N,K``) or
+one convolution (``--conv 56x56x64-64k3s1p1``, grammar in
+:func:`compiler.frontends.opspec.parse_conv`); the chip is ``npulab run``'s (``--config``,
+``--set``). :func:`npulab.map_run.map_op` maps it (the tiler's choice costed, the space of
+tile sizes x loop orders x dataflows searched for ``--objective``); this module prints a
+header (op, GEMM shape, chip, space size, mappings costed, exhaustive or pruned with the pruned
+search's guarantee, search time and rate), the top-K table with utilization ``MACs / (PEs x
+latency)``, and a last line comparing the best with the default tiler's choice; or the JSON of
+:meth:`npulab.map_run.OpMapping.to_dict`.
 
 Only light modules are imported by :func:`add_parser`; the mapper, and its Numba kernel, load
 when the command runs. The op specs are :mod:`compiler.frontends.opspec`'s.
@@ -26,8 +23,7 @@ import sys
 
 from compiler.options import CONV_LOWERINGS
 
-__all__ = ["add_parser", "main", "cost_tiler_choice", "OBJECTIVES", "DEFAULT_SAMPLES",
-           "DEFAULT_EXHAUSTIVE_LIMIT"]
+__all__ = ["add_parser", "main", "OBJECTIVES", "DEFAULT_SAMPLES", "DEFAULT_EXHAUSTIVE_LIMIT"]
 
 #: The mapper's objectives (:data:`compiler.mapper.OBJECTIVES`; repeated here so building the
 #: parser does not import the mapper -- a test keeps them equal).
@@ -40,9 +36,11 @@ DEFAULT_LAYER = "layer1.0.conv1"       # ResNet-18 conv2_1: 56x56x64 -> 64, 3x3,
 DEFAULT_TOP = 10
 DATAFLOW_NAMES = ("os", "ws", "is")
 FORMATS = ("table", "json")
-#: Confidence of the pruned search's stated guarantee.
-CONFIDENCE = 0.99
-
+#: The flag that sets each :class:`npulab.map_run.MapOptions` field.
+_FLAGS = {"objective": "--objective", "dataflows": "--dataflows", "loop_order": "--loop-order",
+          "conv_lowering": "--conv-lowering", "samples": "--samples",
+          "exhaustive_limit": "--exhaustive-limit", "seed": "--seed", "keep": "--top",
+          "tech": "--tech", "dram_kind": "--dram-type"}
 
 
 def add_parser(subparsers) -> None:
@@ -138,23 +136,19 @@ def _int(option: str, value, lo: int) -> int | None:
     return int_option(option, value, lo)
 
 
-def _dataflows(spec: str, chip):
-    from hw.systolic.config import Dataflow
+def _dataflows(spec: str) -> tuple[str, ...] | None:
+    """``--dataflows``: None for ``chip`` (the chip's own), else the dataflow names."""
     text = spec.strip().lower()
     if text == "chip":
-        return tuple(Dataflow) if chip.array.reconfigurable else (chip.array.dataflow,)
+        return None
     if text == "all":
-        return tuple(Dataflow(d) for d in DATAFLOW_NAMES)
+        return DATAFLOW_NAMES
     names = [x.strip() for x in text.split(",")]
     bad = [x for x in names if x not in DATAFLOW_NAMES]
     if bad or not names:
         raise _error(f"--dataflows {spec}: must be chip, all, or a comma list of "
                      f"{', '.join(DATAFLOW_NAMES)}")
-    out = []
-    for x in names:
-        if Dataflow(x) not in out:
-            out.append(Dataflow(x))
-    return tuple(out)
+    return tuple(dict.fromkeys(names))
 
 
 # ---------------------------------------------------------------- the op
@@ -211,141 +205,68 @@ def _few(names: list[str], head: int = 6) -> str:
     return f"{', '.join(names[:head])}, ..., {names[-1]}"
 
 
-def _describe_op(op) -> str:
-    from compiler.ir import Conv2d
-    if isinstance(op, Conv2d):
-        groups = f" g{op.groups}" if op.groups > 1 else ""
-        batch = f", batch {op.batch}" if op.batch > 1 else ""
-        pad = f" p{op.pad_top}" if op.pad_top == op.pad_left else f" p{op.pad_top},{op.pad_left}"
-        return (f"Conv2d {op.in_h}x{op.in_w}x{op.in_channels} -> {op.out_channels}, "
-                f"{op.kernel_h}x{op.kernel_w} s{op.stride_h}{pad}{groups}{batch}")
-    batch = f", {op.batch} GEMMs" if op.batch > 1 else ""
-    return f"Gemm {op.m}x{op.k} @ {op.k}x{op.n}{batch}"
+def _options(args):
+    """The :class:`~npulab.map_run.MapOptions` the flags ask for; a bad value is an error
+    naming its flag."""
+    from npulab.map_run import MapOptions
+    from npulab.pipeline import OptionError
+    texts = {"keep": args.top, "samples": args.samples,
+             "exhaustive_limit": args.exhaustive_limit, "seed": args.seed}
+    ints = {name: _int(_FLAGS[name], text, MapOptions.MINIMUM[name])
+            for name, text in texts.items()}
+    try:
+        return MapOptions(objective=args.objective, dataflows=_dataflows(args.dataflows),
+                          loop_order=args.loop_order, conv_lowering=args.conv_lowering,
+                          tech=args.tech, dram_kind=args.dram_type, **ints)
+    except OptionError as exc:
+        raise _error(exc.words(lambda option, value: f"{_FLAGS[option]} {value}",
+                               lambda key, value: f"{key} {value}")) from None
 
 
-def _describe_chip(chip) -> str:
-    arr = chip.array
-    kib = "/".join(f"{chip.sram(name).capacity_kib:g}" for name in ("ifmap", "filter", "ofmap"))
-    dram = "ideal DRAM" if chip.dram.is_ideal else (chip.dram.preset or "custom DRAM")
-    return (f"{chip.name}: {arr.rows}x{arr.cols} {arr.dataflow.value} {arr.precision.value}, "
-            f"SRAM ifmap/filter/ofmap {kib} KiB, {dram}, {chip.clock_mhz:g} MHz")
-
-
-# ---------------------------------------------------------------- the default tiler, costed
-
-
-def cost_tiler_choice(problem, chip, objective: str, tech, *, order: str | None = None,
-                      dram_kind: str | None = None):
-    """``(TileChoice, Mapping)``: the default tiler's choice for ``problem``
-    (:func:`compiler.tiling.choose_tiling`, latency heuristic, the chip's dataflow, input from
-    and output to DRAM) and the same tiling costed by the mapper's cost model
-    (:mod:`compiler.mapper.cost`) for ``objective`` -- the mapping ``map_op`` would report for
-    it. ``tech``: a :class:`hw.energy.Technology`.
-
-    Raises :class:`compiler.tiling.TilingError` when nothing fits."""
-    from compiler.mapper import cost_mapping
-    from compiler.tiling import choose_tiling
-    choice = choose_tiling(problem, chip, order=order)
-    return choice, cost_mapping(problem, chip, choice, objective, tech=tech,
-                                dataflow=chip.array.dataflow, dram_kind=dram_kind)
-
-
-# ---------------------------------------------------------------- the command
-
-
-def guarantee(samples_drawn: int, confidence: float = CONFIDENCE) -> float:
-    """The fraction ``q`` of the space the pruned search's best is in with probability
-    ``confidence``: ``n`` uniform samples all miss the best ``q`` fraction with probability at
-    most ``(1 - q)^n``, so ``q = 1 - (1 - confidence)^(1/n)`` (n = 20,000: 0.023 %)."""
-    if samples_drawn <= 0:
-        return 1.0
-    return -math.expm1(math.log1p(-confidence) / samples_drawn)
-
-
-def _pct_better(best: float, tiler: float) -> float:
-    return 0.0 if tiler == best else 100.0 * (tiler - best) / tiler
+def _chip(args):
+    """The :class:`~hw.spec.ChipSpec` ``--config`` and ``--set`` name, loaded once; an NVDLA build is refused as it
+    is without ``--set`` (its mapping is not searched), not for keys it does not have."""
+    from hw.configfile import load_chip
+    from hw.systolic.config import ConfigError
+    from npulab.cli.common import presets_help, resolve_config
+    from npulab.map_run import mapped_chip
+    path = resolve_config(args.config)
+    try:
+        spec = load_chip(path, args.set)
+    except ConfigError:
+        if not args.set or load_chip(path).kind == "systolic":
+            raise
+        spec = load_chip(path)             # the build's own error below, not a --set key's
+    try:
+        mapped_chip(spec)
+        return spec
+    except ValueError as exc:
+        raise _error(f"--config {args.config}: {exc} "
+                     f"({presets_help().split('; NVDLA')[0]})") from None
 
 
 def main(args) -> int:
     """Run ``npulab map`` from parsed arguments."""
-    from hw.configfile import load_chip, load_chip_config
-    from npulab.cli.common import presets_help, resolve_config
-    objective = _choice("--objective", args.objective, OBJECTIVES)
+    from hw.energy import EnergyError, load_technology
     fmt = _choice("--format", args.format, FORMATS)
-    lowering = _choice("--conv-lowering", args.conv_lowering, CONV_LOWERINGS)
-    top = _int("--top", args.top, 1)
-    samples = _int("--samples", args.samples, 0)
-    limit = _int("--exhaustive-limit", args.exhaustive_limit, 0)
-    seed = _int("--seed", args.seed, 0)
-    from compiler.tiling import ORDERS
-    if args.loop_order is not None:
-        _choice("--loop-order", args.loop_order, ORDERS)
-    from hw.energy import DRAM_KINDS, EnergyError, load_technology
-    if args.dram_type is not None:
-        _choice("--dram-type", args.dram_type, DRAM_KINDS)
-    path = resolve_config(args.config)
-    kind = load_chip(path)                 # NVDLA builds are refused before reading --set
-    if kind.kind != "systolic":
-        raise _error(f"--config {args.config}: {kind.name} is an NVDLA build, whose mapping is "
-                     f"fixed by its convolution pipeline; npulab map searches systolic chips "
-                     f"({presets_help().split('; NVDLA')[0]})")
-    chip = load_chip_config(path, args.set)
-    dataflows = _dataflows(args.dataflows, chip)
+    options = _options(args)
+    chip = _chip(args)
     try:
-        tech = load_technology(args.tech)
+        load_technology(args.tech)
     except EnergyError as exc:
         raise _error(f"--tech {args.tech}: {exc}") from None
     op, source = _op(args)
-
-    from compiler.lower import CompileOptions, _problem
-    from compiler.mapper import map_op
-    problem = _problem(op, chip, CompileOptions(conv_lowering=lowering))
-    # the tiler's choice first: it also loads the cost kernel, so the search time below is
-    # the search's alone
+    from npulab.map_run import map_op
+    from npulab.progress import Progress
     # A phase bar on a terminal (nothing in pipes): a GEMM near the size limits (2**24 rows)
     # takes about a minute to cost and search.
-    from npulab.progress import Progress
-    progress = Progress()
-    progress(0, 2, "costing the default tiler's choice")
-    choice, tiler = cost_tiler_choice(problem, chip, objective, tech, order=args.loop_order,
-                                      dram_kind=args.dram_type)
-    progress(1, 2, "searching the mapping space")
-    result = map_op(problem, chip, objective, tech=tech, dataflows=dataflows,
-                    orders=args.loop_order, exhaustive_limit=limit, samples=samples, seed=seed,
-                    keep=top, dram_kind=args.dram_type)
-    progress(2, 2, "done")
-    macs = problem.count * problem.m * problem.n * problem.k
-    pes = chip.array.rows * chip.array.cols
-    better = _pct_better(result.best.objective, tiler.objective)
-    info = dict(source=source, layer=op.name, op_kind=type(op).__name__,
-                op_summary=_describe_op(op), lowering=problem.lowering,
-                gemm={"count": problem.count, "m": problem.m, "n": problem.n, "k": problem.k},
-                macs=macs, pes=pes, chip=chip.name, chip_summary=_describe_chip(chip),
-                tech=tech.name, dataflows=[d.value for d in dataflows],
-                orders=[args.loop_order] if args.loop_order else list(ORDERS),
-                search="exhaustive" if result.exhaustive else "pruned")
-    if not result.exhaustive:
-        info["guarantee"] = {"samples": result.phases.get("samples_drawn", 0),
-                             "confidence": CONFIDENCE,
-                             "best_fraction": guarantee(result.phases.get("samples_drawn", 0))}
+    mapping = map_op(op, chip, options, progress=Progress())
+    doc = mapping.to_dict(source, wall_time=args.wall_time)
     if fmt == "json":
-        out = result.to_dict()
-        for row, mp in zip(out["ranked"], result.ranked):
-            row["utilization"] = macs / (pes * mp.latency_cycles)
-        out.update(info)
-        out["tiler"] = dict(tiler.to_dict(), utilization=macs / (pes * tiler.latency_cycles),
-                            tiler_estimated_cycles=choice.estimated_cycles,
-                            better_pct=better)
-        out["better_than_tiler_pct"] = better
-        # Wall-clock figures change from run to run: only on request, so JSON can be diffed.
-        seconds = out.pop("seconds")
-        if args.wall_time:
-            rate = result.mappings_per_s
-            out["wall_time"] = {"seconds": seconds,
-                                "mappings_per_s": rate if math.isfinite(rate) else None}
-        sys.stdout.write(json.dumps(out, indent=2, allow_nan=False) + "\n")
-        return 0
-    sys.stdout.write(_table(result, info, tiler, better, top, objective))
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(_table(mapping.search, doc, mapping.tiler, mapping.better_pct,
+                                options.keep, options.objective))
     return 0
 
 
@@ -369,7 +290,7 @@ def _table(result, info: dict, tiler, better: float, top: int, objective: str) -
         gt = info["guarantee"]
         if gt["samples"] > 0:
             sentence = (f"the best is in the best {100 * gt['best_fraction']:.3g} % of the "
-                        f"space with probability >= {100 * CONFIDENCE:g} %")
+                        f"space with probability >= {100 * gt['confidence']:g} %")
         else:
             sentence = "no samples: no probabilistic guarantee"
         lines.append(

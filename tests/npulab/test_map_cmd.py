@@ -204,10 +204,11 @@ def test_pruned_search_states_its_guarantee(capsys):
 
 def test_guarantee_formula():
     # 1 - (1 - q)^n = 0.99  ->  q = 1 - 0.01^(1/n); n = 20,000: 4.6052 / 20,000 = 0.023 %
-    assert map_cmd.guarantee(20_000) == pytest.approx(2.3025e-4, rel=1e-3)
-    assert map_cmd.guarantee(1) == pytest.approx(0.99)
-    assert map_cmd.guarantee(0) == 1.0
-    assert math.isclose(1 - (1 - map_cmd.guarantee(500)) ** 500, 0.99)
+    from npulab.map_run import guarantee
+    assert guarantee(20_000) == pytest.approx(2.3025e-4, rel=1e-3)
+    assert guarantee(1) == pytest.approx(0.99)
+    assert guarantee(0) == 1.0
+    assert math.isclose(1 - (1 - guarantee(500)) ** 500, 0.99)
 
 
 def test_dataflows_loop_order_and_set(capsys):
@@ -245,6 +246,9 @@ def test_errors_are_one_line(capsys):
     assert "--conv 5x5x3-4k7: " in _error(capsys, "--conv", "5x5x3-4k7")
     err = _error(capsys, "--config", "nv_small")
     assert "--config nv_small: nv_small is an NVDLA build" in err and "default" in err
+    # the chip is loaded once, with --set; a build is refused as a build, not for its --set keys
+    for key in ("array.rows=8", "nvdla.clock_mhz=0", "nvdla.clock_mhz=500"):
+        assert _error(capsys, "--config", "nv_small", "--set", key) == err
     err = _error(capsys, "--objective", "speed")
     assert "--objective speed: must be one of latency, energy, edp" in err
     assert "--top 0: must be an integer >= 1" in _error(capsys, "--top", "0")

@@ -3,9 +3,9 @@
 ``npulab soc [--accelerators N] [--config NAME|FILE] [--set SECTION.KEY=VALUE ...]
 [--dram PRESET] [--model NAME] [--cpu-copy-mb MB] [--format table|json]`` builds an SoC of N
 copies of a chip config (default 2 x the default chip) on one DRAM (the chip's, or ``--dram``),
-compiles the model for each accelerator exactly as ``npulab run`` does, and runs it alone and
-all together on the shared DRAM (:func:`hw.system.soc.run_soc`). ``--soc FILE`` reads an SoC
-TOML instead (:func:`hw.system.soc.soc_config_from_dict`).
+and runs the model on it with :func:`npulab.soc_run.run_soc_workload` (compiled for each
+accelerator as ``npulab run`` does, run alone and all together on the shared DRAM).
+``--soc FILE`` reads an SoC TOML instead (:func:`hw.system.soc.soc_config_from_dict`).
 
 Errors are :class:`~hw.systolic.config.ConfigError` or ``npulab.cli.UserError``; the top-level
 CLI prints them as one line.
@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compiler.frontends import zoo
 from hw.memory.dram import DRAM_PRESETS, dram_preset
@@ -69,44 +67,41 @@ def _user_error(message: str) -> Exception:
 
 
 def build_soc(args) -> SocConfig:
-    from hw.system.soc import CpuStream, SocConfig, load_soc_config
     """The SoC the command line asks for."""
+    from dataclasses import replace
+
+    from hw.configfile import load_chip
+    from hw.system.soc import CpuStream, load_soc_config
     from npulab.cli.common import resolve_config
+    from npulab.soc_run import soc_of
     cpu = None
     if args.cpu_copy_mb is not None:
         if not args.cpu_copy_mb > 0:
             raise _user_error(f"--cpu-copy-mb {args.cpu_copy_mb:g}: must be > 0 MiB")
         cpu = CpuStream(nbytes=max(1, int(args.cpu_copy_mb * (1 << 20))))
+    dram = dram_preset(args.dram) if args.dram is not None else None
     if args.soc is not None:
         if args.accelerators is not None or args.config is not None or args.set:
             raise _user_error("--soc FILE gives the accelerators; do not combine it with "
                               "--accelerators, --config or --set")
         soc = load_soc_config(args.soc)
-        if args.dram is not None:
-            soc = SocConfig(name=soc.name, accelerators=soc.accelerators,
-                            dram=dram_preset(args.dram), host_link=soc.host_link,
-                            cpu=soc.cpu if cpu is None else cpu)
-        elif cpu is not None:
-            soc = SocConfig(name=soc.name, accelerators=soc.accelerators, dram=soc.dram,
-                            host_link=soc.host_link, cpu=cpu)
-        return soc
+        return replace(soc, dram=soc.dram if dram is None else dram,
+                       cpu=soc.cpu if cpu is None else cpu)
     n = 2 if args.accelerators is None else args.accelerators
     if not 1 <= n <= MAX_ACCELERATORS:
         raise _user_error(f"--accelerators {n}: must be an integer in 1..{MAX_ACCELERATORS} "
                           f"(an SoC needs at least one accelerator)")
-    from hw.configfile import load_chip
     spec = load_chip(resolve_config(args.config), args.set)
-    if spec.kind != "systolic":
-        raise _user_error(f"--config {args.config}: {spec.name} is an NVDLA build; npulab soc "
-                          f"runs systolic chips' programs on the shared DRAM")
-    chip = spec.config
-    dram = dram_preset(args.dram) if args.dram is not None else chip.dram
-    return SocConfig(name=f"{n}x{chip.name}", accelerators=(chip,) * n, dram=dram, cpu=cpu)
+    try:
+        return soc_of(spec, n, dram=dram, cpu=cpu)
+    except ValueError as exc:
+        raise _user_error(f"--config {args.config}: {exc}") from None
 
 
 def run(args) -> tuple[str, SocResult]:
-    from hw.system.soc import run_soc
-    """Compile the model for each accelerator and run the SoC; (model name, result)."""
+    """Build the SoC and the model, run it (:func:`npulab.soc_run.run_soc_workload`); (model
+    name, result)."""
+    from npulab.soc_run import run_soc_workload
     soc = build_soc(args)
     params = {k: getattr(args, k) for k in ("batch", "image_size", "seq_len")
               if getattr(args, k) is not None}
@@ -114,14 +109,7 @@ def run(args) -> tuple[str, SocResult]:
         graph = zoo.get(args.model or DEFAULT_MODEL, **params)
     except ValueError as exc:
         raise _user_error(str(exc)) from None
-    programs, cache = [], {}
-    for j in range(len(soc.accelerators)):
-        chip = soc.chip(j)
-        if chip not in cache:    # identical accelerators share one compiled program
-            from compiler.lower import CompileOptions, compile_graph
-            cache[chip] = compile_graph(graph, chip, CompileOptions())
-        programs.append(cache[chip])
-    return graph.name, run_soc(soc, programs)
+    return graph.name, run_soc_workload(graph, soc)
 
 
 def render_table(model: str, r: SocResult) -> str:

@@ -32,18 +32,6 @@ FORMATS = ("table", "json", "csv")
 _MODELS = ("resnet50", "googlenet", "alexnet")  # == hw.nvdla.sheet_models.SHEET_MODELS (tested)
 _FLAGS = {"sram_mb": "--sram-mb", "freq_mhz": "--freq-mhz", "dram_gbs": "--dram-gbs",
           "macs": "--macs"}
-RULE_TEXT = ("npulab's rule, not NVIDIA's (the sheet has hand-entered placements for 4 MB only): "
-             "per layer, input and output in CV-SRAM when both fit, else the smaller one if it "
-             "fits, else DRAM; the image comes from DRAM; all weights in CV-SRAM when they fit "
-             "next to the largest layer's activations, else streamed from DRAM every image "
-             "(FC weights amortised over the FC batch)")
-BATCHED_RULE_TEXT = ("the AlexNet sheet's own rule (its formulas): the convolutions run "
-                     "batched, B = min over conv layers of floor((CV-SRAM - weights) / (input + "
-                     "output)) images, weights read from DRAM once per B images (FC weights "
-                     "once per FC batch); activations in CV-SRAM, except the image, the last "
-                     "convolution's output and the FC inputs, which go through DRAM")
-
-
 def add_parser(subparsers) -> None:
     """Register ``nvdla`` (with ``spreadsheet``) on an argparse subparsers object."""
     fmt = argparse.RawDescriptionHelpFormatter
@@ -148,27 +136,17 @@ def _number(flag: str, text: str | None):
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _num(v):
-    """Integral floats as ints (cycles, KB), everything else unchanged."""
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-
-
 def spreadsheet_result(model: str = "resnet50", sram_mb: float = 0, *, freq_mhz=None,
                        dram_gbs=None, macs=None, npulab_rule: bool = False) -> dict:
-    """The plain-data result the CLI prints: ``{"model", "title", "source", "sheet_model",
-    "sram_mb", "placement", "placement_rule", "config", "units", "layers": [...],
-    "totals": {"cycles", "time_ms", "fps", "hw_mac_efficiency", "network_mac_efficiency",
-    "macs", "dram_traffic_kb", ...}, "sheet_time_ms"}``.  Raises :class:`UserError`."""
-    from hw.nvdla.sheet_models import evaluate, load_sheet_model
+    """:func:`hw.nvdla.sheet_report.spreadsheet_result`, its errors worded with the flags
+    (:class:`UserError`)."""
+    from hw.nvdla.sheet_report import spreadsheet_result as result
 
     if model not in _MODELS:
         raise UserError(f"--model {model}: unknown; the spreadsheet has {', '.join(_MODELS)}")
-    sm = load_sheet_model(model)
     try:
-        res = evaluate(sm, sram_mb, freq_mhz=freq_mhz, dram_gbs=dram_gbs, macs=macs,
-                       npulab_rule=npulab_rule)
+        return result(model, sram_mb, freq_mhz=freq_mhz, dram_gbs=dram_gbs, macs=macs,
+                      npulab_rule=npulab_rule)
     except ValueError as exc:
         msg = str(exc)
         for key, flag in _FLAGS.items():
@@ -176,51 +154,6 @@ def spreadsheet_result(model: str = "resnet50", sram_mb: float = 0, *, freq_mhz=
                 msg = flag + msg[len(key):]
                 break
         raise UserError(msg) from None
-    cfg, sram = res["cfg"], res["kind"] == "sram"
-    layers = []
-    for ly, row in zip(res["layers"], res["rows"]):
-        d = {"name": ly.name, "attribute": ly.attribute, "role": ly.role,
-             "summed": row["max_cycles"] is not None,
-             "macs": row["calculation"],
-             "input_kb": _num(row["input_data_size"]), "output_kb": _num(row["output_data_size"]),
-             "weight_kb": _num(row["weight_data_size"]),
-             "dram_traffic_kb": _num(row["dram_traffic"]), "dram_cycles": _num(row["dram_cycles"])}
-        if sram:
-            d.update(cvsram_read_traffic_kb=_num(row["cvsram_read_traffic"]),
-                     cvsram_read_cycles=_num(row["cvsram_read_cycles"]),
-                     cvsram_write_traffic_kb=_num(row["cvsram_write_traffic"]),
-                     cvsram_write_cycles=_num(row["cvsram_write_cycles"]))
-        d.update(mac_cycles=_num(row["mac_cycles"]), max_cycles=_num(row["max_cycles"]),
-                 long_pole=row["long_pole"])
-        layers.append(d)
-    t = res["totals"]
-    summed = [d for d in layers if d["summed"]]
-    totals = {"cycles": _num(t["total_cycles"]), "time_ms": t["total_time_ms"], "fps": t["fps"],
-              "hw_mac_efficiency": t["hw_mac_effi"],
-              "network_mac_efficiency": t["network_mac_effi"],
-              "macs": sum(d["macs"] for d in layers if d["macs"] is not None),
-              "dram_traffic_kb": _num(sum(d["dram_traffic_kb"] for d in summed))}
-    if sram:
-        totals["cvsram_read_traffic_kb"] = _num(sum(d["cvsram_read_traffic_kb"] for d in summed))
-        totals["cvsram_write_traffic_kb"] = _num(sum(d["cvsram_write_traffic_kb"] for d in summed))
-    unmodified = freq_mhz is None and dram_gbs is None and macs is None \
-        and res["placement"] != "npulab"
-    return {
-        "model": model, "title": sm.title, "source": sm.source,
-        "sheet_model": "cv-sram" if sram else "dram-only",
-        "sram_mb": _num(float(sram_mb)), "placement": res["placement"],
-        "placement_rule": {"npulab": RULE_TEXT, "nvidia-batched": BATCHED_RULE_TEXT}.get(
-            res["placement"]),
-        "config": {"macs": cfg.n_mac, "freq_mhz": _num(cfg.freq_mhz), "cbuf_kb": _num(cfg.cbuf_kb),
-                   "dram_gbs": _num(cfg.dram_gbs), "cvsram_read_gbs": _num(cfg.sram_read_gbs),
-                   "cvsram_write_gbs": _num(cfg.sram_write_gbs), "fc_batch": cfg.fc_batch,
-                   "input_bytes": _num(cfg.input_bytes), "weight_bytes": _num(cfg.weight_bytes),
-                   "fc_weights_batched_in_dram_only": sm.dram_only_fc_batched},
-        "units": {"kb": "1024 bytes (the sheet's KB)",
-                  "cycles": "ceil(KB / (GB/s) * MHz) for transfers (the sheet's formula)"},
-        "layers": layers, "totals": totals,
-        "sheet_time_ms": sm.sheet_time_ms.get(res["kind"]) if unmodified else None,
-    }
 
 
 def _fmt(v, kind: str) -> str:
@@ -255,10 +188,7 @@ def _table(doc: dict) -> str:
              f"source: {doc['source']}"]
     if doc["placement"] == "nvidia":
         lines.append("placement: NVIDIA's hand-entered per-layer CV-SRAM placements (the sheet's)")
-    elif doc["placement"] == "nvidia-batched":
-        lines += textwrap.wrap(f"placement: {BATCHED_RULE_TEXT}", width=100,
-                               subsequent_indent="  ")
-    elif doc["placement"] == "npulab":
+    elif doc["placement"] in ("nvidia-batched", "npulab"):
         lines += textwrap.wrap(f"placement: {doc['placement_rule']}", width=100,
                                subsequent_indent="  ")
     if cfg["fc_weights_batched_in_dram_only"] and not sram:

@@ -1,4 +1,5 @@
-"""``npulab nvdla spreadsheet`` (npulab/nvdla_cmd.py) and its shipped tables (hw/nvdla/sheet_models.py).
+"""``npulab nvdla spreadsheet`` (npulab/cli/nvdla.py, hw/nvdla/sheet_report.py) and its shipped
+tables (hw/nvdla/sheet_models.py).
 
 Gold values: NVIDIA's ``perf/NVDLA_OpenSource_Performance.xlsx`` totals (ResNet-50 7.113691 ms
 DRAM-only / 5.161544 ms with 4 MB CV-SRAM, GoogLeNet 1.222071 ms / 579,712.5 cycles, AlexNet
@@ -309,6 +310,16 @@ def test_python_api_errors_name_the_parameter():
         evaluate(m, 0, macs=96)
     with pytest.raises(ValueError, match=r"model = 'vgg': unknown"):
         load_sheet_model("vgg")
+
+
+def test_the_command_prints_the_library_result(capsys):
+    # hw.nvdla.sheet_report builds the result; the command parses, words errors and prints
+    from hw.nvdla.sheet_report import spreadsheet_result
+    doc = spreadsheet_result("googlenet", 4, dram_gbs=15)
+    assert run_json(capsys, "--model", "googlenet", "--sram-mb", "--dram-gbs", "15") == doc
+    assert doc["sheet_time_ms"] is None and doc["config"]["dram_gbs"] == 15
+    with pytest.raises(ValueError, match=r"sram_mb = -1: must be a number >= 0"):
+        spreadsheet_result("resnet50", -1)
 
 
 def test_no_subcommand_prints_help(capsys):

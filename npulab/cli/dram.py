@@ -16,17 +16,17 @@ import argparse
 import csv
 import json
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
 from hw.files import check_input_file, check_output_file
 from hw.memory.dram import (DEFAULT_PRESET, DRAM_PRESET_SOURCES, DRAM_PRESETS, DramConfig,
                             ReplayResult, dram_config_from_dict, dram_config_from_dramsim3_ini,
-                            dram_config_to_dict, read_trace, replay)
+                            dram_config_to_dict, read_trace, replay, replay_summary)
 from hw.systolic.config import ConfigError
+from hw.validate import toml_value
 
-__all__ = ["add_parser", "main", "config_from_args", "parse_dram_override", "summary"]
+__all__ = ["add_parser", "main", "config_from_args", "parse_dram_override"]
 
 
 def add_parser(subparsers) -> None:
@@ -71,11 +71,7 @@ def parse_dram_override(text: str) -> tuple[str, Any]:
     section, _, key = dotted.partition(".")
     if section != "dram" or not key or "." in key:
         raise ConfigError(f"{where}: {dotted!r}: expected dram.KEY, e.g. dram.channels")
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key, value
+    return key, toml_value(raw)
 
 
 def config_from_args(preset: str | None, ini: str | None, overrides: Iterable[str] = ()) -> DramConfig:
@@ -93,24 +89,6 @@ def config_from_args(preset: str | None, ini: str | None, overrides: Iterable[st
         return dram_config_from_dict(data, where) if ini is None else dram_config_from_dramsim3_ini(ini)
     data.update(values)
     return dram_config_from_dict(data, f"{where} with --set {' --set '.join(overrides)}")
-
-
-def summary(cfg: DramConfig, result: ReplayResult, trace: str) -> dict[str, Any]:
-    """Headline figures of a replay as plain data."""
-    n = int(len(result.finish_cycles))
-    lat = result.latency_cycles
-    return {
-        "trace": trace, "dram": cfg.preset, "requests": n, "reads": result.reads,
-        "writes": result.writes, "request_bytes": cfg.request_bytes,
-        "total_cycles": result.total_cycles, "total_ns": result.total_cycles * cfg.tck_ns,
-        "tck_ns": cfg.tck_ns, "bandwidth_gbps": result.bandwidth_gbps,
-        "peak_gbps": cfg.peak_gbps if not cfg.is_ideal else None,
-        "row_hits": result.row_hits, "row_misses": result.row_misses,
-        "row_conflicts": result.row_conflicts, "activates": result.activates,
-        "precharges": result.precharges, "refreshes": result.refreshes,
-        "mean_latency_cycles": result.mean_latency_cycles,
-        "max_latency_cycles": int(lat.max()) if n else 0,
-    }
 
 
 def _print_summary(s: dict[str, Any], cfg: DramConfig) -> None:
@@ -154,7 +132,7 @@ def cmd_replay(args) -> int:
     cfg = config_from_args(args.preset, args.ini, args.set)
     addresses, is_write, issues = read_trace(args.trace)
     result = replay(cfg, addresses, is_write, issues)
-    s = summary(cfg, result, str(args.trace))
+    s = replay_summary(cfg, result, str(args.trace))
     if args.json:
         print(json.dumps({**s, "config": dram_config_to_dict(cfg)}, indent=2))
     else:

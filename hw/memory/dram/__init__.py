@@ -22,7 +22,7 @@ The parts, one module per topic:
 * :mod:`hw.memory.dram.presets`: the presets and the ``[dram]`` table (a preset plus overrides);
 * :mod:`hw.memory.dram.ini`: DRAMsim3 ``.ini`` files;
 * :mod:`hw.memory.dram.model`: :class:`DramModel`, the stateful model the executor uses;
-* :mod:`hw.memory.dram.replay`: trace files and :func:`replay`.
+* :mod:`hw.memory.dram.replay`: trace files, :func:`replay` and its :func:`replay_summary`.
 
 Every public name is importable from ``hw.memory.dram``.
 """
@@ -32,9 +32,10 @@ from hw.memory.dram.ini import dram_config_from_dramsim3_ini
 from hw.memory.dram.model import DramModel
 from hw.memory.dram.presets import (DEFAULT_PRESET, DRAM_PRESET_SOURCES, DRAM_PRESETS,
                                     dram_config_from_dict, dram_config_to_dict, dram_preset)
-from hw.memory.dram.replay import MAX_TRACE_CYCLE, ReplayResult, TraceError, read_trace, replay
+from hw.memory.dram.replay import (MAX_TRACE_CYCLE, ReplayResult, TraceError, read_trace, replay,
+                                   replay_summary)
 
 __all__ = ["DramConfig", "DRAM_PRESETS", "DRAM_PRESET_SOURCES", "DEFAULT_PRESET", "dram_preset",
            "dram_config_from_dict", "dram_config_to_dict", "dram_config_from_dramsim3_ini",
-           "decode_address", "ReplayResult", "replay", "read_trace", "TraceError", "DramModel",
-           "MAPPING_FIELDS", "MAX_TRACE_CYCLE"]
+           "decode_address", "ReplayResult", "replay", "replay_summary", "read_trace", "TraceError",
+           "DramModel", "MAPPING_FIELDS", "MAX_TRACE_CYCLE"]

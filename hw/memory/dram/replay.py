@@ -20,7 +20,8 @@ from hw.validate import read_config_text
 np = lazy_module("numpy")                     # loaded when a model first runs,
 K = lazy_module("hw.memory._dram_kernel")   # so reading presets stays light
 
-__all__ = ["TraceError", "ReplayResult", "replay", "read_trace", "MAX_TRACE_CYCLE"]
+__all__ = ["TraceError", "ReplayResult", "replay", "replay_summary", "read_trace",
+           "MAX_TRACE_CYCLE"]
 
 
 class TraceError(ConfigError):
@@ -88,6 +89,26 @@ class ReplayResult:
         return pd.DataFrame({"index": np.arange(len(fin), dtype=np.int64),
                              "issue_cycle": fin - lat, "finish_cycle": fin,
                              "latency_cycles": lat})
+
+
+def replay_summary(cfg: DramConfig, result: ReplayResult, trace: str) -> dict[str, Any]:
+    """Headline figures of a :func:`replay` of ``trace`` (a name) on ``cfg`` as plain data
+    (``npulab dram replay --json``): requests, total cycles and ns, bandwidth against peak,
+    row-buffer and command counts, mean and max latency."""
+    n = int(len(result.finish_cycles))
+    lat = result.latency_cycles
+    return {
+        "trace": trace, "dram": cfg.preset, "requests": n, "reads": result.reads,
+        "writes": result.writes, "request_bytes": cfg.request_bytes,
+        "total_cycles": result.total_cycles, "total_ns": result.total_cycles * cfg.tck_ns,
+        "tck_ns": cfg.tck_ns, "bandwidth_gbps": result.bandwidth_gbps,
+        "peak_gbps": cfg.peak_gbps if not cfg.is_ideal else None,
+        "row_hits": result.row_hits, "row_misses": result.row_misses,
+        "row_conflicts": result.row_conflicts, "activates": result.activates,
+        "precharges": result.precharges, "refreshes": result.refreshes,
+        "mean_latency_cycles": result.mean_latency_cycles,
+        "max_latency_cycles": int(lat.max()) if n else 0,
+    }
 
 
 #: The latest issue cycle a trace or :func:`replay` may give: 2**60 (a 2**62 sentinel is the

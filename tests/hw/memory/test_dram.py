@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from hw.memory.dram import (DRAM_PRESETS, DramConfig, DramModel, ReplayResult, TraceError,
                             decode_address, dram_config_from_dict, dram_config_from_dramsim3_ini,
-                            dram_config_to_dict, dram_preset, read_trace, replay)
+                            dram_config_to_dict, dram_preset, read_trace, replay,
+                            replay_summary)
 from hw.systolic.config import ConfigError
 from npulab.cli.dram import add_parser, config_from_args, main
 
@@ -831,6 +832,8 @@ def test_cli_replay_and_presets(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     expected = replay(DDR4, *read_trace(path))
     assert summary["total_cycles"] == expected.total_cycles and summary["dram"] == "ddr4-3200"
+    assert summary == {**replay_summary(DDR4, expected, str(path)),
+                       "config": dram_config_to_dict(DDR4)}     # the command prints the library's
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "index,address,op,issue_cycle,finish_cycle,latency_cycles" and len(rows) == 201
     assert cli(["presets"]) == 0

@@ -26,16 +26,13 @@ __all__ = ["soc_of", "run_soc_workload"]
 def soc_of(device, n: int, *, dram: DramConfig | None = None,
            cpu: CpuStream | None = None) -> SocConfig:
     """The SoC ``{n}x{chip name}``: ``n`` copies of ``device``
-    (:func:`~npulab.pipeline.resolve_device`; a systolic chip) sharing ``dram`` (default: the
-    chip's own), with an optional CPU stream. ``ValueError`` for a chip of another kind."""
+    (:func:`~npulab.pipeline.resolve_device`) sharing ``dram`` (default: the chip's own), with
+    an optional CPU stream. :class:`~hw.systolic.config.ConfigError` for a chip the SoC does not
+    run (:class:`hw.system.soc.SocConfig` takes systolic chips)."""
     from hw.system.soc import SocConfig
     spec = resolve_device(device)
-    if spec.kind != "systolic":
-        raise ValueError(f"{spec.name} is an NVDLA build; npulab soc runs systolic chips' "
-                         f"programs on the shared DRAM")
-    chip = spec.config
-    return SocConfig(name=f"{n}x{chip.name}", accelerators=(chip,) * n,
-                     dram=chip.dram if dram is None else dram, cpu=cpu)
+    return SocConfig(name=f"{n}x{spec.name}", accelerators=(spec,) * n,
+                     dram=spec.dram if dram is None else dram, cpu=cpu)
 
 
 def run_soc_workload(graph: Graph, soc: SocConfig,

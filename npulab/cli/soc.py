@@ -71,6 +71,7 @@ def build_soc(args) -> SocConfig:
     from dataclasses import replace
 
     from hw.configfile import load_chip
+    from hw.errors import ConfigError
     from hw.system.soc import CpuStream, load_soc_config
     from npulab.cli.common import resolve_config
     from npulab.soc_run import soc_of
@@ -94,7 +95,7 @@ def build_soc(args) -> SocConfig:
     spec = load_chip(resolve_config(args.config), args.set)
     try:
         return soc_of(spec, n, dram=dram, cpu=cpu)
-    except ValueError as exc:
+    except ConfigError as exc:                  # a chip the SoC does not run
         raise _user_error(f"--config {args.config}: {exc}") from None
 
 

@@ -9,6 +9,7 @@ import pytest
 from compiler.frontends import zoo
 from compiler.lower import compile_graph
 from hw.configfile import load_chip, load_chip_config
+from hw.errors import ConfigError
 from hw.memory.dram import dram_preset
 from hw.system.soc import SocConfig, run_soc
 from npulab.soc_run import run_soc_workload, soc_of
@@ -29,5 +30,6 @@ def test_the_chip_is_any_device_form_and_systolic():
     spec = load_chip(None, ["array.rows=8"])
     assert soc_of(spec, 1) == soc_of(spec.config, 1)
     assert soc_of(spec, 1).dram == spec.config.dram             # the chip's own DRAM
-    with pytest.raises(ValueError, match="nv_small is an NVDLA build"):
+    with pytest.raises(ConfigError, match="accelerator 'nv_small' is a nvdla chip; the SoC runs "
+                                          "systolic chips' programs"):
         soc_of("nv_small", 2)

@@ -159,6 +159,21 @@ def test_run_onnx_dim_errors(capsys, tmp_path, dims, message):
     assert message in err, err
 
 
+def test_skip_unsupported_with_onnx_is_the_imports_on_a_systolic_chip(capsys, tmp_path):
+    # --skip-unsupported is read by the ONNX import, and by an NVDLA build's run; a systolic
+    # chip runs every op, so the run (npulab.pipeline.check_options) does not get it
+    pytest.importorskip("onnx")
+    path = _symbolic_conv(tmp_path / "conv.onnx", dims=(1, 3, 8, 8))
+    for config in ("default", "nv_small"):
+        code, out, err = run(capsys, "run", "--onnx", str(path), "--skip-unsupported", "-c",
+                             config, "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["totals"]["macs"] == 8 * 8 * 16 * 27
+    code, _, err = run(capsys, "run", "--onnx", str(path), "--skip-unsupported", "--timing",
+                       "compute", "--map", "best-edp")       # the other checks still run
+    assert code == 2 and err.startswith("npulab: error: --map applies to --timing native")
+
+
 def test_dim_needs_onnx(capsys):
     code, _, err = run(capsys, "run", "--dim", "H=4")
     assert code == 2 and err == ("npulab: error: --dim applies to --onnx models (symbolic input "

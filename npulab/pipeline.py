@@ -135,7 +135,8 @@ def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:
 
 
 #: The option check of each engine kind: ``check(spec, options)`` raises :class:`OptionError`
-#: for a field the kind does not read. Its runner calls it first; :func:`check_options` too.
+#: for a field the kind does not read. :func:`run` calls it before the runner;
+#: :func:`check_options` too.
 CHECKS: dict[str, Callable[[ChipSpec, RunOptions], None]] = {
     "systolic": _check_systolic, "nvdla": _check_nvdla}
 
@@ -150,14 +151,12 @@ def check_options(device, options: RunOptions) -> None:
 
 
 def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
-    _check_systolic(spec, options)
     from npulab.simulate import simulate
     return simulate(graph, spec, options.timing, progress=progress,
                     options=options.compile)
 
 
 def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
-    _check_nvdla(spec, options)
     from npulab.nvdla_run import simulate_nvdla
     return simulate_nvdla(graph, spec, options.precision or "int8",
                           skip_unsupported=options.skip_unsupported, progress=progress)
@@ -168,15 +167,24 @@ def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
 RUNNERS: dict[str, Callable] = {"systolic": _systolic, "nvdla": _nvdla}
 
 
-def register_runner(kind: str, runner: Callable) -> None:
+def register_runner(kind: str, runner: Callable, check: Callable | None = None) -> None:
     """Run chips of engine kind ``kind`` with ``runner(graph, spec, options, progress) ->
     RunRecord`` (a new engine kind's one entry point into the pipeline; docs/architecture.md,
-    "Adding an engine"). A kind npulab ships cannot be replaced."""
+    "Adding an engine"), after ``check(spec, options)`` (raises :class:`OptionError` for an
+    option the kind does not read; ``None``: it reads every option). A kind npulab ships cannot
+    be replaced."""
     if kind in ("systolic", "nvdla"):
         raise ValueError(f"kind = {kind!r}: a shipped engine kind; its runner is fixed")
-    if not callable(runner):
-        raise ValueError(f"runner = {runner!r}: must be callable")
+    for name, fn in (("runner", runner), ("check", check)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name} = {fn!r}: must be callable")
+    if runner is None:
+        raise ValueError("runner = None: must be callable")
     RUNNERS[kind] = runner
+    if check is not None:
+        CHECKS[kind] = check
+    else:
+        CHECKS.pop(kind, None)
 
 
 def resolve_device(device) -> ChipSpec:
@@ -198,4 +206,7 @@ def run(workload: Graph, device=None, options: RunOptions | None = None, *,
     if runner is None:
         raise ValueError(f"{spec.name}: engine kind {spec.kind!r} has no runner; registered: "
                          f"{', '.join(RUNNERS)}")
+    check = CHECKS.get(spec.kind)
+    if check is not None:
+        check(spec, options)
     return runner(workload, spec, options, progress)

@@ -112,11 +112,21 @@ def run_copy(graph: Graph, spec, options, progress) -> RunRecord:
                      layers=tuple(layers), totals=totals, dram=run.dram, execution=run)
 
 
+def check_copy(spec, options) -> None:
+    """The copy engine reads no option: it neither tiles nor has timing modes or precisions."""
+    if options != pipeline.RunOptions():
+        changed = next(f.name for f in dataclasses.fields(options)
+                       if getattr(options, f.name) != getattr(pipeline.RunOptions(), f.name))
+        raise pipeline.OptionError(changed, getattr(options, changed),
+                                   f"{{}} does not apply to {spec.name}'s copy engine")
+
+
 @pytest.fixture(scope="module")
 def registered():
-    pipeline.register_runner("copy", run_copy)
+    pipeline.register_runner("copy", run_copy, check_copy)
     yield
     pipeline.RUNNERS.pop("copy", None)
+    pipeline.CHECKS.pop("copy", None)
 
 
 GRAPH = Graph("toy", (conv2d("conv", 16, 8, 16, 3, padding=1), Gemm(name="fc", m=4, n=256, k=512)))
@@ -149,6 +159,12 @@ def test_copy_engine_runs_through_the_pipeline(registered):
     per_cycle = spec.dram.peak_gbps * 1e9 / spec.clock_hz
     assert result.totals["cycles"] >= math.ceil(moved / per_cycle)
     assert sum(x.cycles for x in result.layers) == result.totals["cycles"]
+
+
+def test_the_kind_option_check_runs_first(registered):
+    with pytest.raises(pipeline.OptionError, match="timing = 'compute' does not apply to "
+                                                   "npulab-default\\+copy's copy engine"):
+        pipeline.run(GRAPH, copy_chip(), pipeline.RunOptions(timing="compute"))
 
 
 def test_metrics_charge_the_copy_engine_actions(registered):

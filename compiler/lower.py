@@ -39,6 +39,7 @@ from compiler.tiling import (
 )
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import geometry
 
 __all__ = ["CompileOptions", "compile_graph", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES"]
 
@@ -221,14 +222,12 @@ def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptio
 
 def _edge_strides(df: Dataflow, options: CompileOptions, mt: int, nt: int, kt: int,
                   eb: int) -> tuple[int, int]:
-    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions)."""
+    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions):
+    contiguous when ``matched``, else as in the row-major A and B tiles."""
     if options.sram_layout == "matched":
         return eb, eb
-    if df is Dataflow.OS:
-        return kt * eb, eb          # left: a column of the A tile; top: a row of B
-    if df is Dataflow.WS:
-        return eb, eb               # left: a row of A; top (weight port): a row of B
-    return nt * eb, kt * eb         # IS: left streams B columns, top loads A columns
+    left, top = geometry(df).row_major_edge_strides(mt, nt, kt)
+    return left * eb, top * eb
 
 
 def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, chip: ChipConfig,

@@ -68,6 +68,7 @@ from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.program import Engine, Kind, Location, Operand, Program
 from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
 )
@@ -85,7 +86,7 @@ _STAT_COLS = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
               "dram_row_misses", "dram_row_conflicts", "dram_activates")
 _CAUSE_NONE, _CAUSE_DRAM, _CAUSE_LINK, _CAUSE_SRAM = -1, 0, 1, 2
 _COMPUTE = 3  # segment category for busy array cycles
-_SRAMS = ("ifmap", "filter", "ofmap")
+_SRAMS = tuple(o.sram for o in GemmOperand)   # indexed by GemmOperand: ifmap, filter, ofmap
 _READ, _WRITE = 0, 1
 
 # Per-layer counter columns (int64).
@@ -360,6 +361,9 @@ class _ChipRun:
         self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
                        else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
                        for ls in program.layers]
+        # Which scratchpad each array edge reads, per layer (hw.systolic.geometry).
+        self.geometries = [geometry(a.dataflow) for a in self.arrays]
+        self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
         self.port_free = [[0, 0] for _ in _SRAMS]
@@ -459,10 +463,9 @@ class _ChipRun:
         row = self.counters[lay]
         t_dram = 0
         if kind == Kind.COMPUTE:
-            arr = self.arrays[lay]
-            is_ = arr.dataflow is Dataflow.IS
-            left_sram, top_sram = ((chip.filter_sram, chip.ifmap_sram) if is_
-                                   else (chip.ifmap_sram, chip.filter_sram))
+            arr, geo = self.arrays[lay], self.geometries[lay]
+            left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
+            left_sram, top_sram = self.sram_cfgs[left_pad], self.sram_cfgs[top_pad]
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
             vec = tile_counters(arr, m, nn, k, count)
             cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
@@ -476,8 +479,8 @@ class _ChipRun:
             t1 = t0 + cyc + stretch
             # The scratchpads' ports: operands at operand width, accumulators at acc width.
             eb8, acc = 8 * self.eb, self.acc_bits
-            t_port = max(self._book(1 if is_ else 0, _READ, t0, left * eb8, row),
-                         self._book(0 if is_ else 1, _READ, t0, top * eb8, row),
+            t_port = max(self._book(left_pad, _READ, t0, left * eb8, row),
+                         self._book(top_pad, _READ, t0, top * eb8, row),
                          self._book(2, _WRITE, t0, writes * acc, row),
                          self._book(2, _READ, t0, psum * acc, row))
             bandwidth = max(0, t_port - t1)            # Walk the critical path back from the gating dependency: each transfer on it is
@@ -505,7 +508,7 @@ class _ChipRun:
                 seg_cat.append(_CAUSE_SRAM)
             t1 += bandwidth
             self.array_free = t1
-            ifmap_r, filt_r = (top, left) if arr.dataflow is Dataflow.IS else (left, top)
+            ifmap_r, filt_r = geo.by_operand(left, top)
             row[col["array_busy_cycles"]] += cyc
             row[col["pe_busy_cycles"]] += macs
             row[col["ifmap_sram_reads"]] += ifmap_r

@@ -30,12 +30,13 @@ import numpy as np
 
 import compiler.mapper.cost as C
 from compiler.mapper.result import MapResult, Mapping
-from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
+from compiler.mapper.space import TILE, MappingSpace, build_space
 from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
 from hw.chip import ChipConfig
 from hw.energy.rates import HardwareFacts, energy_rates
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import DATAFLOW_CODES
 
 __all__ = ["map_op", "cost_mapping", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT", "DEFAULT_SAMPLES",
            "mapper_parameters"]

@@ -9,7 +9,7 @@ A mapping is ``(g_t, m_t, n_t, k_t, order, dataflow)``:
   ``direct``, GEMM K otherwise.
 * ``order`` — one of the six tile-loop orders :data:`compiler.tiling.ORDERS`.
 * ``dataflow`` — OS / WS / IS: which two GEMM dimensions the array unrolls spatially on its
-  rows x cols (:mod:`hw.systolic.mapping`); the spatial unrolling of this chip.
+  rows x cols (:mod:`hw.systolic.geometry`); the spatial unrolling of this chip.
 
 Per dimension the space holds **every tile size that gives a distinct trip count**
 (``ceil(E / trips)`` for ``trips = 1..E``; for ``direct`` M: row tiles ``ceil(out_h / t)``,
@@ -39,10 +39,8 @@ from compiler.tiling import TileProblem, _candidates, grid_candidates, tile_capa
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
-__all__ = ["MappingSpace", "build_space", "distinct_trip_sizes", "DATAFLOW_CODES"]
+__all__ = ["MappingSpace", "build_space", "distinct_trip_sizes"]
 
-#: Dataflow -> the kernel's code.
-DATAFLOW_CODES = {Dataflow.OS: 0, Dataflow.WS: 1, Dataflow.IS: 2}
 # Columns of the per-dimension option tables: tile (in units), trips, then up to two distinct
 # tile sizes in GEMM elements with how many tiles of each (per GEMM; count 0 = unused).
 TILE, TRIPS, S0, C0, S1, C1 = range(6)

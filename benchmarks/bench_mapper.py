@@ -37,7 +37,8 @@ from benchutil import best_of, machine, table, write_results
 
 from compiler.frontends import zoo
 from compiler.ir import conv2d
-from compiler.lower import CompileOptions, _problem
+from compiler.backends.systolic import _problem
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.chip import ChipConfig
 from hw.memory.sram import SramConfig

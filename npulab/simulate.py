@@ -29,7 +29,8 @@ from dataclasses import replace
 
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
-from compiler.lower import CompileOptions, compile_graph
+from compiler.backends.systolic import compile_graph
+from compiler.options import CompileOptions
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.energy.rates import register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY

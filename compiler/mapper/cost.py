@@ -10,9 +10,10 @@ dataflow)`` of one op:
 * **SRAM accesses**: the same tile counters (left/top edge reads, accumulator writes and
   read-backs), assigned to the ifmap/filter scratchpads by the dataflow's geometry
   (:data:`hw.systolic.geometry.GEOMETRY_CODES`) as the executor does;
-* **DRAM bytes**: the tiler's reuse formula (:func:`compiler.tiling._traffic`) per loop order,
-  from the per-GEMM pass bytes of :mod:`compiler.mapper.space` -- bus bytes in whole DRAM
-  bursts and exact bytes, equal to :func:`~compiler.tiling.choose_tiling`'s for the same tiling;
+* **DRAM bytes**: the tiler's reuse formula (:func:`compiler.backends.systolic_tiling._traffic`)
+  per loop order, from the per-GEMM pass bytes of :mod:`compiler.mapper.space` -- bus bytes in
+  whole DRAM bursts and exact bytes, equal to
+  :func:`~compiler.backends.systolic_tiling.choose_tiling`'s for the same tiling;
 * **latency estimate**: ``max(compute + first load + last store, DRAM time)``; the DRAM time
   is the largest of the load engine's, the store engine's (DMA setup per transfer plus bus
   bytes at the DRAM model's measured streaming rate,
@@ -49,7 +50,7 @@ __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_
 
 
 #: Loop orders as dimension codes (0 = m, 1 = n, 2 = k), outermost first, in
-#: :data:`compiler.tiling.ORDERS` order.
+#: :data:`compiler.options.ORDERS` order.
 ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2, 1, 0]], np.int64)
 
 # Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem; PI_REG_BITS + code

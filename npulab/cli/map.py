@@ -244,7 +244,7 @@ def cost_tiler_choice(problem, chip, objective: str, tech, *, order: str | None 
 
     Raises :class:`compiler.tiling.TilingError` when nothing fits."""
     from compiler.mapper import cost_mapping
-    from compiler.tiling import choose_tiling
+    from compiler.backends.systolic_tiling import choose_tiling
     choice = choose_tiling(problem, chip, order=order)
     return choice, cost_mapping(problem, chip, choice, objective, tech=tech,
                                 dataflow=chip.array.dataflow, dram_kind=dram_kind)
@@ -277,7 +277,7 @@ def main(args) -> int:
     samples = _int("--samples", args.samples, 0)
     limit = _int("--exhaustive-limit", args.exhaustive_limit, 0)
     seed = _int("--seed", args.seed, 0)
-    from compiler.tiling import ORDERS
+    from compiler.options import ORDERS
     if args.loop_order is not None:
         _choice("--loop-order", args.loop_order, ORDERS)
     from hw.energy import DRAM_KINDS, EnergyError, load_technology
@@ -297,7 +297,8 @@ def main(args) -> int:
         raise _error(f"--tech {args.tech}: {exc}") from None
     op, source = _op(args)
 
-    from compiler.lower import CompileOptions, _problem
+    from compiler.backends.systolic import _problem
+    from compiler.options import CompileOptions
     from compiler.mapper import map_op
     problem = _problem(op, chip, CompileOptions(conv_lowering=lowering))
     # the tiler's choice first: it also loads the cost kernel, so the search time below is

@@ -118,7 +118,8 @@ def run(args) -> tuple[str, SocResult]:
     for j in range(len(soc.accelerators)):
         chip = soc.chip(j)
         if chip not in cache:    # identical accelerators share one compiled program
-            from compiler.lower import CompileOptions, compile_graph
+            from compiler.backends.systolic import compile_graph
+            from compiler.options import CompileOptions
             cache[chip] = compile_graph(graph, chip, CompileOptions())
         programs.append(cache[chip])
     return graph.name, run_soc(soc, programs)

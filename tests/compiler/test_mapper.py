@@ -14,16 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.backends.systolic import _problem, compile_graph
+from compiler.backends.systolic_tiling import (
+    TilingError, _a_pass, _b_bytes, _burst, _c_bytes, _candidates, _psum_resident,
+    _reuse_factor, _traffic, choose_tiling, tile_sizes,
+)
 from compiler.ir import Conv2d, Gemm, Graph
-from compiler.lower import CompileOptions, _problem, compile_graph
 from compiler.mapper import build_space, distinct_trip_sizes, map_op
 from compiler.mapper import cost as C
 from compiler.mapper.search import _Search, mapper_parameters, stream_bytes_per_cycle
 from compiler.mapper.space import TILE
-from compiler.tiling import (
-    ORDERS, TilingError, _a_pass, _b_bytes, _burst, _c_bytes, _candidates, _psum_resident,
-    _reuse_factor, _traffic, choose_tiling, tile_sizes,
-)
+from compiler.options import ORDERS, CompileOptions
 from hw.chip import ChipConfig
 from hw.energy import load_technology
 from hw.memory.dma import DmaConfig

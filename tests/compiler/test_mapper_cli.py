@@ -8,7 +8,8 @@ import json
 import pytest
 
 from compiler.frontends import zoo
-from compiler.lower import CompileOptions, _problem
+from compiler.backends.systolic import _problem
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.configfile import load_chip_config
 from npulab.cli import main

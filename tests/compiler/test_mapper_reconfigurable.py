@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from compiler.ir import Gemm, Graph, conv2d
-from compiler.lower import CompileOptions, _problem, compile_graph
+from compiler.backends.systolic import _problem, compile_graph
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.chip import ChipConfig
 from hw.configfile import load_chip_config

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.backends.systolic import _problem
+from compiler.backends.systolic_tiling import TileProblem, choose_tiling
 from compiler.ir import Gemm, conv2d
-from compiler.lower import CompileOptions, _problem
-from compiler.tiling import TileProblem, choose_tiling
+from compiler.options import CompileOptions
 from hw.configfile import load_chip_config
 
 CHIP = load_chip_config(None)

@@ -1,6 +1,6 @@
-"""``npulab map``: one op's mapping space through the CLI. Gold models: :func:`compiler.mapper.map_op`
-on the same op/chip/objective, :func:`compiler.tiling.choose_tiling`, and GEMM shapes worked
-out by hand."""
+"""``npulab map``: one op's mapping space through the CLI. Gold models:
+:func:`compiler.mapper.map_op` on the same op/chip/objective,
+:func:`compiler.backends.systolic_tiling.choose_tiling`, and GEMM shapes worked out by hand."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import sys
 
 import pytest
 
+from compiler.backends.systolic import _problem
+from compiler.backends.systolic_tiling import choose_tiling
 from compiler.frontends import zoo
 from compiler.ir import Gemm, conv2d
-from compiler.lower import CompileOptions, _problem
 from compiler.mapper import DEFAULT_EXHAUSTIVE_LIMIT, DEFAULT_SAMPLES, OBJECTIVES, map_op
-from compiler.tiling import choose_tiling
+from compiler.options import CompileOptions
 from hw.configfile import load_chip_config
 from compiler.frontends.opspec import parse_conv
 from npulab.cli import map as map_cmd

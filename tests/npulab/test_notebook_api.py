@@ -160,7 +160,8 @@ def test_sweep_results_table_equals_points_csv_and_front(tmp_path):
 
 def test_map_result_table(tmp_path):
     from compiler.ir import conv2d
-    from compiler.lower import CompileOptions, _problem
+    from compiler.backends.systolic import _problem
+    from compiler.options import CompileOptions
     from compiler.mapper import map_op
     from hw.chip import ChipConfig
     chip = ChipConfig()

@@ -1,8 +1,8 @@
-"""Lower a graph to a :class:`~compiler.schedule.Program` for a chip.
+"""The systolic backend: lower a graph to a :class:`~hw.program.Program` for a chip.
 
 For every matrix op (:class:`~compiler.ir.Gemm`, :class:`~compiler.ir.Conv2d`) the tiler
-(:mod:`compiler.tiling`) picks tile sizes and a loop order; this module then walks the loop nest
-and emits the commands:
+(:mod:`compiler.backends.systolic_tiling`) picks tile sizes and a loop order; this module then
+walks the loop nest and emits the commands:
 
 * a ``LOAD`` of an A (ifmap) or B (filter) tile each time the tile changes; with double buffering
   tiles alternate between the two halves of the scratchpad, and a load waits only for the compute
@@ -31,13 +31,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from compiler.ir import Conv2d, Gemm, Graph
-from compiler.options import CONV_LOWERINGS, MAP_MODES, SRAM_LAYOUTS, CompileOptions
-from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
-from compiler.tiling import (
-    ORDERS, TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
+from compiler.backends.systolic_tiling import (
+    TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
+from compiler.ir import Conv2d, Gemm, Graph
+from compiler.options import CONV_LOWERINGS, MAP_MODES, ORDERS, SRAM_LAYOUTS, CompileOptions
 from hw.chip import ChipConfig
+from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 

@@ -1,4 +1,5 @@
-"""Tile one GEMM or convolution to fit the chip's scratchpads and pick its loop order.
+"""The systolic backend's tiler: tile one GEMM or convolution to fit the chip's scratchpads and
+pick its loop order.
 
 The matrix view of every op is ``count`` GEMMs ``C (M x N) = A (M x K) @ B (K x N)`` (see
 :mod:`compiler.ir`). A tiling picks a tile ``(g_t, m_t, n_t, k_t)`` and an order of the three

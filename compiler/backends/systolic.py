@@ -35,13 +35,13 @@ from compiler.backends.systolic_tiling import (
     TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
 from compiler.ir import Conv2d, Gemm, Graph
-from compiler.options import CONV_LOWERINGS, MAP_MODES, ORDERS, SRAM_LAYOUTS, CompileOptions
+from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 
-__all__ = ["CompileOptions", "compile_graph", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES"]
+__all__ = ["compile_graph"]
 
 _ALIGN = 4096
 

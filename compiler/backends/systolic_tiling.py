@@ -48,7 +48,8 @@ from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
 
-__all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "ORDERS", "DRAM_EFFICIENCY"]
+__all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "DRAM_EFFICIENCY",
+           "TIME_GRANULE"]
 
 #: Fraction of DRAM peak the tiler's estimate assumes for streaming tile loads.
 DRAM_EFFICIENCY = 0.8

@@ -3,8 +3,8 @@
 Issue 21 item 8: a 100k-layer topology (ResNet-18's 20 conv rows repeated) took 99 s and 3.5 GB
 with ``--timing compute`` and over 5 minutes natively, because every layer was timed and tiled
 afresh. Identical layers are now timed and tiled once (:func:`npulab.simulate._array_timing`,
-:func:`compiler.lower._tiled_shape`), so the cost per layer is the output's and the DRAM
-model's, not the tiler's. This runs the whole CLI as a subprocess (Python start-up included) on
+:func:`compiler.backends.systolic._tiled_shape`), so the cost per layer is the output's and the
+DRAM model's, not the tiler's. This runs the whole CLI as a subprocess (Python start-up included) on
 generated topologies and reports seconds and peak RSS (``ru_maxrss`` of the child)::
 
     python benchmarks/bench_long_topology.py                    # 1k, 10k (compute), 1k native

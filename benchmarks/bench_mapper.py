@@ -37,7 +37,8 @@ from benchutil import best_of, machine, table, write_results
 
 from compiler.frontends import zoo
 from compiler.ir import conv2d
-from compiler.lower import CompileOptions, _problem
+from compiler.backends.systolic import tile_problem
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.chip import ChipConfig
 from hw.memory.sram import SramConfig
@@ -52,7 +53,7 @@ def speed(chip: ChipConfig) -> dict:
     out = {}
     rows = []
     for lowering in ("direct", "im2col"):
-        p = _problem(op, chip, CompileOptions(conv_lowering=lowering))
+        p = tile_problem(op, chip, CompileOptions(conv_lowering=lowering))
         for objective in ("latency", "energy", "edp"):
             limit = 10 ** 7
             map_op(p, chip, objective, exhaustive_limit=limit)        # warm-up
@@ -94,7 +95,7 @@ def quality(samples: int) -> dict:
             for op in graph.ops:
                 if op.gemm_shape() is None:
                     continue
-                p = _problem(op, chip, CompileOptions(conv_lowering=lowering))
+                p = tile_problem(op, chip, CompileOptions(conv_lowering=lowering))
                 key = (chip_name, p.lowering, p.count, p.m, p.n, p.k, p.in_w, p.kernel_h,
                        p.stride_h)
                 if key in seen:

@@ -61,7 +61,7 @@ from scalesim_peer import SCALESIM_VERSION, ensure_venv
 from compiler.frontends import zoo
 from compiler.frontends.scalesim_topology import read_topology, write_topology
 from compiler.ir import Graph
-from compiler.lower import CompileOptions
+from compiler.options import CompileOptions
 from hw.configfile import chip_config_from_dict
 from npulab.simulate import simulate
 

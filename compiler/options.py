@@ -1,7 +1,7 @@
 """The compiler choices a user can make (:class:`CompileOptions`) and the names they take.
 
-Kept apart from :mod:`compiler.lower` and :mod:`compiler.tiling` so the command line can list
-the choices in its help without loading the models (this module imports nothing heavy).
+Kept apart from the systolic backend (:mod:`compiler.backends.systolic`) so the command line
+can list the choices in its help without loading the models (this module imports nothing heavy).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hw.energy.tech import DEFAULT_TECHNOLOGY
 
 __all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS"]
 
-#: Tile loop orders, outermost first (see :mod:`compiler.tiling`).
+#: Tile loop orders, outermost first (see :mod:`compiler.backends.systolic_tiling`).
 ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
 CONV_LOWERINGS = ("direct", "im2col")
 SRAM_LAYOUTS = ("matched", "row-major")
@@ -27,9 +27,9 @@ class CompileOptions:
     Attributes
     ----------
     conv_lowering:
-        ``"direct"`` (default) or ``"im2col"`` (see :mod:`compiler.tiling`).
+        ``"direct"`` (default) or ``"im2col"`` (see :mod:`compiler.backends.systolic_tiling`).
     loop_order:
-        ``None`` (default: the tiler picks per op) or one of :data:`compiler.tiling.ORDERS`.
+        ``None`` (default: the tiler picks per op) or one of :data:`compiler.options.ORDERS`.
     keep_on_chip:
         Keep a tensor in SRAM between consecutive layers when it fits (default True).
     sram_layout:

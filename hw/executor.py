@@ -42,50 +42,47 @@ Stall accounting: the array's timeline is cut into compute cycles, bank-conflict
 ``sram``) and idle gaps. A gap is charged to the cause of the dependency that arrived last
 before the next compute: ``dram`` (a DRAM load or store, including waiting for an accumulator
 buffer to drain), ``link`` (host copies) or ``sram`` (on-chip moves). The idle tail after the
-last compute is charged to whatever finished last. Layer ``i`` owns the window ``(E[i-1], E[i]]``
-where ``E[i]`` is the finish of its last command (never before ``E[i-1]``), cut back to the
-start of a later layer's first compute when that compute began earlier (it ran under layer
-``i``'s stores); so the layers' cycles add up to the program's, every compute command lies in
-its own layer's window (a layer's ``cycles`` is never below its compute cycles, hence never
-below MACs / PEs), and in each window ``cycles = compute + stall_dram + stall_link +
-stall_sram`` exactly. A layer's loads may still run in the previous layer's window (prefetch)
-and its stores in the next one's.
+last compute is charged to whatever finished last. Each layer owns a window of the program's
+cycles, and the timeline's segments are charged to the windows (:mod:`hw.layer_windows`): the
+layers' cycles add up to the program's, and in each window ``cycles = compute + stall_dram +
+stall_link + stall_sram`` exactly.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from hw._jitcache import njit
 
 from hw.chip import ChipConfig
+from hw.layer_windows import (
+    CAUSE_DRAM, CAUSE_LINK, CAUSE_NONE, CAUSE_SRAM, COMPUTE, charge_windows, layer_ends,
+    window_cycles,
+)
 from hw.memory import _dram_kernel as K
+from hw.memory.dma_box import Clocks, dram_box_transfer
 from hw.memory.dram import DramConfig, DramModel
 from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
-from hw.program import Engine, Kind, Location, Operand, Program
+from hw.program import Engine, Kind, Operand, Program
 from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
 )
 from hw.systolic.timing import tile_counters
 
 __all__ = ["ExecutionResult", "Trace", "execute", "execute_shared", "SharedExecution",
-           "STALL_CAUSES"]
+           "LAYER_COUNTERS"]
 
-STALL_CAUSES = ("dram", "link", "sram")
 _STAT_INDEX = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_HITS,
                "row_misses": K.ST_ROW_MISSES, "row_conflicts": K.ST_ROW_CONFLICTS,
                "activates": K.ST_ACTIVATES}
 _STAT_KEYS = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates")
 _STAT_COLS = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
               "dram_row_misses", "dram_row_conflicts", "dram_activates")
-_CAUSE_NONE, _CAUSE_DRAM, _CAUSE_LINK, _CAUSE_SRAM = -1, 0, 1, 2
-_COMPUTE = 3  # segment category for busy array cycles
-_SRAMS = ("ifmap", "filter", "ofmap")
+_SRAMS = tuple(o.sram for o in GemmOperand)   # indexed by GemmOperand: ifmap, filter, ofmap
 _READ, _WRITE = 0, 1
 
 # Per-layer counter columns (int64).
@@ -168,56 +165,6 @@ def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[i
     """PEs a tile occupies along the left and top edges (vector widths read per cycle)."""
     mp = map_gemm(cfg, m, n, k, count)
     return min(cfg.rows, mp.spatial_rows), min(cfg.cols, mp.spatial_cols)
-
-
-@njit(cache=True)
-def _box_requests(addr, n2, stride2, n1, stride1, chunk, request_bytes):
-    """Addresses of the column requests covering every chunk of a strided box, in order."""
-    rb = request_bytes
-    count = 0
-    for i2 in range(n2):
-        for i1 in range(n1):
-            a = addr + i2 * stride2 + i1 * stride1
-            count += (a + chunk - 1) // rb - a // rb + 1
-    addrs = np.empty(count, np.int64)
-    k = 0
-    for i2 in range(n2):
-        for i1 in range(n1):
-            a = addr + i2 * stride2 + i1 * stride1
-            for r in range(a // rb, (a + chunk - 1) // rb + 1):
-                addrs[k] = r * rb
-                k += 1
-    return addrs
-
-
-def _dram_box(dram: DramModel, addr, n2, stride2, n1, stride1, chunk, is_write, start,
-              max_outstanding) -> int:
-    """Offer every request of a strided box to the DRAM model as one in-order stream (so the
-    DMA's outstanding-request window spans chunk boundaries); return the last completion.
-    (Plain Python around the kernel's entry points: a Numba function here calling into another
-    module's kernel would keep a stale copy of it in its on-disk cache.)"""
-    if n2 * n1 == 1:
-        return dram.transfer(addr, chunk, is_write, start, max_outstanding)
-    addrs = _box_requests(addr, n2, stride2, n1, stride1, chunk, dram.cfg.request_bytes)
-    count = addrs.shape[0]
-    window = max(min(max_outstanding, count), 1)
-    return int(K.run_requests(
-        dram.params, dram.state, dram.stats, addrs, np.full(count, int(is_write), np.uint8),
-        np.full(count, start, np.int64), 0, bool(is_write), np.int64(start), count, window,
-        np.empty(window, np.int64), np.empty((0, K.LOG_FIELDS), np.int64), np.zeros(1, np.int64)))
-
-
-class _Clocks:
-    """Core <-> DRAM clock conversion (rounding up: data is usable on the next edge)."""
-
-    def __init__(self, core_mhz: float, dram_mhz: float):
-        self.ratio = dram_mhz / core_mhz
-
-    def to_dram(self, t: int) -> int:
-        return int(math.ceil(t * self.ratio - 1e-9))
-
-    def to_core(self, t: int) -> int:
-        return int(math.ceil(t / self.ratio - 1e-9))
 
 
 def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResult:
@@ -346,7 +293,7 @@ class _ChipRun:
         self.next_layer = 0   # every layer before this index has been reported
         if progress is not None:
             self._report(-1)
-        self.cause = np.full(n, _CAUSE_NONE, np.int64)
+        self.cause = np.full(n, CAUSE_NONE, np.int64)
         self.engine_free = [0, 0, 0]
         self.counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
         self.col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
@@ -354,12 +301,15 @@ class _ChipRun:
         self.eb = arr.precision.bits // 8
         self.setup = chip.dma.descriptor_setup_cycles
         self.max_out = chip.dma.max_outstanding
-        self.clocks = None if dram is None else _Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
+        self.clocks = None if dram is None else Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
         # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
         # mapper's choice rides in the layer's Tiling).
         self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
                        else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
                        for ls in program.layers]
+        # Which scratchpad each array edge reads, per layer (hw.systolic.geometry).
+        self.geometries = [geometry(a.dataflow) for a in self.arrays]
+        self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
         self.port_free = [[0, 0] for _ in _SRAMS]
@@ -459,10 +409,9 @@ class _ChipRun:
         row = self.counters[lay]
         t_dram = 0
         if kind == Kind.COMPUTE:
-            arr = self.arrays[lay]
-            is_ = arr.dataflow is Dataflow.IS
-            left_sram, top_sram = ((chip.filter_sram, chip.ifmap_sram) if is_
-                                   else (chip.ifmap_sram, chip.filter_sram))
+            arr, geo = self.arrays[lay], self.geometries[lay]
+            left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
+            left_sram, top_sram = self.sram_cfgs[left_pad], self.sram_cfgs[top_pad]
             count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
             vec = tile_counters(arr, m, nn, k, count)
             cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
@@ -476,8 +425,8 @@ class _ChipRun:
             t1 = t0 + cyc + stretch
             # The scratchpads' ports: operands at operand width, accumulators at acc width.
             eb8, acc = 8 * self.eb, self.acc_bits
-            t_port = max(self._book(1 if is_ else 0, _READ, t0, left * eb8, row),
-                         self._book(0 if is_ else 1, _READ, t0, top * eb8, row),
+            t_port = max(self._book(left_pad, _READ, t0, left * eb8, row),
+                         self._book(top_pad, _READ, t0, top * eb8, row),
                          self._book(2, _WRITE, t0, writes * acc, row),
                          self._book(2, _READ, t0, psum * acc, row))
             bandwidth = max(0, t_port - t1)            # Walk the critical path back from the gating dependency: each transfer on it is
@@ -487,7 +436,7 @@ class _ChipRun:
             array_free = self.array_free
             while hi > array_free:
                 lo = array_free if d < 0 else max(array_free, int(start[d]))
-                c = int(cause[d]) if d >= 0 and cause[d] >= 0 else _CAUSE_DRAM
+                c = int(cause[d]) if d >= 0 and cause[d] >= 0 else CAUSE_DRAM
                 if lo < hi:
                     seg_start.append(lo)
                     seg_end.append(hi)
@@ -498,14 +447,14 @@ class _ChipRun:
                 seg[first_seg:] = seg[first_seg:][::-1]
             seg_start.append(t0)
             seg_end.append(t0 + cyc)
-            seg_cat.append(_COMPUTE)
+            seg_cat.append(COMPUTE)
             if stretch or bandwidth:
                 seg_start.append(t0 + cyc)
                 seg_end.append(t1 + bandwidth)
-                seg_cat.append(_CAUSE_SRAM)
+                seg_cat.append(CAUSE_SRAM)
             t1 += bandwidth
             self.array_free = t1
-            ifmap_r, filt_r = (top, left) if arr.dataflow is Dataflow.IS else (left, top)
+            ifmap_r, filt_r = geo.by_operand(left, top)
             row[col["array_busy_cycles"]] += cyc
             row[col["pe_busy_cycles"]] += macs
             row[col["ifmap_sram_reads"]] += ifmap_r
@@ -522,7 +471,7 @@ class _ChipRun:
             if kind == Kind.MOVE:
                 t1 = max(t0 + setup, self._book(2, _READ, t0 + setup, 8 * nbytes, row),
                          self._book(0, _WRITE, t0 + setup, 8 * nbytes, row))
-                cause[i] = _CAUSE_SRAM
+                cause[i] = CAUSE_SRAM
                 row[col["onchip_move_bytes"]] += nbytes
                 row[col["ifmap_sram_fill_bytes"]] += nbytes
                 row[col["ofmap_sram_drain_bytes"]] += nbytes
@@ -531,7 +480,7 @@ class _ChipRun:
                 dram = self.dram
                 if dram is not None and nbytes:
                     before = dram.stats.copy()
-                    dram_done = _dram_box(dram, int(cols["addr"][i]) + self.addr_offset,
+                    dram_done = dram_box_transfer(dram, int(cols["addr"][i]) + self.addr_offset,
                                           int(cols["n2"][i]), int(cols["stride2"][i]),
                                           int(cols["n1"][i]), int(cols["stride1"][i]),
                                           int(cols["chunk_bytes"][i]), is_write,
@@ -542,7 +491,7 @@ class _ChipRun:
                         value = int(delta[_STAT_INDEX[key]])
                         row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
                 t1 = t_dram
-                cause[i] = _CAUSE_DRAM
+                cause[i] = CAUSE_DRAM
                 if kind in (Kind.LOAD, Kind.STORE):   # the scratchpad side of the copy
                     sram = (2 if kind == Kind.STORE or operand == Operand.PSUM
                             else 0 if operand == Operand.IFMAP else 1)
@@ -550,7 +499,7 @@ class _ChipRun:
                                         t0 + setup, 8 * nbytes, row)
                     if t_port > t1:
                         t1 = t_port
-                        cause[i] = _CAUSE_SRAM
+                        cause[i] = CAUSE_SRAM
                 # DRAM busy time: this transfer's span, minus any part spent queued behind
                 # the previous one of this chip (transfers are served one after another).
                 row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, self.dram_busy_until))
@@ -559,7 +508,7 @@ class _ChipRun:
                     t_link = t0 + setup + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
                     self.link_start[i], self.link_finish[i] = t0 + setup, t_link
                     if t_link >= t_dram:
-                        cause[i] = _CAUSE_LINK
+                        cause[i] = CAUSE_LINK
                     t1 = max(t_dram, t_link)
                     row[col["link_transfer_cycles"]] += t_link - t0
                     row[col["link_in_bytes" if kind == Kind.HOST_IN else "link_out_bytes"]] += nbytes
@@ -593,10 +542,10 @@ class _ChipRun:
             last = int(np.argmax(finish))
             seg_start.append(self.array_free)
             seg_end.append(total)
-            seg_cat.append(int(cause[last]) if cause[last] >= 0 else _CAUSE_DRAM)
-        ends = _layer_ends(program, finish, self.start, self.kinds, total)
-        _window_cycles(counters, col, ends)
-        _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
+            seg_cat.append(int(cause[last]) if cause[last] >= 0 else CAUSE_DRAM)
+        ends = layer_ends(program, finish, self.start, self.kinds, total)
+        window_cycles(counters, col, ends)
+        charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
         names = tuple(ls.name for ls in program.layers)
         layer_dicts = [{name: int(counters[li, c]) for name, c in col.items()}
                        for li in range(n_layers)]
@@ -614,51 +563,3 @@ class _ChipRun:
         return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
                                dram=dram_counters, trace=trace)
 
-
-def _layer_ends(program: Program, finish, start, kinds, total: int) -> np.ndarray:
-    """``ends[i]``: the end of layer ``i``'s window ``(ends[i-1], ends[i]]`` (module docstring).
-
-    ``E[i]`` = the finish of the layer's last command (never before ``E[i-1]``), cut back to the
-    start of the next compute of a later layer when that compute began earlier (it overlapped
-    layer ``i``'s stores): so every compute command lies in its own layer's window. The array
-    runs its commands one at a time in layer order, so the cut never falls inside layer ``i``'s
-    own compute."""
-    n_layers = len(program.layers)
-    ends = np.zeros(n_layers, np.int64)
-    first_compute = np.full(n_layers + 1, total, np.int64)
-    prev = 0
-    for li, ls in enumerate(program.layers):
-        if ls.last > ls.first:
-            seg = slice(ls.first, ls.last)
-            prev = max(prev, int(finish[seg].max()))
-            comp = kinds[seg] == Kind.COMPUTE
-            if comp.any():
-                first_compute[li] = int(start[seg][comp].min())
-        ends[li] = prev
-    # earliest compute start of any later layer (suffix minimum)
-    later = np.minimum.accumulate(first_compute[::-1])[::-1][1:]
-    ends = np.minimum(ends, later)
-    return np.maximum.accumulate(ends) if n_layers else ends
-
-
-def _charge_windows(counters, col, ends, seg_start, seg_end, seg_cat) -> None:
-    """Split the array timeline's segments over the layer windows ``(ends[i-1], ends[i]]``."""
-    names = {_COMPUTE: "compute_cycles", _CAUSE_DRAM: "stall_dram_cycles",
-             _CAUSE_LINK: "stall_link_cycles", _CAUSE_SRAM: "stall_sram_cycles"}
-    w = 0
-    for s, e, c in zip(seg_start, seg_end, seg_cat):
-        while s < e:
-            while w < len(ends) and ends[w] <= s:
-                w += 1
-            if w == len(ends):
-                return
-            cut = min(e, int(ends[w]))
-            counters[w, col[names[c]]] += cut - s
-            s = cut
-
-
-def _window_cycles(counters, col, ends) -> None:
-    prev = 0
-    for w, e in enumerate(ends):
-        counters[w, col["cycles"]] = int(e) - prev
-        prev = int(e)

@@ -1,9 +1,9 @@
 """Programs: the commands a chip runs for a workload, with their dependencies (one schedule per op).
 
-A :class:`Program` is what the compiler (:mod:`compiler.lower`) hands to the executor (:mod:`hw.executor`): one flat list
-of commands for the whole graph, stored column-wise in numpy arrays (so the executor's inner
-loop reads plain arrays), plus one :class:`LayerSchedule` per op saying which commands belong to
-it and which tiling produced them.
+A :class:`Program` is what the systolic backend (:mod:`compiler.backends.systolic`) hands to the
+executor (:mod:`hw.executor`): one flat list of commands for the whole graph, stored column-wise
+in numpy arrays (so the executor's inner loop reads plain arrays), plus one :class:`LayerSchedule`
+per op saying which commands belong to it and which tiling produced them.
 
 Engines (each runs its own commands strictly in program order, like Gemmini's load / execute /
 store queues):

@@ -116,14 +116,14 @@ _NOT_SEARCHED = {"nvdla": "an NVDLA build, whose mapping is fixed by its convolu
 def cost_tiler_choice(problem, chip: ChipConfig, objective: str, tech, *,
                       order: str | None = None, dram_kind: str | None = None):
     """``(TileChoice, Mapping)``: the default tiler's choice for ``problem``
-    (:func:`compiler.tiling.choose_tiling`, latency heuristic, the chip's dataflow, input from
+    (:func:`compiler.backends.systolic_tiling.choose_tiling`, latency heuristic, the chip's dataflow, input from
     and output to DRAM) and the same tiling costed by the mapper's cost model
     (:mod:`compiler.mapper.cost`) for ``objective`` -- the mapping the search would report for
     it. ``tech``: a :class:`hw.energy.Technology`.
 
-    Raises :class:`compiler.tiling.TilingError` when nothing fits."""
+    Raises :class:`compiler.backends.systolic_tiling.TilingError` when nothing fits."""
     from compiler.mapper import cost_mapping
-    from compiler.tiling import choose_tiling
+    from compiler.backends.systolic_tiling import choose_tiling
     choice = choose_tiling(problem, chip, order=order)
     return choice, cost_mapping(problem, chip, choice, objective, tech=tech,
                                 dataflow=chip.array.dataflow, dram_kind=dram_kind)
@@ -167,12 +167,12 @@ class OpMapping:
 
     op: Op
     chip: ChipConfig
-    problem: object                     # compiler.tiling.TileProblem
+    problem: object                     # compiler.backends.systolic_tiling.TileProblem
     options: MapOptions
     tech: object                        # hw.energy.Technology
     dataflows: tuple[Dataflow, ...]
     search: object                      # compiler.mapper.MapResult
-    tiler_choice: object                # compiler.tiling.TileChoice
+    tiler_choice: object                # compiler.backends.systolic_tiling.TileChoice
     tiler: object                       # compiler.mapper.Mapping
 
     @property
@@ -249,9 +249,10 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     and after each of the two phases (costing the tiler's choice, the search).
 
     Raises ``ValueError`` for a chip or op that has no mapping space,
-    :class:`compiler.tiling.TilingError` when no tile fits the scratchpads and
+    :class:`compiler.backends.systolic_tiling.TilingError` when no tile fits the scratchpads and
     :class:`hw.energy.EnergyError` for an energy table that does not load."""
-    from compiler.lower import CompileOptions, _problem
+    from compiler.backends.systolic import tile_problem
+    from compiler.options import CompileOptions
     from compiler.mapper import map_op as search
     from hw.energy import load_technology
     options = options if options is not None else MapOptions()
@@ -262,7 +263,7 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     tech = load_technology(options.tech)
     dataflows = _dataflows(options, chip)
     progress = progress or (lambda done, total, phase: None)
-    problem = _problem(op, chip, CompileOptions(conv_lowering=options.conv_lowering))
+    problem = tile_problem(op, chip, CompileOptions(conv_lowering=options.conv_lowering))
     # the tiler's choice first: it also loads the cost kernel, so the search's time is its own
     progress(0, 2, "costing the default tiler's choice")
     choice, tiler = cost_tiler_choice(problem, chip, options.objective, tech,

@@ -7,7 +7,7 @@ Python API -- runs a workload on a chip through :func:`run`. The device is a
 place that tells engine kinds apart. A runner compiles the graph with its kind's compiler
 backend and times it with its kind's model:
 
-* ``systolic``: :func:`npulab.simulate.simulate` (:mod:`compiler.lower` tiles, :mod:`hw.executor`
+* ``systolic``: :func:`npulab.simulate.simulate` (:mod:`compiler.backends.systolic` tiles, :mod:`hw.executor`
   times; or the compute-only / SCALE-Sim timing modes);
 * ``nvdla``: :func:`npulab.nvdla_run.simulate_nvdla` (NVDLA lowering and cycle model).
 

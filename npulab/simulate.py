@@ -2,7 +2,7 @@
 
 Timing modes:
 
-* ``native`` (default): the full chip. The compiler (:mod:`compiler.lower`) tiles every matrix
+* ``native`` (default): the full chip. The compiler (:mod:`compiler.backends.systolic`) tiles every matrix
   op to fit the scratchpads and emits load / compute / store commands; the executor
   (:mod:`hw.executor`) runs them against the systolic timing engine, the cycle-level DRAM model
   and the host link. Layers overlap where the schedule allows (the next layer's weights are
@@ -29,7 +29,8 @@ from dataclasses import replace
 
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
-from compiler.lower import CompileOptions, compile_graph
+from compiler.backends.systolic import compile_graph
+from compiler.options import CompileOptions
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.energy.rates import register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
@@ -301,7 +302,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
 
     ``progress``, if given, is called as ``progress(done, total, op_name)`` as ops finish
     (``native`` mode: as the executor completes each layer). ``options`` are the
-    compiler's (:class:`~compiler.lower.CompileOptions`, ``native`` mode only).
+    compiler's (:class:`~compiler.options.CompileOptions`, ``native`` mode only).
     """
     if timing not in TIMING_MODES:
         raise ValueError(f"timing = {timing!r}: must be one of {', '.join(TIMING_MODES)}")

@@ -2,7 +2,7 @@
 
 :func:`soc_of` is the SoC of ``n`` copies of one chip (a device as :func:`npulab.pipeline.run`
 takes it) on its DRAM or another; :func:`run_soc_workload` compiles the workload for each
-distinct accelerator with the systolic backend (:func:`compiler.lower.compile_graph`, the
+distinct accelerator with the systolic backend (:func:`compiler.backends.systolic.compile_graph`, the
 compiler choices of ``npulab run``'s defaults unless given) and runs the programs alone and all
 together on the shared DRAM (:func:`hw.system.soc.run_soc`; ``hw`` does not import the
 compiler, so the programs are compiled here).
@@ -39,7 +39,7 @@ def run_soc_workload(graph: Graph, soc: SocConfig,
                      options: CompileOptions | None = None) -> SocResult:
     """Compile ``graph`` for each accelerator of ``soc`` (identical accelerators share one
     program) and run them alone and together on the shared DRAM."""
-    from compiler.lower import compile_graph
+    from compiler.backends.systolic import compile_graph
     from hw.system.soc import run_soc
     options = options if options is not None else CompileOptions()
     programs, cache = [], {}

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from compiler.lower import CompileOptions  # noqa: E402
+from compiler.options import CompileOptions  # noqa: E402
 from hw.chip import SRAM_NAMES, ChipConfig  # noqa: E402
 from hw.memory.dma import DmaConfig  # noqa: E402
 from hw.memory.dram import DRAM_PRESETS, DramConfig  # noqa: E402
@@ -311,7 +311,7 @@ def render() -> str:
         "",
         "## Compile options (`npulab run` flags, sweep `[run]` tables)",
         "",
-        "Python: `compiler.lower.CompileOptions`. How layers are tiled and scheduled "
+        "Python: `compiler.options.CompileOptions`. How layers are tiled and scheduled "
         "([compiler](../compiler.md), [mapper](../mapper.md)). On the command line they are "
         "`npulab run --conv-lowering`, `--loop-order`, `--no-keep-on-chip`, `--sram-layout`, "
         "`--map` and `--tech` (`objective` is Python and sweep only); in a sweep spec, keys of "

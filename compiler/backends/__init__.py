@@ -5,7 +5,10 @@
   (:class:`hw.nvdla.program.NvdlaProgram`); :mod:`.nvdla_pool` splits pooling windows larger
   than PDP's into PDP passes.
 
-The systolic backend is today's :mod:`compiler.lower` and :mod:`compiler.tiling`; it will move
-here later. A backend may import ``hw`` (the program types and the engine's limits live there);
+* :mod:`.systolic` -- systolic arrays: every matrix op tiled (:mod:`.systolic_tiling`, or the
+  mapper, :mod:`compiler.mapper`) and lowered to load / compute / store commands
+  (:class:`hw.program.Program`).
+
+A backend may import ``hw`` (the program types and the engine's limits live there);
 ``hw`` never imports a backend.
 """

@@ -7,9 +7,10 @@ asked for: by default the chip's own) under the scratchpads' capacity, with the 
 search of :mod:`compiler.mapper.search` (exhaustive when small; grid + seeded uniform samples +
 local refinement, with a stated quality guarantee, when large); its results are the types of
 :mod:`compiler.mapper.result`. ``MapResult.tile_choice`` is the
-:class:`compiler.tiling.TileChoice` the compiler emits, so the executor runs exactly the mapping
-the mapper chose (``CompileOptions(map="best-latency" | "best-energy" | "best-edp")``,
-``npulab run --map ...``). See ``docs/mapper.md``.
+:class:`~compiler.backends.systolic_tiling.TileChoice` the compiler emits, so the executor runs
+exactly the mapping the mapper chose
+(``CompileOptions(map="best-latency" | "best-energy" | "best-edp")``, ``npulab run --map ...``).
+See ``docs/mapper.md``.
 """
 
 from compiler.mapper.result import MapResult, Mapping

@@ -8,10 +8,12 @@ dataflow)`` of one op:
   exactly what the executor's COMPUTE commands add up to (SRAM bank conflicts left out: with
   the default ``matched`` layout there are none);
 * **SRAM accesses**: the same tile counters (left/top edge reads, accumulator writes and
-  read-backs), assigned to the ifmap/filter scratchpads by dataflow as the executor does;
-* **DRAM bytes**: the tiler's reuse formula (:func:`compiler.tiling._traffic`) per loop order,
-  from the per-GEMM pass bytes of :mod:`compiler.mapper.space` -- bus bytes in whole DRAM
-  bursts and exact bytes, equal to :func:`~compiler.tiling.choose_tiling`'s for the same tiling;
+  read-backs), assigned to the ifmap/filter scratchpads by the dataflow's geometry
+  (:data:`hw.systolic.geometry.GEOMETRY_CODES`) as the executor does;
+* **DRAM bytes**: the tiler's reuse formula (:func:`compiler.backends.systolic_tiling._traffic`)
+  per loop order, from the per-GEMM pass bytes of :mod:`compiler.mapper.space` -- bus bytes in
+  whole DRAM bursts and exact bytes, equal to
+  :func:`~compiler.backends.systolic_tiling.choose_tiling`'s for the same tiling;
 * **latency estimate**: ``max(compute + first load + last store, DRAM time)``; the DRAM time
   is the largest of the load engine's, the store engine's (DMA setup per transfer plus bus
   bytes at the DRAM model's measured streaming rate,
@@ -37,6 +39,10 @@ import math
 import numpy as np
 
 from hw._jitcache import njit  # its cache stamp covers hw/ too (callee _timing_kernel)
+from hw.systolic.geometry import (
+    G_COLS_DIM, G_LEFT, G_OUTPUT_STATIONARY, G_ROWS_DIM, G_TIME_DIM, GEOMETRY_CODES, GemmDim,
+    GemmOperand,
+)
 from hw.systolic.mapping import K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES
 from hw.systolic.timing import _timing_kernel
 
@@ -44,7 +50,7 @@ __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_
 
 
 #: Loop orders as dimension codes (0 = m, 1 = n, 2 = k), outermost first, in
-#: :data:`compiler.tiling.ORDERS` order.
+#: :data:`compiler.options.ORDERS` order.
 ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2, 1, 0]], np.int64)
 
 # Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem; PI_REG_BITS + code
@@ -55,6 +61,8 @@ P_INT = 15
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
  PF_OF_W, PF_DRAM) = range(12)
 P_FLOAT = 12
+_IFMAP = int(GemmOperand.IFMAP)
+_M, _N, _K = int(GemmDim.M), int(GemmDim.N), int(GemmDim.K)
 
 #: Integer detail columns.
 DETAIL_INT = ("latency_cycles", "compute_cycles", "dram_bus_bytes", "dram_bytes", "tiles",
@@ -88,9 +96,10 @@ def _reuse(order, trips, d0, d1):
 def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt,
              objective, latency, dram, tiles, det_i, det_f):
     """Cost every allowed order of every candidate ``i`` (tile option indices ``cg/cm/cn/ck[i]``
-    into the tables ``g/m/n/k``, dataflow row ``cdf[i]`` of ``dfs`` = (code 0 OS / 1 WS / 2 IS,
-    rows, cols)). Writes ``objective/latency/dram/tiles[i, order]`` (disallowed orders get an
-    infinite objective) and, when ``det_i`` has rows, the detail columns."""
+    into the tables ``g/m/n/k``, dataflow row ``cdf[i]`` of ``dfs`` = (dataflow code, rows,
+    cols), the code being the dataflow's row of :data:`~hw.systolic.geometry.GEOMETRY_CODES`).
+    Writes ``objective/latency/dram/tiles[i, order]`` (disallowed orders get an infinite
+    objective) and, when ``det_i`` has rows, the detail columns."""
     count = pint[PI_COUNT]
     in_res = pint[PI_IN_RES] != 0
     out_res = pint[PI_OUT_RES] != 0
@@ -106,9 +115,12 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
     detail = det_i.shape[0] > 0
     buf = np.zeros(8, np.int64)
     trips = np.zeros(3, np.int64)
+    ext = np.zeros(3, np.int64)     # one tile shape's (m, n, k), indexed by GemmDim
     for i in range(cg.shape[0]):
         ig, im, i_n, ik, idf = cg[i], cm[i], cn[i], ck[i], cdf[i]
         code, rows, cols = dfs[idf, 0], dfs[idf, 1], dfs[idf, 2]
+        geo = GEOMETRY_CODES[code]
+        output_stationary = geo[G_OUTPUT_STATIONARY] != 0
         # ---- order-independent: compute cycles and SRAM accesses over the tile shapes
         comp = 0
         busy = 0
@@ -132,13 +144,9 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
                         ksz, kcnt = k[ik, 2 + 2 * ks], k[ik, 3 + 2 * ks]
                         if kcnt == 0:
                             continue
-                        if code == 0:
-                            sr, sc, t = msz, nsz, ksz
-                        elif code == 1:
-                            sr, sc, t = ksz, nsz, msz
-                        else:
-                            sr, sc, t = ksz, msz, nsz
-                        _timing_kernel(code == 0, rows, cols, gsz, sr, sc, t, buf)
+                        ext[_M], ext[_N], ext[_K] = msz, nsz, ksz
+                        sr, sc, t = ext[geo[G_ROWS_DIM]], ext[geo[G_COLS_DIM]], ext[geo[G_TIME_DIM]]
+                        _timing_kernel(output_stationary, rows, cols, gsz, sr, sc, t, buf)
                         w = gcnt * mcnt * ncnt * kcnt
                         comp += w * buf[K_CYCLES]
                         busy += w * buf[K_BUSY]
@@ -146,10 +154,10 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
                         top += w * buf[K_TOP_READS]
                         writes += w * buf[K_WRITES]
                         psum += w * buf[K_PSUM_READS]
-        if code == 2:
-            if_reads, fi_reads = top, left
-        else:
+        if geo[G_LEFT] == _IFMAP:
             if_reads, fi_reads = left, top
+        else:
+            if_reads, fi_reads = top, left
         reg_bits = macs * pint[PI_REG_BITS + code]
         e_mac = macs * pflt[PF_MAC] * 1e-12
         e_rf = reg_bits * pflt[PF_REG] * 1e-12

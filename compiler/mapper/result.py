@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from compiler.tiling import TileChoice
+from compiler.backends.systolic_tiling import TileChoice
 from hw.systolic.config import Dataflow
 
 __all__ = ["Mapping", "MapResult"]
@@ -19,9 +19,10 @@ __all__ = ["Mapping", "MapResult"]
 
 @dataclass(frozen=True)
 class Mapping:
-    """One costed mapping. Tile sizes as :class:`compiler.tiling.TileChoice` (``m_units`` in
-    output rows for direct convolutions, ``k_units`` in input channels) plus the GEMM-element
-    sizes ``m_tile``/``k_tile`` the schedule reports; costs as in :mod:`compiler.mapper.cost`."""
+    """One costed mapping. Tile sizes as :class:`~compiler.backends.systolic_tiling.TileChoice`
+    (``m_units`` in output rows for direct convolutions, ``k_units`` in input channels) plus the
+    GEMM-element sizes ``m_tile``/``k_tile`` the schedule reports; costs as in
+    :mod:`compiler.mapper.cost`."""
 
     group_tile: int
     m_units: int
@@ -48,7 +49,8 @@ class Mapping:
 
     @property
     def tile_choice(self) -> TileChoice:
-        """The :class:`~compiler.tiling.TileChoice` the compiler's emitter consumes."""
+        """The :class:`~compiler.backends.systolic_tiling.TileChoice` the backend's emitter
+        consumes."""
         return TileChoice(group_tile=self.group_tile, m_units=self.m_units, n_tile=self.n_tile,
                           k_units=self.k_units, order=self.order, ifmap_bytes=self.ifmap_bytes,
                           filter_bytes=self.filter_bytes, ofmap_bytes=self.ofmap_bytes,

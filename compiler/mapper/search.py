@@ -4,9 +4,10 @@
   ``exhaustive_limit`` mappings: every one is costed.
 * **Pruned** otherwise, in three deterministic phases:
 
-  1. the structured grid of :func:`compiler.tiling.choose_tiling` (powers of two times the array
-     granule plus the full extent, all orders) for every dataflow, completely -- so the result
-     is never worse than the default tiler's space under the same cost;
+  1. the structured grid of :func:`compiler.backends.systolic_tiling.choose_tiling` (powers of
+     two times the array granule plus the full extent, all orders) for every dataflow,
+     completely -- so the result is never worse than the default tiler's space under the same
+     cost;
   2. ``samples`` uniform samples of the feasible tile combos x dataflows (rejection sampling
      with ``numpy.random.Generator(PCG64(seed))``), each costed under every allowed order. A
      uniform sample lands in the best ``q`` fraction of the space with probability ``>= q``,
@@ -29,13 +30,15 @@ import time
 import numpy as np
 
 import compiler.mapper.cost as C
+from compiler.backends.systolic_tiling import TileChoice, TileProblem, TilingError, choose_tiling
 from compiler.mapper.result import MapResult, Mapping
-from compiler.mapper.space import DATAFLOW_CODES, TILE, MappingSpace, build_space
-from compiler.tiling import ORDERS, TileChoice, TileProblem, TilingError, choose_tiling
+from compiler.mapper.space import TILE, MappingSpace, build_space
+from compiler.options import ORDERS
 from hw.chip import ChipConfig
 from hw.energy.rates import HardwareFacts, energy_rates
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import DATAFLOW_CODES
 
 __all__ = ["map_op", "cost_mapping", "OBJECTIVES", "DEFAULT_EXHAUSTIVE_LIMIT", "DEFAULT_SAMPLES",
            "mapper_parameters"]
@@ -221,13 +224,14 @@ def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *
     mappings to return. ``macs``: the op's MACs if they differ from ``count*m*n*k``;
     ``dram_kind``: the DRAM energy type (default from the DRAM preset, as the metrics).
 
-    Raises :class:`~compiler.tiling.TilingError` when no tile fits the scratchpads, ValueError
-    for bad arguments.
+    Raises :class:`~compiler.backends.systolic_tiling.TilingError` when no tile fits the
+    scratchpads, ValueError for bad arguments.
     """
     from hw.energy import Technology, load_technology
     t0 = time.perf_counter()
     if not isinstance(problem, TileProblem):
-        raise ValueError(f"map_op: problem = {problem!r}: must be a compiler.tiling.TileProblem")
+        raise ValueError(f"map_op: problem = {problem!r}: must be a "
+                         f"compiler.backends.systolic_tiling.TileProblem")
     if not isinstance(chip, ChipConfig):
         raise ValueError(f"map_op: chip = {chip!r}: must be a hw.chip.ChipConfig")
     if objective not in OBJECTIVES:
@@ -366,12 +370,13 @@ def cost_mapping(problem: TileProblem, chip: ChipConfig, choice: TileChoice,
                  dataflow: Dataflow | None = None,
                  input_resident: bool = False, output_resident: bool = False,
                  dram_kind: str | None = None) -> Mapping:
-    """One given tiling (e.g. :func:`compiler.tiling.choose_tiling`'s) costed by the mapper's
-    cost model: the :class:`Mapping` :func:`map_op` reports for it. ``dataflow`` defaults to
-    ``choice.dataflow`` or the chip's own.
+    """One given tiling (e.g. :func:`compiler.backends.systolic_tiling.choose_tiling`'s) costed
+    by the mapper's cost model: the :class:`Mapping` :func:`map_op` reports for it.
+    ``dataflow`` defaults to ``choice.dataflow`` or the chip's own.
 
-    Raises :class:`~compiler.tiling.TilingError` when the tiling is not in the mapping space
-    (a tile size the space does not hold, or one that does not fit the scratchpads)."""
+    Raises :class:`~compiler.backends.systolic_tiling.TilingError` when the tiling is not in the
+    mapping space (a tile size the space does not hold, or one that does not fit the
+    scratchpads)."""
     from hw.energy import Technology, load_technology
     if objective not in OBJECTIVES:
         raise ValueError(f"cost_mapping: objective = {objective!r}: must be one of "

@@ -4,23 +4,23 @@ A mapping is ``(g_t, m_t, n_t, k_t, order, dataflow)``:
 
 * ``g_t, m_t, n_t, k_t`` — the DRAM -> scratchpad tile (the chip's one buffered memory level;
   inside a tile the array's fold order is the timing engine's). Units as in
-  :class:`compiler.tiling.TileChoice`: ``m`` in output rows for ``direct`` convolutions (row
-  tiles inside an image, or whole images), GEMM rows otherwise; ``k`` in input channels for
-  ``direct``, GEMM K otherwise.
-* ``order`` — one of the six tile-loop orders :data:`compiler.tiling.ORDERS`.
+  :class:`compiler.backends.systolic_tiling.TileChoice`: ``m`` in output rows for ``direct``
+  convolutions (row tiles inside an image, or whole images), GEMM rows otherwise; ``k`` in input
+  channels for ``direct``, GEMM K otherwise.
+* ``order`` — one of the six tile-loop orders :data:`compiler.options.ORDERS`.
 * ``dataflow`` — OS / WS / IS: which two GEMM dimensions the array unrolls spatially on its
-  rows x cols (:mod:`hw.systolic.mapping`); the spatial unrolling of this chip.
+  rows x cols (:mod:`hw.systolic.geometry`); the spatial unrolling of this chip.
 
 Per dimension the space holds **every tile size that gives a distinct trip count**
 (``ceil(E / trips)`` for ``trips = 1..E``; for ``direct`` M: row tiles ``ceil(out_h / t)``,
 ``t >= 2``, and whole images ``out_h * ceil(batch / t)``) **plus** the structured grid of
-:func:`compiler.tiling.choose_tiling` (powers of two times the array granule and the full
-extent, for every dataflow searched), so the exhaustive optimum is never worse than the
-tiler's. A group tile ``g_t > 1`` is only paired with whole-GEMM tiles (one trip in m, n and
+:func:`compiler.backends.systolic_tiling.choose_tiling` (powers of two times the array granule
+and the full extent, for every dataflow searched), so the exhaustive optimum is never worse than
+the tiler's. A group tile ``g_t > 1`` is only paired with whole-GEMM tiles (one trip in m, n and
 k), as in the tiler: the emitter batches whole GEMMs only.
 
-Capacity rules are :func:`~compiler.tiling.choose_tiling`'s: each tile (times ``g_t``) fits
-one buffer of its scratchpad; an ``input_resident`` op needs no A buffer; an
+Capacity rules are :func:`~compiler.backends.systolic_tiling.choose_tiling`'s: each tile (times
+``g_t``) fits one buffer of its scratchpad; an ``input_resident`` op needs no A buffer; an
 ``output_resident`` op leaves room for the whole output in the ofmap scratchpad.
 
 The per-GEMM operand bytes of one pass over all tiles (bus bytes in whole DRAM bursts and exact
@@ -35,14 +35,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.tiling import TileProblem, _candidates, grid_candidates, tile_capacities
+from compiler.backends.systolic_tiling import (
+    TileProblem, _candidates, grid_candidates, tile_capacities,
+)
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
 
-__all__ = ["MappingSpace", "build_space", "distinct_trip_sizes", "DATAFLOW_CODES"]
+__all__ = ["MappingSpace", "build_space", "distinct_trip_sizes"]
 
-#: Dataflow -> the kernel's code.
-DATAFLOW_CODES = {Dataflow.OS: 0, Dataflow.WS: 1, Dataflow.IS: 2}
 # Columns of the per-dimension option tables: tile (in units), trips, then up to two distinct
 # tile sizes in GEMM elements with how many tiles of each (per GEMM; count 0 = unused).
 TILE, TRIPS, S0, C0, S1, C1 = range(6)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from hw.energy.tech import Technology, dram_kind_for_preset
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import geometry
 
 if TYPE_CHECKING:
     from hw.chip import ChipConfig
@@ -33,11 +34,11 @@ ASSUMED_DRAM_KIND = "ddr4"
 
 
 def register_bits_per_mac(dataflow: Dataflow | str, operand_bits: int, acc_bits: int) -> int:
-    """Bits a systolic PE latches per MAC: WS and IS pass one operand and the partial sum on
-    (``op + acc``), OS passes both operands and updates its accumulator (``2 op + acc``). Idle
-    PEs are taken to be clock-gated."""
-    df = Dataflow(dataflow)
-    return (2 * operand_bits if df is Dataflow.OS else operand_bits) + acc_bits
+    """Bits a systolic PE latches per MAC: the operands it passes on
+    (:attr:`~hw.systolic.geometry.DataflowGeometry.passed_operands`: both in OS, the streamed
+    one in WS and IS) plus its accumulator or partial sum (``2 op + acc`` in OS, ``op + acc``
+    in WS/IS). Idle PEs are taken to be clock-gated."""
+    return geometry(dataflow).passed_operands * operand_bits + acc_bits
 
 
 @dataclass(frozen=True)

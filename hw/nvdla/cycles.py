@@ -69,7 +69,7 @@ class CbufCapacityError(ValueError):
     """A convolution layer cannot be planned on a build: one kernel height of its input rows plus
     one kernel group of weights exceed the build's CBUF (W splitting is not modelled). The layer
     and the build are each valid; the user's choice of the two does not fit (the systolic
-    analogue is ``compiler.tiling.TilingError``)."""
+    analogue is ``compiler.backends.systolic_tiling.TilingError``)."""
 
 
 #: CMAC pipeline depth in cycles (doc/hw/v1/ias/unit_description.rst, CMAC section).

@@ -1,15 +1,7 @@
-"""How a GEMM maps onto the array for each dataflow, the fold order, and the result counters.
+"""How a GEMM maps onto the array: its extents and folds, the fold order, the result counters.
 
-A GEMM ``out (M x N) = a (M x K) @ b (K x N)`` is laid out on an ``R x C`` array as
-(the same convention as SCALE-Sim, ``../shared/reference/scalesim.md``):
-
-=========  =====================  =====================  ============  ====================
-dataflow   array rows hold (Sr)   array cols hold (Sc)   streamed (T)  stationary operand
-=========  =====================  =====================  ============  ====================
-OS         M (rows of ``a``)      N (cols of ``b``)      K             partial sums
-WS         K                      N                      M             ``b`` (weights)
-IS         K                      M                      N             ``a`` (inputs)
-=========  =====================  =====================  ============  ====================
+Which GEMM dimension goes to the array's rows, columns and time, and which operand each edge
+reads, is :mod:`hw.systolic.geometry`'s table (per dataflow).
 
 A *fold* is one placement of an ``R x C`` tile of the spatial dimensions. Folds run in this
 order: GEMM instance (``count``) outermost, then column folds, then row folds (innermost,
@@ -25,13 +17,13 @@ import numpy as np
 from hw._jitcache import njit
 
 from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.geometry import geometry
 
 __all__ = ["ArrayCounters", "GemmMapping", "map_gemm", "fold_geometry", "counters_from_kernel"]
 
 # Index of each counter in the int64 vector the Numba kernels fill (register model and timing
-# engine share the layout, so tests compare the vectors element by element). LEFT is the
-# operand entering at the left edge (a in OS/WS, b in IS); TOP is the other one (entering at
-# the top edge in OS, loaded into the stationary registers in WS/IS).
+# engine share the layout, so tests compare the vectors element by element). LEFT and TOP count
+# the reads of the operands entering at the left and top edges (hw.systolic.geometry).
 K_CYCLES, K_BUSY, K_LEFT_READS, K_TOP_READS, K_WRITES, K_PSUM_READS, K_HAZARDS, K_FOLDS = range(8)
 N_KERNEL_COUNTERS = 8
 
@@ -55,12 +47,7 @@ class GemmMapping:
 
 def map_gemm(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> GemmMapping:
     """Place ``count`` GEMMs of ``m x k @ k x n`` on the array of ``cfg``."""
-    if cfg.dataflow is Dataflow.OS:
-        sr, sc, t = m, n, k
-    elif cfg.dataflow is Dataflow.WS:
-        sr, sc, t = k, n, m
-    else:
-        sr, sc, t = k, m, n
+    sr, sc, t = geometry(cfg.dataflow).split(m, n, k)
     return GemmMapping(
         dataflow=cfg.dataflow, count=count, spatial_rows=sr, spatial_cols=sc, temporal=t,
         row_folds=-(-sr // cfg.rows), col_folds=-(-sc // cfg.cols),
@@ -118,9 +105,7 @@ class ArrayCounters:
 
 def counters_from_kernel(dataflow: Dataflow, vec: np.ndarray) -> ArrayCounters:
     """Name the kernel's edge-based counters (left / top operand) by operand."""
-    ifmap, filt = vec[K_LEFT_READS], vec[K_TOP_READS]
-    if dataflow is Dataflow.IS:
-        ifmap, filt = filt, ifmap
+    ifmap, filt = geometry(dataflow).by_operand(vec[K_LEFT_READS], vec[K_TOP_READS])
     return ArrayCounters(
         cycles=int(vec[K_CYCLES]), pe_busy_cycles=int(vec[K_BUSY]), ifmap_reads=int(ifmap),
         filter_reads=int(filt), ofmap_writes=int(vec[K_WRITES]),

@@ -27,7 +27,8 @@ import functools
 import numpy as np
 from hw._jitcache import njit
 
-from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.config import ArrayConfig
+from hw.systolic.geometry import geometry
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
     N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
@@ -90,7 +91,7 @@ def timing_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) ->
     """The raw int64 counter vector (kernel layout of :mod:`hw.systolic.mapping`)."""
     mp = map_gemm(cfg, m, n, k, count)
     vec = np.zeros(N_KERNEL_COUNTERS, np.int64)
-    _timing_kernel(cfg.dataflow is Dataflow.OS, cfg.rows, cfg.cols, count, mp.spatial_rows,
+    _timing_kernel(geometry(cfg.dataflow).output_stationary, cfg.rows, cfg.cols, count, mp.spatial_rows,
                    mp.spatial_cols, mp.temporal, vec)
     return vec
 

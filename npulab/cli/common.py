@@ -20,7 +20,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     from compiler.frontends.scalesim_cfg import ScaleSimConfigError
     from compiler.frontends.scalesim_topology import TopologyError
     from compiler.ir import IRError
-    from compiler.tiling import TilingError
+    from compiler.backends.systolic_tiling import TilingError
     from hw.nvdla.cycles import CbufCapacityError
     from hw.systolic.config import ConfigError
     return (UserError, ConfigError, IRError, TopologyError, ScaleSimConfigError, FileNotFoundError,

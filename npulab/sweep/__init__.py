@@ -14,7 +14,7 @@ report ranks points by::
     config = "default"            # chip preset or TOML path (relative to the spec)
     set = ["dram.preset=hbm2"]    # fixed SECTION.KEY=VALUE overrides
 
-    [run]                         # chip, native timing: compiler.lower.CompileOptions(**table)
+    [run]                         # chip, native timing: compiler.options.CompileOptions(**table)
     loop_order = "mnk"
 
     [[workload]]

@@ -51,7 +51,7 @@ def _axis_key_ok(key: str, kind: str, workloads, where: str, akey: str) -> None:
             raise _err(where, akey, key, f"not a system sweep key; allowed: {', '.join(allowed)}")
         return
     if key.startswith("run."):
-        from compiler.lower import CompileOptions
+        from compiler.options import CompileOptions
         names = [f.name for f in fields(CompileOptions)]
         if key[4:] not in names:
             raise _err(where, akey, key, f"not a compiler option; run.* keys: {', '.join(names)}")

@@ -159,13 +159,13 @@ def _system_base(base: dict, where: str, base_dir) -> dict:
 
 
 def _run_options(table: dict, where: str) -> dict:
-    from compiler.lower import CompileOptions
+    from compiler.options import CompileOptions
     try:
         CompileOptions(**table)
     except (TypeError, ValueError) as exc:
         allowed = ", ".join(f.name for f in fields(CompileOptions))
         raise ConfigError(f"{where}: [run]: {exc} (the [run] table holds "
-                          f"compiler.lower.CompileOptions fields: {allowed})") from None
+                          f"compiler.options.CompileOptions fields: {allowed})") from None
     return dict(table)
 
 

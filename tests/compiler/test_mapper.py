@@ -14,16 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.backends.systolic import tile_problem, compile_graph
+from compiler.backends.systolic_tiling import (
+    TilingError, _a_pass, _b_bytes, _burst, _c_bytes, _candidates, _psum_resident,
+    _reuse_factor, _traffic, choose_tiling, tile_sizes,
+)
 from compiler.ir import Conv2d, Gemm, Graph
-from compiler.lower import CompileOptions, _problem, compile_graph
 from compiler.mapper import build_space, distinct_trip_sizes, map_op
 from compiler.mapper import cost as C
 from compiler.mapper.search import _Search, mapper_parameters, stream_bytes_per_cycle
 from compiler.mapper.space import TILE
-from compiler.tiling import (
-    ORDERS, TilingError, _a_pass, _b_bytes, _burst, _c_bytes, _candidates, _psum_resident,
-    _reuse_factor, _traffic, choose_tiling, tile_sizes,
-)
+from compiler.options import ORDERS, CompileOptions
 from hw.chip import ChipConfig
 from hw.energy import load_technology
 from hw.memory.dma import DmaConfig
@@ -189,7 +190,7 @@ def _kernel_details(p, chip, dfs, combos, objective="latency", ir=False, orr=Fal
 def test_space_is_distinct_trip_counts_plus_the_tilers_grid():
     op = _conv(14, 6, 10, 3, pad=1, batch=3)
     chip = _chip(64, 64, 64, rows=8, cols=8)
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     space = build_space(p, chip, (Dataflow.WS, Dataflow.OS))
     # hand check of the trip rule: 10 -> tiles of 10, 5, 4, 3, 2, 1 (1, 2, 3, 4, 5, 10 trips)
     assert distinct_trip_sizes(10).tolist() == [1, 2, 3, 4, 5, 10]
@@ -221,7 +222,7 @@ convs = st.builds(_conv, st.integers(5, 16), st.integers(1, 12), st.integers(1, 
        res=st.sampled_from([(False, False), (True, False), (False, True)]), seed=st.integers(0, 99))
 def test_kernel_counters_and_energy_equal_the_gold_model(op, kib, lowering, ideal, res, seed):
     chip = _chip(kib, kib, kib, ideal=ideal)
-    p = _problem(op, chip, CompileOptions(conv_lowering=lowering))
+    p = tile_problem(op, chip, CompileOptions(conv_lowering=lowering))
     dfs = (Dataflow.OS, Dataflow.WS, Dataflow.IS)
     ir, orr = res
     if orr and p.count * p.m * p.n * p.elem_bytes >= chip.ofmap_sram.capacity_bytes:
@@ -253,7 +254,7 @@ def test_tilers_choice_costs_the_same_in_the_mapper(op, kib, dataflow, order):
     """Same tiling -> same DRAM bytes and compute cycles as choose_tiling, and the mapper's
     latency optimum is never worse than the tiler's choice under the mapper's cost."""
     chip = _chip(kib, kib, kib, dataflow=dataflow, rows=8, cols=8)
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     try:
         t = choose_tiling(p, chip, order=order)
     except TilingError:
@@ -286,7 +287,7 @@ small_convs = st.builds(_conv, st.integers(4, 9), st.integers(1, 8), st.integers
        multi=st.booleans())
 def test_exhaustive_search_finds_the_brute_force_optimum(op, kib, objective, ideal, multi):
     chip = _chip(kib, kib, kib, ideal=ideal)
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     dfs = (Dataflow.OS, Dataflow.WS, Dataflow.IS) if multi else (Dataflow.WS,)
     space = build_space(p, chip, dfs)
     cands = _space_candidates(space)
@@ -316,7 +317,7 @@ def test_exhaustive_search_finds_the_brute_force_optimum(op, kib, objective, ide
 def test_results_are_identical_across_runs_exhaustive_and_pruned():
     op = _conv(28, 32, 48, 3, pad=1)
     chip = ChipConfig(**DRAM_IO)
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     for kw in ({}, {"exhaustive_limit": 0, "samples": 3000, "seed": 7}):
         a = map_op(p, chip, "edp", **kw)
         b = map_op(p, chip, "edp", **kw)
@@ -332,7 +333,7 @@ def test_results_are_identical_across_runs_exhaustive_and_pruned():
 ])
 def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, objective):
     chip = _chip(32, 32, 32, rows=16, cols=16)
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     full = map_op(p, chip, objective, exhaustive_limit=10**9)
     pruned = map_op(p, chip, objective, exhaustive_limit=0, samples=2000)
     assert full.exhaustive and not pruned.exhaustive
@@ -365,7 +366,7 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     if not ideal:
         chip = replace(chip, dram=dram_preset(dram))
     options = CompileOptions(map="best-energy", keep_on_chip=False, tech="45nm")
-    p = _problem(op, chip, options)
+    p = tile_problem(op, chip, options)
     mp = map_op(p, chip, "energy", tech="45nm").best
     program = compile_graph(Graph("t", (op,)), chip, options)
     t = program.layers[0].tiling
@@ -416,7 +417,7 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
 
 def test_bad_arguments_are_clear_errors():
     chip = _chip(8, 8, 8)
-    p = _problem(Gemm(name="fc", m=8, n=8, k=8), chip, CompileOptions())
+    p = tile_problem(Gemm(name="fc", m=8, n=8, k=8), chip, CompileOptions())
     with pytest.raises(ValueError, match=r"objective = 'speed'.*latency, energy, edp"):
         map_op(p, chip, "speed")
     with pytest.raises(ValueError, match=r"dataflows: 'rs'.*os, ws, is"):

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from compiler.frontends import zoo
-from compiler.lower import CompileOptions, _problem
+from compiler.backends.systolic import tile_problem
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.configfile import load_chip_config
 from npulab.cli import main
@@ -29,7 +30,7 @@ def test_run_map_uses_the_mappers_tiling(capsys):
     for op in graph.ops:
         if op.gemm_shape() is None:
             continue
-        p = _problem(op, chip, CompileOptions())
+        p = tile_problem(op, chip, CompileOptions())
         best = map_op(p, chip, "edp", tech="45nm").best
         expect = (f"{p.lowering} g{best.group_tile} m{best.m_tile} n{best.n_tile} "
                   f"k{best.k_tile} {best.order}")

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from compiler.ir import Gemm, Graph, conv2d
-from compiler.lower import CompileOptions, _problem, compile_graph
+from compiler.backends.systolic import tile_problem, compile_graph
+from compiler.options import CompileOptions
 from compiler.mapper import map_op
 from hw.chip import ChipConfig
 from hw.configfile import load_chip_config
@@ -41,7 +42,7 @@ def test_each_layer_runs_the_dataflow_the_mapper_chose(op, mode):
     chip = _chip(True)
     options = CompileOptions(map=mode, keep_on_chip=False)
     objective = mode.split("-")[1]
-    best = map_op(_problem(op, chip, options), chip, objective, dataflows=tuple(Dataflow)).best
+    best = map_op(tile_problem(op, chip, options), chip, objective, dataflows=tuple(Dataflow)).best
     graph = Graph("t", (op,))
     program = compile_graph(graph, chip, options)
     assert program.layers[0].tiling.dataflow == best.dataflow.value
@@ -55,7 +56,7 @@ def test_each_layer_runs_the_dataflow_the_mapper_chose(op, mode):
     # ... and the same as a chip whose array is fixed to that dataflow, running that tiling.
     fixed = _chip(False, best.dataflow.value)
     t = program.layers[0].tiling
-    forced = map_op(_problem(op, fixed, options), fixed, objective).best
+    forced = map_op(tile_problem(op, fixed, options), fixed, objective).best
     assert (forced.m_tile, forced.n_tile, forced.k_tile, forced.order) == (
         t.m_tile, t.n_tile, t.k_tile, t.order)
     # Energy: register bits per MAC follow the layer's dataflow (2 op + acc for OS, op + acc
@@ -73,7 +74,7 @@ def test_the_mapper_leaves_ws_for_these_ops():
     # Not vacuous: the first test only proves something if choices other than the chip's WS
     # occur, IS among them (its SRAM roles are swapped).
     chip = _chip(True)
-    chosen = {map_op(_problem(op, chip, CompileOptions()), chip, o,
+    chosen = {map_op(tile_problem(op, chip, CompileOptions()), chip, o,
                      dataflows=tuple(Dataflow)).best.dataflow
               for op in OPS for o in ("latency", "energy", "edp")}
     assert {Dataflow.OS, Dataflow.IS} <= chosen
@@ -85,7 +86,7 @@ def test_more_dataflows_never_cost_more(objective):
     # exhaustive, so its optimum can only be as good or better.
     for op in OPS:
         chip = _chip(True)
-        p = _problem(op, chip, CompileOptions())
+        p = tile_problem(op, chip, CompileOptions())
         fixed = map_op(p, chip, objective)
         free = map_op(p, chip, objective, dataflows=tuple(Dataflow))
         assert fixed.exhaustive and free.exhaustive

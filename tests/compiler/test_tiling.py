@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.backends.systolic import compile_graph
+from compiler.backends.systolic_tiling import TilingError, choose_tiling
 from compiler.ir import Conv2d, Gemm, Graph
-from compiler.lower import CompileOptions, compile_graph
-from compiler.tiling import ORDERS, TilingError, choose_tiling
+from compiler.options import ORDERS, CompileOptions
 from hw.chip import ChipConfig
 from hw.executor import execute
 from hw.memory.dma import DmaConfig
@@ -67,8 +68,8 @@ def test_emitted_program_moves_exactly_the_tilers_bytes_and_fits(op, a, b, c, da
     layer = program.layers[0]
     tiling = layer.tiling
     # The tiler's reuse formula is what the loop nest really moves.
-    from compiler.lower import _problem
-    choice = choose_tiling(_problem(op, chip, options), chip, order=order)
+    from compiler.backends.systolic import tile_problem
+    choice = choose_tiling(tile_problem(op, chip, options), chip, order=order)
     assert _layer_bytes(program, result) == choice.dram_bytes
     # Every tile fits one buffer of its scratchpad.
     eb, ab = 1, 4
@@ -108,12 +109,12 @@ def test_more_sram_never_more_traffic_for_a_fixed_order(op, sizes, grow, order, 
     bigger[grow] *= 4
     chip2 = _chip(*bigger, dataflow)
     options = CompileOptions(loop_order=order, keep_on_chip=False, objective="traffic")
-    from compiler.lower import _problem
+    from compiler.backends.systolic import tile_problem
     try:
-        small = choose_tiling(_problem(op, chip, options), chip, order=order, objective="traffic")
+        small = choose_tiling(tile_problem(op, chip, options), chip, order=order, objective="traffic")
     except TilingError:
         return
-    large = choose_tiling(_problem(op, chip2, options), chip2, order=order, objective="traffic")
+    large = choose_tiling(tile_problem(op, chip2, options), chip2, order=order, objective="traffic")
     assert large.dram_bytes <= small.dram_bytes
 
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.backends.systolic import tile_problem
+from compiler.backends.systolic_tiling import TileProblem, choose_tiling
 from compiler.ir import Gemm, conv2d
-from compiler.lower import CompileOptions, _problem
-from compiler.tiling import TileProblem, choose_tiling
+from compiler.options import CompileOptions
 from hw.configfile import load_chip_config
 
 CHIP = load_chip_config(None)
@@ -19,7 +20,7 @@ CHIP = load_chip_config(None)
 @settings(max_examples=30, deadline=None)
 @given(m=st.integers(1, 5000), mu=st.integers(1, 600))
 def test_gemm_shapes_equal_the_enumeration(m, mu):
-    p = _problem(Gemm(name="g", m=m, n=16, k=16), CHIP, CompileOptions())
+    p = tile_problem(Gemm(name="g", m=m, n=16, k=16), CHIP, CompileOptions())
     assert p.m_tile_shapes(mu) == Counter((u, r) for _, u, r in p.m_tiles(mu))
 
 
@@ -28,7 +29,7 @@ def test_gemm_shapes_equal_the_enumeration(m, mu):
        mu=st.integers(1, 90), lowering=st.sampled_from(["direct", "im2col"]))
 def test_conv_shapes_equal_the_enumeration(hw, batch, stride, mu, lowering):
     op = conv2d("c", hw, 8, 8, 3, stride=stride, padding=1, batch=batch)
-    p = _problem(op, CHIP, CompileOptions(conv_lowering=lowering))
+    p = tile_problem(op, CHIP, CompileOptions(conv_lowering=lowering))
     assert p.m_tile_shapes(mu) == Counter((u, r) for _, u, r in p.m_tiles(mu))
 
 
@@ -37,10 +38,10 @@ def test_choose_tiling_does_not_enumerate_m_tiles(monkeypatch):
     the enumeration-based one on a smaller M with the same tile structure."""
     def boom(self, unit_tile):
         raise AssertionError("choose_tiling enumerated the M tiles")
-    small = choose_tiling(_problem(Gemm(name="g", m=4096, n=512, k=256), CHIP,
+    small = choose_tiling(tile_problem(Gemm(name="g", m=4096, n=512, k=256), CHIP,
                                    CompileOptions()), CHIP)
     monkeypatch.setattr(TileProblem, "m_tiles", boom)
-    big = choose_tiling(_problem(Gemm(name="g", m=1 << 24, n=512, k=256), CHIP,
+    big = choose_tiling(tile_problem(Gemm(name="g", m=1 << 24, n=512, k=256), CHIP,
                                  CompileOptions()), CHIP)
     assert big.tiles > 0 and big.compute_cycles >= (1 << 24) * 512 * 256 // (32 * 32)
     assert (big.m_units, big.n_tile, big.k_units) == (small.m_units, small.n_tile, small.k_units)

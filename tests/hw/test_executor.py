@@ -9,7 +9,8 @@ import pytest
 
 from compiler.frontends import zoo
 from compiler.ir import Gemm, Graph
-from compiler.lower import CompileOptions, compile_graph
+from compiler.backends.systolic import compile_graph
+from compiler.options import CompileOptions
 from hw.chip import ChipConfig
 from hw.executor import execute
 from hw.memory.dma import DmaConfig

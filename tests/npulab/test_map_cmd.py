@@ -1,6 +1,6 @@
-"""``npulab map``: one op's mapping space through the CLI. Gold models: :func:`compiler.mapper.map_op`
-on the same op/chip/objective, :func:`compiler.tiling.choose_tiling`, and GEMM shapes worked
-out by hand."""
+"""``npulab map``: one op's mapping space through the CLI. Gold models:
+:func:`compiler.mapper.map_op` on the same op/chip/objective,
+:func:`compiler.backends.systolic_tiling.choose_tiling`, and GEMM shapes worked out by hand."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import sys
 
 import pytest
 
+from compiler.backends.systolic import tile_problem
+from compiler.backends.systolic_tiling import choose_tiling
 from compiler.frontends import zoo
 from compiler.ir import Gemm, conv2d
-from compiler.lower import CompileOptions, _problem
 from compiler.mapper import DEFAULT_EXHAUSTIVE_LIMIT, DEFAULT_SAMPLES, OBJECTIVES, map_op
-from compiler.tiling import choose_tiling
+from compiler.options import CompileOptions
 from hw.configfile import load_chip_config
 from compiler.frontends.opspec import parse_conv
 from npulab.cli import map as map_cmd
@@ -58,7 +59,7 @@ def test_building_the_parser_does_not_import_the_mapper():
 def test_best_rows_and_counts_equal_map_op(capsys, objective):
     out = _json(capsys, "--gemm", "40,24,72", "--objective", objective, "--top", "4", *SMALL)
     chip = load_chip_config(None, SMALL_SETS)
-    p = _problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions())
+    p = tile_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions())
     ref = map_op(p, chip, objective, tech="16nm", keep=4)
     assert out["evaluated"] == ref.evaluated
     assert out["space_size"] == ref.space_size
@@ -143,7 +144,7 @@ def test_tiler_comparison_is_costed_by_the_same_model(capsys, objective, spec):
     chip = load_chip_config(None, SMALL_SETS)
     op = (Gemm(name="g", m=40, n=24, k=72) if spec[0] == "--gemm"
           else conv2d("c", 12, 16, 24, 3, padding=1))
-    p = _problem(op, chip, CompileOptions())
+    p = tile_problem(op, chip, CompileOptions())
     tiler = out["tiler"]
     # the tiler's own choice and traffic
     choice = choose_tiling(p, chip)
@@ -170,7 +171,7 @@ def test_table_header_and_tiler_line(capsys):
     assert main(["map", "--gemm", "40,24,72", "--top", "2", *SMALL]) == 0
     lines = capsys.readouterr().out.splitlines()
     chip = load_chip_config(None, SMALL_SETS)
-    ref = map_op(_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions()), chip,
+    ref = map_op(tile_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions()), chip,
                  "latency", tech="16nm", keep=2)
     assert lines[0].startswith("npulab map: gemm 40x24x72 (Gemm 40x72 @ 72x24), GEMM 1 x M 40 "
                                "x N 24 x K 72 = 69,120 MACs")
@@ -187,7 +188,7 @@ def test_pruned_search_states_its_guarantee(capsys):
             "--top", "3", *SMALL)
     out = _json(capsys, *args)
     chip = load_chip_config(None, SMALL_SETS)
-    ref = map_op(_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions()), chip,
+    ref = map_op(tile_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions()), chip,
                  "latency", tech="16nm", exhaustive_limit=0, samples=300, seed=5, keep=3)
     assert out["exhaustive"] is False and out["search"] == "pruned"
     assert out["evaluated"] == ref.evaluated and out["phases"] == ref.phases
@@ -215,7 +216,7 @@ def test_dataflows_loop_order_and_set(capsys):
     out = _json(capsys, "--gemm", "40,24,72", "--dataflows", "all", "--loop-order", "knm",
                 "--top", "5", *SMALL)
     chip = load_chip_config(None, SMALL_SETS)
-    p = _problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions())
+    p = tile_problem(Gemm(name="g", m=40, n=24, k=72), chip, CompileOptions())
     ref = map_op(p, chip, "latency", tech="16nm", dataflows=("os", "ws", "is"), orders="knm",
                  keep=5)
     assert out["dataflows"] == ["os", "ws", "is"] and out["orders"] == ["knm"]

@@ -10,7 +10,8 @@ import json
 import pytest
 
 from compiler.ir import Gemm
-from compiler.lower import CompileOptions, _problem
+from compiler.backends.systolic import tile_problem
+from compiler.options import CompileOptions
 from compiler.mapper import map_op as search
 from hw.configfile import load_chip, load_chip_config
 from npulab.cli import main
@@ -30,7 +31,7 @@ def test_map_op_is_what_npulab_map_prints(capsys):
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)
     assert mapping.to_dict("--gemm") == printed
-    ref = search(_problem(OP, chip.config, CompileOptions()), chip.config, "edp", tech="16nm",
+    ref = search(tile_problem(OP, chip.config, CompileOptions()), chip.config, "edp", tech="16nm",
                  dataflows=("os", "ws"), keep=3)
     assert [m.index for m in mapping.search.ranked] == [m.index for m in ref.ranked]
     assert mapping.utilization(mapping.search.best) == (

@@ -160,12 +160,13 @@ def test_sweep_results_table_equals_points_csv_and_front(tmp_path):
 
 def test_map_result_table(tmp_path):
     from compiler.ir import conv2d
-    from compiler.lower import CompileOptions, _problem
+    from compiler.backends.systolic import tile_problem
+    from compiler.options import CompileOptions
     from compiler.mapper import map_op
     from hw.chip import ChipConfig
     chip = ChipConfig()
     op = conv2d("c", 14, 32, 32, 3, padding=1)
-    res = map_op(_problem(op, chip, CompileOptions()), chip, "edp")
+    res = map_op(tile_problem(op, chip, CompileOptions()), chip, "edp")
     df = res.to_pandas()
     assert len(df) == len(res.ranked) and list(df["rank"]) == list(range(1, len(df) + 1))
     assert df.loc[0, "mapping"] == res.best.describe()

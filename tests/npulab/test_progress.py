@@ -11,7 +11,7 @@ import io
 import pytest
 
 from compiler.ir import Gemm, Graph, Pool, conv2d
-from compiler.lower import compile_graph
+from compiler.backends.systolic import compile_graph
 from hw.chip import ChipConfig
 from hw.executor import execute
 from hw.memory.sram import SramConfig

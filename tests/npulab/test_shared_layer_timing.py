@@ -7,8 +7,8 @@ equal the unshared path exactly.
 
 import importlib
 
+from compiler.backends import systolic
 from compiler.ir import Conv2d, Gemm, Graph
-from compiler import lower
 from hw.configfile import load_chip_config
 
 sim = importlib.import_module("npulab.simulate")   # the module (npulab exports the function)
@@ -39,10 +39,10 @@ def test_compute_timing_times_each_shape_once_and_equals_unshared():
 
 def test_native_tiles_each_shape_once_and_equals_unshared(monkeypatch):
     chip = load_chip_config(None, ["array.rows=8", "array.cols=8"])
-    lower._tiled_shape.cache_clear()
+    systolic._tiled_shape.cache_clear()
     shared = sim.simulate(_repeated_graph(4), chip)
-    info = lower._tiled_shape.cache_info()
+    info = systolic._tiled_shape.cache_info()
     assert info.misses <= 6 and info.hits >= 6   # a few (shape, residency) cases, 8 layers
-    monkeypatch.setattr(lower, "_tiled_shape", lower._tiled_shape.__wrapped__)
+    monkeypatch.setattr(systolic, "_tiled_shape", systolic._tiled_shape.__wrapped__)
     unshared = sim.simulate(_repeated_graph(4), chip)
     assert shared.to_dict() == unshared.to_dict()

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from compiler.frontends import zoo
-from compiler.lower import compile_graph
+from compiler.backends.systolic import compile_graph
 from hw.chip import ChipConfig
 from hw.systolic.config import ConfigError
 from hw.system.soc import SocConfig, run_soc

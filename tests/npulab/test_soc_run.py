@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.frontends import zoo
-from compiler.lower import compile_graph
+from compiler.backends.systolic import compile_graph
 from hw.configfile import load_chip, load_chip_config
 from hw.errors import ConfigError
 from hw.memory.dram import dram_preset

@@ -122,7 +122,7 @@ def test_transfers_are_named_by_layer_operand_and_tile(native):
 
 
 def test_trace_columns_are_the_programs(native):
-    from compiler.lower import compile_graph
+    from compiler.backends.systolic import compile_graph
     result, _ = native
     program = compile_graph(_graph(), _chip())
     tr = result.execution.trace

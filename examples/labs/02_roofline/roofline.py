@@ -32,7 +32,7 @@ import csv
 import sys
 from pathlib import Path
 
-from compiler.lower import CompileOptions
+from compiler.options import CompileOptions
 from hw.systolic.config import ConfigError
 from npulab import load_chip_config, simulate, zoo
 from npulab.metrics import compute_metrics

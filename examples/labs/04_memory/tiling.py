@@ -64,7 +64,7 @@ def formula(m: int, n: int, k: int, tile: dict, elem: int = 1, acc: int = 4) -> 
 def run(m: int, n: int, k: int, order: str | None, sets=()):
     """Compile and execute the GEMM; ``(tiling dict, measured bytes per operand, cycles)``."""
     from compiler.ir import Gemm, Graph
-    from compiler.lower import CompileOptions
+    from compiler.options import CompileOptions
     from hw.configfile import load_chip_config
     from npulab.simulate import simulate
 

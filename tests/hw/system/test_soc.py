@@ -15,7 +15,7 @@ import pytest
 
 from compiler.frontends import zoo
 from compiler.ir import Gemm, Graph
-from compiler.lower import compile_graph
+from compiler.backends.systolic import compile_graph
 from hw.chip import ChipConfig
 from hw.executor import execute, execute_shared
 from hw.memory.dram import dram_preset

@@ -1,8 +1,8 @@
-"""Lower a graph to a :class:`~compiler.schedule.Program` for a chip.
+"""The systolic backend: lower a graph to a :class:`~hw.program.Program` for a chip.
 
 For every matrix op (:class:`~compiler.ir.Gemm`, :class:`~compiler.ir.Conv2d`) the tiler
-(:mod:`compiler.tiling`) picks tile sizes and a loop order; this module then walks the loop nest
-and emits the commands:
+(:mod:`compiler.backends.systolic_tiling`) picks tile sizes and a loop order; this module then
+walks the loop nest and emits the commands:
 
 * a ``LOAD`` of an A (ifmap) or B (filter) tile each time the tile changes; with double buffering
   tiles alternate between the two halves of the scratchpad, and a load waits only for the compute
@@ -29,18 +29,19 @@ movement) get no commands: their output is taken to be in DRAM as soon as their 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from compiler.ir import Conv2d, Gemm, Graph
-from compiler.options import CONV_LOWERINGS, MAP_MODES, SRAM_LAYOUTS, CompileOptions
-from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
-from compiler.tiling import (
-    ORDERS, TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
+from compiler.backends.systolic_tiling import (
+    TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
+from compiler.ir import Conv2d, Gemm, Graph
+from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
+from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import geometry
 
-__all__ = ["CompileOptions", "compile_graph", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES"]
+__all__ = ["compile_graph", "tile_problem"]
 
 _ALIGN = 4096
 
@@ -55,7 +56,10 @@ class _Allocator:
         return addr
 
 
-def _problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
+def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
+    """The tiler's view of ``op`` on ``chip``: its GEMM (or direct convolution) extents in
+    units, element and accumulator bytes (what :func:`compile_graph` tiles and the mapper
+    searches)."""
     eb = chip.array.precision.bits // 8
     ab = -(-chip.array.acc_bits // 8)   # accumulators occupy whole bytes
     shape = op.gemm_shape()
@@ -111,14 +115,14 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             pb.layers.append(LayerSchedule(index, op.name, type(op).__name__, first_cmd,
                                            len(pb), 0, None))
             continue
-        problem = _problem(op, chip, options)
+        problem = tile_problem(op, chip, options)
         input_resident = planned_resident_input and src in resident
         # Can this op's output stay on chip for the next op?
         keep_out = False
         nxt = index + 1
         if (options.keep_on_chip and consumers[op.name] == [nxt] and nxt in matrix
                 and ops[nxt].inputs and ops[nxt].inputs[0] == op.name):
-            nxt_problem = _problem(ops[nxt], chip, options)
+            nxt_problem = tile_problem(ops[nxt], chip, options)
             keep_out = _fits_resident_input(nxt_problem, chip, options)
         choice = None
         if keep_out:
@@ -221,14 +225,12 @@ def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptio
 
 def _edge_strides(df: Dataflow, options: CompileOptions, mt: int, nt: int, kt: int,
                   eb: int) -> tuple[int, int]:
-    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions)."""
+    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions):
+    contiguous when ``matched``, else as in the row-major A and B tiles."""
     if options.sram_layout == "matched":
         return eb, eb
-    if df is Dataflow.OS:
-        return kt * eb, eb          # left: a column of the A tile; top: a row of B
-    if df is Dataflow.WS:
-        return eb, eb               # left: a row of A; top (weight port): a row of B
-    return nt * eb, kt * eb         # IS: left streams B columns, top loads A columns
+    left, top = geometry(df).row_major_edge_strides(mt, nt, kt)
+    return left * eb, top * eb
 
 
 def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, chip: ChipConfig,

@@ -1,4 +1,5 @@
-"""Tile one GEMM or convolution to fit the chip's scratchpads and pick its loop order.
+"""The systolic backend's tiler: tile one GEMM or convolution to fit the chip's scratchpads and
+pick its loop order.
 
 The matrix view of every op is ``count`` GEMMs ``C (M x N) = A (M x K) @ B (K x N)`` (see
 :mod:`compiler.ir`). A tiling picks a tile ``(g_t, m_t, n_t, k_t)`` and an order of the three
@@ -43,13 +44,18 @@ from dataclasses import dataclass
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
+from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
 
-__all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "ORDERS", "DRAM_EFFICIENCY"]
+__all__ = ["TileProblem", "TileChoice", "choose_tiling", "TilingError", "DRAM_EFFICIENCY",
+           "TIME_GRANULE"]
 
 #: Fraction of DRAM peak the tiler's estimate assumes for streaming tile loads.
 DRAM_EFFICIENCY = 0.8
+#: Granule of the candidate tile sizes of the GEMM dimension the array streams (not spread
+#: over its rows or columns).
+TIME_GRANULE = 16
 
 
 class TilingError(ValueError):
@@ -238,14 +244,9 @@ def tile_capacities(p: TileProblem, chip: ChipConfig,
 
 def grid_candidates(p: TileProblem, arr, dataflow: Dataflow) -> tuple[list, list, list]:
     """The tiler's candidate tile sizes (in units) for M, N and K: powers of two times the
-    array dimension each GEMM dimension is spread over under ``dataflow`` (its granule), plus
-    the full extent; direct convolutions tile M as rows inside an image or whole images."""
-    if dataflow is Dataflow.OS:
-        gm, gn, gk = arr.rows, arr.cols, 16
-    elif dataflow is Dataflow.WS:
-        gm, gn, gk = 16, arr.cols, arr.rows
-    else:
-        gm, gn, gk = arr.cols, 16, arr.rows
+    array side each GEMM dimension is spread over under ``dataflow`` (its granule,
+    :data:`TIME_GRANULE` for the streamed one), plus the full extent; direct convolutions tile M as rows inside an image or whole images."""
+    gm, gn, gk = geometry(dataflow).per_dim(arr.rows, arr.cols, TIME_GRANULE)
     m_cands = _candidates(p.m_units, max(1, -(-gm // p.unit_pixels)))
     if p.lowering == "direct":
         m_cands = sorted({u for u in m_cands if u < p.out_h}

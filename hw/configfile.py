@@ -191,23 +191,70 @@ def load_chip(name_or_path: str | Path | None = None, overrides: Iterable[str] =
 
 def chip_spec_from_dict(data: dict[str, Any], where: str = "<config>") -> ChipSpec:
     """The :class:`~hw.spec.ChipSpec` of a config as plain data (:func:`chip_spec_to_dict`,
-    e.g. a saved run's ``config``), of either kind, validated as a file is."""
+    e.g. a saved run's ``config``), of any kind, validated as a file is."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {data!r}: must be a table of config sections")
     if is_nvdla_config(data):
         return chip_spec(nvdla_config_from_dict(data, where), where)
+    if "spec" in data:
+        return _spec_from_table(data, where)
     return chip_spec(chip_config_from_dict(data, where), where)
 
 
-def chip_spec_to_dict(spec: ChipSpec) -> dict[str, dict[str, Any]]:
-    """``spec``'s config as plain data, the sections of its kind's TOML (what a run's
-    ``summary.json`` keeps as ``config``; :func:`chip_spec_from_dict` reads it back)."""
+def chip_spec_to_dict(spec: ChipSpec) -> dict[str, Any]:
+    """``spec``'s config as plain data (what a run's ``summary.json`` keeps as ``config``;
+    :func:`chip_spec_from_dict` reads it back): the sections of its kind's TOML for a systolic
+    chip or an NVDLA build; for any other engine kind, the spec itself (``{"spec": ...}``:
+    clock, cores with their engines and scratchpads, shared levels, DRAM, host link, DMA),
+    which keeps everything the views read but not the engine's own config."""
     if spec.kind == "nvdla":
         return nvdla_config_to_dict(spec.config)
     if spec.kind == "systolic":
         return chip_config_to_dict(spec.config)
-    raise ConfigError(f"{spec.name}: engine kind {spec.kind!r} has no config file form (only "
-                      f"systolic chips and NVDLA builds are written to and read from TOML)")
+
+    def levels(items):
+        return [dict(vars(m), holds=list(m.holds), shared_by=list(m.shared_by)) for m in items]
+    return {"spec": {
+        "name": spec.name, "clock_mhz": spec.clock_mhz,
+        "cores": [{"name": c.name,
+                   "engines": [{"kind": e.kind, "name": e.name, "label": e.label,
+                                "peak_macs_per_cycle": e.peak_macs_per_cycle}
+                               for e in c.engines],
+                   "scratchpads": levels(c.scratchpads)} for c in spec.cores],
+        "levels": levels(spec.levels),
+        "dram": dram_config_to_dict(spec.dram) if spec.dram is not None else None,
+        "host_link": host_link_to_dict(spec.host_link) if spec.host_link is not None else None,
+        "dma": dma_config_to_dict(spec.dma) if spec.dma is not None else None,
+    }}
+
+
+def _spec_from_table(data: dict[str, Any], where: str) -> ChipSpec:
+    """The spec of ``{"spec": ...}`` (:func:`chip_spec_to_dict` of a kind without a TOML form);
+    its engines have no config (``None``)."""
+    from hw.spec import Core, Engine, MemoryLevel
+    table = data["spec"]
+    try:
+        def levels(items):
+            return tuple(MemoryLevel(**dict(m, holds=tuple(m["holds"]),
+                                            shared_by=tuple(m["shared_by"]))) for m in items)
+        cores = tuple(Core(name=c["name"],
+                           engines=tuple(Engine(config=None, **e) for e in c["engines"]),
+                           scratchpads=levels(c["scratchpads"])) for c in table["cores"])
+        return ChipSpec(
+            name=table["name"], clock_mhz=table["clock_mhz"], cores=cores,
+            levels=levels(table["levels"]),
+            dram=(dram_config_from_dict(table["dram"], where)
+                  if table.get("dram") is not None else None),
+            host_link=(host_link_from_dict(table["host_link"], where)
+                       if table.get("host_link") is not None else None),
+            dma=(dma_config_from_dict(table["dma"], where)
+                 if table.get("dma") is not None else None),
+            config=None, source=where)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: [spec]: {type(exc).__name__}: {exc}: not a chip spec "
+                          f"written by hw.configfile.chip_spec_to_dict") from None
 
 
 def load_chip_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> ChipConfig:

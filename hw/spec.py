@@ -21,7 +21,7 @@ backend and timing model read; :attr:`ChipSpec.config` is the whole config of th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from hw.chip import SRAM_NAMES, ChipConfig
@@ -111,7 +111,7 @@ class ChipSpec:
     host_link: HostLinkConfig | None
     dma: DmaConfig | None
     config: EngineConfig
-    source: str = "<config>"
+    source: str = field(default="<config>", compare=False)
 
     @property
     def kind(self) -> str:

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from hw.energy import (
     DEFAULT_TECHNOLOGY, EnergyRates, HardwareFacts, Technology, energy_rates, load_technology,
 )
+from hw.systolic.config import ArrayConfig
 
 __all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si",
            "Quantity", "LAYER_QUANTITIES", "layer_columns", "network_items", "memory_bound"]
@@ -297,9 +298,9 @@ def _sram_peak(spec, level, timing: str) -> float:
     array edge's, ``max(rows, cols)`` elements per cycle (operand width; accumulator width for
     the output scratchpad)."""
     peak = level.bytes_per_cycle
-    if timing not in ("compute", "scalesim"):
-        return peak
     a = spec.engine.config
+    if timing not in ("compute", "scalesim") or not isinstance(a, ArrayConfig):
+        return peak
     width = a.acc_bits / 8 if "output" in level.holds else a.precision.bits // 8
     return max(peak, max(a.rows, a.cols) * width)
 

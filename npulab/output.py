@@ -44,11 +44,12 @@ def write_run_outputs(result, metrics, directory) -> list[Path]:
     return paths
 
 
-def write_summary_outputs(summary: dict, directory) -> list[Path]:
+def write_summary_outputs(summary: dict, directory, where: str = "summary") -> list[Path]:
     """Write :data:`SUMMARY_FILES` into ``directory`` from a checked summary dict (the run
     and metrics as saved); return their paths. The bytes equal :func:`write_run_outputs`'
     for the same run and metrics."""
-    return _write(result_from_dict(summary["run"]), metrics_from_dict(summary["metrics"]),
+    return _write(result_from_dict(summary["run"], f"{where}: run"),
+                  metrics_from_dict(summary["metrics"]),
                   summary, Path(directory))
 
 

@@ -1,11 +1,13 @@
 """One run pipeline: ``run(workload, device, options) -> RunResult``.
 
-Every consumer -- ``npulab run``, ``npulab map``, sweeps, the multi-chip planner, the SoC and the
-Python API -- runs a workload on a chip through :func:`run`. The device is a
-:class:`hw.spec.ChipSpec` (or a preset name, a TOML path, or an in-memory config, loaded with
-:func:`hw.configfile.load_chip`); the chip's engine kind picks the runner from :data:`RUNNERS`, the one
-place that tells engine kinds apart. A runner compiles the graph with its kind's compiler
-backend and times it with its kind's model:
+``npulab run``, sweeps, the multi-chip planner's simulated chips and the Python API run a
+workload on a chip through :func:`run`; ``npulab map`` (:mod:`npulab.map_run`) and the SoC
+(:mod:`npulab.soc_run`) resolve their devices with :func:`resolve_device`, as it does. The
+device is a :class:`hw.spec.ChipSpec` (or a preset name, a TOML path, or an in-memory config,
+loaded with :func:`hw.configfile.load_chip`); the chip's engine kind picks its option check
+from :data:`CHECKS` and its runner from :data:`RUNNERS` (a new kind registers both with
+:func:`register_runner`). A runner compiles the graph with its kind's compiler backend and
+times it with its kind's model:
 
 * ``systolic``: :func:`npulab.simulate.simulate` (:mod:`compiler.backends.systolic` tiles, :mod:`hw.executor`
   times; or the compute-only / SCALE-Sim timing modes);
@@ -25,7 +27,7 @@ from typing import Callable
 from compiler.ir import Graph
 from compiler.options import CompileOptions
 from hw.configfile import load_chip
-from hw.spec import ChipSpec, chip_spec
+from hw.spec import ENGINE_KINDS, ChipSpec, chip_spec
 from npulab.choices import TIMING_MODES
 
 __all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device", "OptionError",
@@ -62,6 +64,11 @@ class OptionError(ValueError):
         ``mention(field, value)`` naming each setting it refers to."""
         return self.text.format(subject(self.option, self.value),
                                 **{name: mention(*ref) for name, ref in self.refs.items()})
+
+
+def literal(text: str) -> str:
+    """``text`` written into an :class:`OptionError` template as it is (braces doubled)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,8 @@ def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:
     choice = (("timing", options.timing) if options.timing != "native"
               else next(_compile_choices(options.compile), None))
     if choice is not None:
-        raise OptionError(*choice, f"{{}} applies to systolic chips; {spec.name} is an NVDLA "
-                          f"build (its cycle model is fixed)")
+        raise OptionError(*choice, f"{{}} applies to systolic chips; {literal(spec.name)} is "
+                          f"an NVDLA build (its cycle model is fixed)")
 
 
 #: The option check of each engine kind: ``check(spec, options)`` raises :class:`OptionError`
@@ -173,7 +180,7 @@ def register_runner(kind: str, runner: Callable, check: Callable | None = None) 
     "Adding an engine"), after ``check(spec, options)`` (raises :class:`OptionError` for an
     option the kind does not read; ``None``: it reads every option). A kind npulab ships cannot
     be replaced."""
-    if kind in ("systolic", "nvdla"):
+    if kind in ENGINE_KINDS:
         raise ValueError(f"kind = {kind!r}: a shipped engine kind; its runner is fixed")
     for name, fn in (("runner", runner), ("check", check)):
         if fn is not None and not callable(fn):
@@ -209,4 +216,8 @@ def run(workload: Graph, device=None, options: RunOptions | None = None, *,
     check = CHECKS.get(spec.kind)
     if check is not None:
         check(spec, options)
-    return runner(workload, spec, options, progress)
+    result = runner(workload, spec, options, progress)
+    from npulab.simulate import RunResult
+    if not isinstance(result, RunResult):       # a registered kind's plain RunRecord
+        result = RunResult(**{f.name: getattr(result, f.name) for f in fields(result)})
+    return result

@@ -127,6 +127,11 @@ def roofline(summary: dict):
     peak = chip["peak_macs_per_cycle"] * chip["clock_hz"]
     dram_bw = (chip.get("dram") or {}).get("peak_bytes_per_s")
     link_bw = (chip.get("link") or {}).get("peak_bytes_per_s")
+    if not peak:                    # an engine without MAC units (e.g. a data-movement engine)
+        ax.set_axis_off()
+        _empty(ax, "no roofline: the chip has no MAC units (peak compute 0)")
+        ax.set_title(_title(summary, "Roofline"), fontsize=10)
+        return fig
 
     placed, no_macs, no_dram = [], [], []
     for i, layer in enumerate(layers):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from hw.errors import ConfigError
 from hw.spec import ChipSpec
 
 if TYPE_CHECKING:
@@ -83,7 +84,22 @@ class LayerActions:
                 "vector_ops": self.vector_ops, "active_cycles": self.active_cycles}
 
     @classmethod
-    def from_dict(cls, data: dict) -> LayerActions:
+    def from_dict(cls, data: dict, where: str = "actions") -> LayerActions:
+        """The actions of :meth:`to_dict`; a missing or malformed entry is a
+        :class:`hw.errors.ConfigError` naming ``where``."""
+        keys = ("macs", "precision", "acc_bits", "reg_bits", "sram", "dram_bits", "link_bits",
+                "vector_ops")
+        missing = [k for k in keys if k not in data] if isinstance(data, dict) else list(keys)
+        if missing:
+            raise ConfigError(f"{where}: lacks {', '.join(missing)}")
+        try:
+            return cls._from_dict(data)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"{where}: sram = {data['sram']!r}: must map each memory level "
+                              f"to its read_bits and write_bits ({type(exc).__name__})") from None
+
+    @classmethod
+    def _from_dict(cls, data: dict) -> LayerActions:
         return cls(macs=data["macs"], precision=data["precision"],
                    acc_bits=data["acc_bits"], reg_bits=data["reg_bits"],
                    sram={name: SramAccess(a["read_bits"], a["write_bits"])
@@ -164,11 +180,12 @@ def _layer_dict(layer: LayerResult) -> dict:
     return out
 
 
-def _layer_from_dict(layer: dict) -> LayerResult:
+def _layer_from_dict(layer: dict, where: str) -> LayerResult:
     """A layer of ``to_dict()``; keys a layer no longer has (older summaries) are dropped."""
     values = {k: v for k, v in layer.items() if k in _LAYER_NAMES}
     if values.get("actions") is not None:
-        values["actions"] = LayerActions.from_dict(values["actions"])
+        values["actions"] = LayerActions.from_dict(
+            values["actions"], f"{where}: layer {values.get('name')!r}: actions")
     return LayerResult(**values)
 
 
@@ -216,7 +233,7 @@ class RunRecord:
         summaries) are dropped, missing ones take defaults. The execution trace is not saved.
         A config that no longer loads is a :class:`hw.errors.ConfigError` naming ``where``."""
         from hw.configfile import chip_spec_from_dict
-        layers = tuple(_layer_from_dict(layer) for layer in run["layers"])
+        layers = tuple(_layer_from_dict(layer, where) for layer in run["layers"])
         return cls(model=run["model"], chip=run["chip"],
                    spec=chip_spec_from_dict(run["config"], f"{where}.config"),
                    timing=run["timing"], scope=run.get("scope", ""), layers=layers,

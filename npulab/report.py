@@ -194,7 +194,10 @@ def to_table(result: RunRecord, metrics=None) -> str:
 
 def _metrics_of(result: RunRecord, metrics):
     """``metrics``, or the run's metrics with the command line's default energy table."""
-    return metrics if metrics is not None else result.metrics()
+    if metrics is not None:
+        return metrics
+    from npulab.metrics import compute_metrics
+    return compute_metrics(result)
 
 
 def _header(result: RunRecord) -> str:
@@ -279,7 +282,7 @@ def csv_table(result: RunRecord, metrics=None) -> tuple[list[str], list[list]]:
     """The header and rows of :func:`to_csv` as Python values (``None`` for an empty cell):
     what the run measured (every scalar :class:`LayerResult` field but the derived ones), then
     the metrics' columns (:func:`npulab.metrics.layer_columns`; ``metrics`` default to the
-    run's with the default energy table). :meth:`RunRecord.to_pandas` builds its DataFrame
+    run's with the default energy table). :meth:`npulab.simulate.RunResult.to_pandas` builds its DataFrame
     from the same rows."""
     from npulab.metrics import layer_columns
     metrics = _metrics_of(result, metrics)

@@ -72,12 +72,12 @@ def read_summary(directory) -> dict:
     return load_summary(Path(directory) / "summary.json")
 
 
-def result_from_dict(run: dict):
+def result_from_dict(run: dict, where: str = "run"):
     """The :class:`~npulab.record.RunRecord` of its ``to_dict()`` (e.g. ``summary["run"]``),
     :meth:`~npulab.record.RunRecord.from_dict`; ``npulab.simulate.RunResult.from_dict`` gives
     the notebook face instead."""
     from npulab.record import RunRecord
-    return RunRecord.from_dict(run)
+    return RunRecord.from_dict(run, where)
 
 
 def metrics_from_dict(metrics: dict):
@@ -87,7 +87,7 @@ def metrics_from_dict(metrics: dict):
                    technology=metrics["technology"])
 
 
-def recost(summary: dict, tech) -> dict:
+def recost(summary: dict, tech, where: str = "summary") -> dict:
     """``summary`` with its metrics recomputed from the saved run with energy table ``tech``
     (name, path or :class:`~hw.energy.Technology`). The DRAM and link energy types of the old
     metrics are kept (a DRAM type that was only assumed is derived again)."""
@@ -97,5 +97,7 @@ def recost(summary: dict, tech) -> dict:
     dram = old.get("dram") or {}
     dram_kind = None if dram.get("kind_assumed", True) else dram.get("kind")
     link_kind = (old.get("link") or {}).get("kind") or "pcie"
-    metrics = compute_metrics(summary["run"], tech, dram_kind=dram_kind, link_kind=link_kind)
+    from npulab.record import RunRecord
+    run = RunRecord.from_dict(summary["run"], f"{where}: run")
+    metrics = compute_metrics(run, tech, dram_kind=dram_kind, link_kind=link_kind)
     return {**summary, "metrics": metrics.to_dict()}

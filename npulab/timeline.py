@@ -136,9 +136,6 @@ def chrome_trace(result) -> dict:
     if not isinstance(result, RunRecord):
         raise ValueError(f"result = {type(result).__name__}: must be a RunResult "
                          f"(npulab.simulate.simulate or npulab.nvdla_run.simulate_nvdla)")
-    if result.timing not in TIMINGS:
-        raise ValueError(f"result.timing = {result.timing!r}: must be one of "
-                         f"{', '.join(TIMINGS)}")
     clock = float(result.spec.clock_mhz)
     doc = _Doc(clock)
     if result.execution is not None:
@@ -300,9 +297,6 @@ _REQUIRED = {"X": ("name", "ph", "ts", "dur", "pid", "tid"),
              "e": ("ph", "ts", "pid", "cat", "id"), "C": ("name", "ph", "ts", "pid", "args"),
              "M": ("name", "ph", "pid", "args")}
 
-
-#: The timings a record can have (the runners': systolic native/compute/scalesim, NVDLA).
-TIMINGS = ("native", "compute", "scalesim", "nvdla")
 #: How layers without an execution trace are drawn, by engine kind (default: back to back on
 #: the array track).
 LAYER_TRACKS = {"nvdla": _nvdla}

@@ -120,14 +120,14 @@ def _systolic_config(accelerator, where: str):
     if not isinstance(accelerator, ChipSpec):
         return accelerator
     if accelerator.kind != "systolic":
-        raise ConfigError(f"{where}: accelerator {accelerator.name!r} is a {accelerator.kind} "
-                          f"chip; the SoC runs systolic chips' programs on the shared DRAM")
+        raise ConfigError(f"{where}: accelerator {accelerator.name!r} has a {accelerator.kind} "
+                          f"engine; the SoC runs systolic chips' programs on the shared DRAM")
     return accelerator.config
 
 
 @dataclass(frozen=True)
 class SocConfig:
-    """A CPU + ``accelerators`` (one :class:`ChipConfig` each, at least one) + ONE shared DRAM.
+    """A CPU + ``accelerators`` (one systolic :class:`ChipConfig` or its :class:`~hw.spec.ChipSpec` each, at least one) + ONE shared DRAM.
 
     ``dram`` replaces every accelerator's own ``dram``; ``host_link``, if given, replaces their
     ``host_link`` (None: each keeps its own). ``cpu``: an optional :class:`CpuStream` the host

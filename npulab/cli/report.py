@@ -55,7 +55,7 @@ def main(args) -> int:
                         f"which holds summary.json)")
     path = directory / "summary.json"
     if args.tech is not None:
-        summary = recost(load_summary(path, need_metrics=False), args.tech)
+        summary = recost(load_summary(path, need_metrics=False), args.tech, str(path))
         net = summary["metrics"]["network"]
         from npulab.metrics import format_si
         print(f"npulab report: re-costed with {summary['metrics']['technology']['name']}: "
@@ -63,7 +63,7 @@ def main(args) -> int:
               f"{net['tops_per_w']:.3g} TOPS/W", file=sys.stderr)
     else:
         summary = load_summary(path)
-    paths = write_summary_outputs(summary, directory)
+    paths = write_summary_outputs(summary, directory, str(path))
     print(f"npulab report: wrote {', '.join(p.name for p in paths)} to {args.dir}",
           file=sys.stderr)
     return 0

@@ -118,7 +118,8 @@ def check_copy(spec, options) -> None:
         changed = next(f.name for f in dataclasses.fields(options)
                        if getattr(options, f.name) != getattr(pipeline.RunOptions(), f.name))
         raise pipeline.OptionError(changed, getattr(options, changed),
-                                   f"{{}} does not apply to {spec.name}'s copy engine")
+                                   f"{{}} does not apply to {pipeline.literal(spec.name)}'s "
+                                   f"copy engine")
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +203,27 @@ def test_every_view_reads_the_copy_engine_record(registered):
     kinds = result.execution.trace.kind
     assert len(loads) == int((kinds == Kind.LOAD).sum()) > 0
     assert len(stores) == int((kinds == Kind.STORE).sum()) > 0
+
+
+def test_the_copy_engine_run_is_saved_and_read_back(registered, tmp_path):
+    # every -o file of `npulab run`, then `npulab report DIR --tech 7nm`'s path: the record
+    # comes back from summary.json (its chip as a spec table) and is re-costed
+    from npulab.output import read_summary, recost, write_run_outputs, write_summary_outputs
+    from npulab.record import RunRecord
+    result = pipeline.run(GRAPH, copy_chip())
+    metrics = compute_metrics(result)
+    paths = write_run_outputs(result, metrics, tmp_path)
+    assert [p.name for p in paths] == ["summary.json", "layers.csv", "report.txt",
+                                       "report.html", "trace.json"]
+    summary = read_summary(tmp_path)
+    back = RunRecord.from_dict(summary["run"])
+    assert back.kind == "copy" and back.spec.memory_levels() == result.spec.memory_levels()
+    assert back.layers == result.layers and back.totals == result.totals
+    assert compute_metrics(back).to_dict() == metrics.to_dict()
+    before = (tmp_path / "report.txt").read_bytes()
+    write_summary_outputs(summary, tmp_path)
+    assert (tmp_path / "report.txt").read_bytes() == before       # `npulab report DIR`
+    assert "copy engine" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    hot = recost(summary, "7nm")
+    assert hot["metrics"]["technology"]["name"] == "7nm"
+    assert hot["metrics"]["network"]["energy_j"] != summary["metrics"]["network"]["energy_j"]

@@ -30,6 +30,6 @@ def test_the_chip_is_any_device_form_and_systolic():
     spec = load_chip(None, ["array.rows=8"])
     assert soc_of(spec, 1) == soc_of(spec.config, 1)
     assert soc_of(spec, 1).dram == spec.config.dram             # the chip's own DRAM
-    with pytest.raises(ConfigError, match="accelerator 'nv_small' is a nvdla chip; the SoC runs "
+    with pytest.raises(ConfigError, match="accelerator 'nv_small' has a nvdla engine; the SoC runs "
                                           "systolic chips' programs"):
         soc_of("nv_small", 2)

@@ -213,5 +213,5 @@ def test_accelerators_may_be_chip_specs_of_systolic_chips():
     spec = load_chip("gemmini_like")
     expect = (load_chip_config("gemmini_like"),) * 2
     assert SocConfig(accelerators=(spec, spec)).accelerators == expect
-    with pytest.raises(ConfigError, match="is a nvdla chip; the SoC runs systolic"):
+    with pytest.raises(ConfigError, match="has a nvdla engine; the SoC runs systolic"):
         SocConfig(accelerators=(load_chip("nv_small"),))

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from hw.energy.tech import Technology, dram_kind_for_preset
 from hw.systolic.config import Dataflow
-from hw.systolic.geometry import geometry
 
 if TYPE_CHECKING:
     from hw.chip import ChipConfig
@@ -38,6 +37,7 @@ def register_bits_per_mac(dataflow: Dataflow | str, operand_bits: int, acc_bits:
     (:attr:`~hw.systolic.geometry.DataflowGeometry.passed_operands`: both in OS, the streamed
     one in WS and IS) plus its accumulator or partial sum (``2 op + acc`` in OS, ``op + acc``
     in WS/IS). Idle PEs are taken to be clock-gated."""
+    from hw.systolic.geometry import geometry     # numpy: not on the CLI's --help path
     return geometry(dataflow).passed_operands * operand_bits + acc_bits
 
 

@@ -51,7 +51,7 @@ from hw.validate import config_from_table, read_toml, toml_text, toml_value
 
 __all__ = ["load_chip", "load_chip_config", "chip_spec_from_dict", "chip_spec_to_dict",
            "resolve_chip_path", "chip_config_from_dict", "chip_config_to_dict",
-           "chip_config_to_toml", "parse_override", "override_text", "SECTIONS"]
+           "chip_config_to_toml", "chip_spec_to_toml", "parse_override", "override_text", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
 SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
@@ -298,3 +298,18 @@ def chip_config_to_toml(cfg: ChipConfig) -> str:
             continue
         lines += [f"[{section}]"] + [f"{k} = {toml_text(v)}" for k, v in values.items()] + [""]
     return "\n".join(lines[:-1]) + "\n"
+
+
+def chip_spec_to_toml(spec: ChipSpec) -> str:
+    """The effective config of a chip of either file kind as TOML that :func:`load_chip` reads
+    back unchanged (``npulab config show``); a kind without chip files is a ConfigError."""
+    if spec.kind == "systolic":
+        return chip_config_to_toml(spec.config)
+    if spec.kind == "nvdla":
+        def text(value):
+            if isinstance(value, (list, tuple)):
+                return "[" + ", ".join(toml_text(v) for v in value) + "]"
+            return toml_text(value)
+        table = nvdla_config_to_dict(spec.config)["nvdla"]
+        return "\n".join(["[nvdla]"] + [f"{k} = {text(v)}" for k, v in table.items()]) + "\n"
+    raise ConfigError(f"{spec.name}: engine kind {spec.kind!r} has no chip file form")

@@ -15,8 +15,10 @@ def add_parser(sub) -> None:
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
     show = cfg_sub.add_parser(
         "show", formatter_class=fmt, help="print the effective config as TOML",
-        description="Print the effective chip config (file + --set overrides) as TOML.",
-        epilog="examples:\n  npulab config show\n  npulab config show --config tpu_v1_like --set array.rows=128",
+        description="Print the effective chip config (file + --set overrides) as TOML: a "
+                    "systolic chip or an NVDLA build.",
+        epilog="examples:\n  npulab config show\n  npulab config show --config tpu_v1_like --set array.rows=128"
+               "\n  npulab config show --config nv_small --set nvdla.clock_mhz=500",
     )
     add_config_args(show)
     cfg_sub.add_parser("list", help="list the shipped presets", description="List the shipped presets.")
@@ -25,8 +27,8 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     if args.config_command == "show":
-        from hw.configfile import chip_config_to_toml, load_chip_config
-        sys.stdout.write(chip_config_to_toml(load_chip_config(resolve_config(args.config), args.set)))
+        from hw.configfile import chip_spec_to_toml, load_chip
+        sys.stdout.write(chip_spec_to_toml(load_chip(resolve_config(args.config), args.set)))
         return 0
     if args.config_command == "list":
         print("\n".join(chip_preset_names()))

@@ -82,6 +82,18 @@ def test_config_show_prints_effective_toml(capsys):
                         "nv_medium_1024, nv_medium_512, nv_small, nv_small_256")
 
 
+@pytest.mark.parametrize("preset", ["nv_full", "nv_small"])
+def test_config_show_prints_an_nvdla_build_that_reads_back(capsys, tmp_path, preset):
+    # one loader for both kinds: `config show` of a build is TOML that load_chip reads back
+    from hw.configfile import load_chip
+    code, out, _ = run(capsys, "config", "show", "--config", preset, "--set",
+                       "nvdla.clock_mhz=500")
+    assert code == 0 and tomllib.loads(out)["nvdla"]["clock_mhz"] == 500
+    (tmp_path / "b.toml").write_text(out)
+    assert load_chip(tmp_path / "b.toml").config == load_chip(preset,
+                                                              ["nvdla.clock_mhz=500"]).config
+
+
 def test_topology_run(capsys, tmp_path):
     topo = tmp_path / "t.csv"
     topo.write_text("Layer, M, N, K,\nfc1, 64, 64, 64,\n")

@@ -488,7 +488,7 @@ def regenerate(shared: str | Path) -> dict[str, str]:
                   f"shared/reference/nvdla_spreadsheet/{sheet}; do not edit.",
                   f"Source: {_SHEET_SOURCE}; {_NVIDIA_LICENSE}.",
                   "Placement columns: NVIDIA's hand-entered 4 MB CV-SRAM choices "
-                  "(hw.nvdla.spreadsheet.infer_placement)."]
+                  "(hw.nvdla.sheet_reference.infer_placement)."]
         out[f"{name}.csv"] = _table_text(name, header, meta, cfg, layers)
     cfg = SheetConfig(min_input_extra_row="strided", dram_only_k_round=16,
                       dram_only_batched_column=True, smaller_rule="weight")

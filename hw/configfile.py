@@ -184,21 +184,23 @@ def load_chip(name_or_path: str | Path | None = None, overrides: Iterable[str] =
         path = resolve_chip_path(name_or_path)
         where = str(path)
         data = read_toml(path)
-    if is_nvdla_config(data):
-        return chip_spec(nvdla_config_from_dict(data, where, overrides), where)
-    return chip_spec(chip_config_from_dict(data, where, overrides), where)
+    return chip_spec_from_dict(data, where, overrides)
 
 
-def chip_spec_from_dict(data: dict[str, Any], where: str = "<config>") -> ChipSpec:
-    """The :class:`~hw.spec.ChipSpec` of a config as plain data (:func:`chip_spec_to_dict`,
-    e.g. a saved run's ``config``), of any kind, validated as a file is."""
+def chip_spec_from_dict(data: dict[str, Any], where: str = "<config>",
+                        overrides: Iterable[str] = ()) -> ChipSpec:
+    """The :class:`~hw.spec.ChipSpec` of a config as plain data (parsed TOML of either kind,
+    or :func:`chip_spec_to_dict` of any kind, e.g. a saved run's ``config``), after ``--set``
+    style overrides, validated as a file is."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {data!r}: must be a table of config sections")
     if is_nvdla_config(data):
-        return chip_spec(nvdla_config_from_dict(data, where), where)
+        return chip_spec(nvdla_config_from_dict(data, where, overrides), where)
     if "spec" in data:
+        if list(overrides):
+            raise ConfigError(f"{where}: a saved chip spec takes no --set overrides")
         return _spec_from_table(data, where)
-    return chip_spec(chip_config_from_dict(data, where), where)
+    return chip_spec(chip_config_from_dict(data, where, overrides), where)
 
 
 def chip_spec_to_dict(spec: ChipSpec) -> dict[str, Any]:
@@ -306,10 +308,6 @@ def chip_spec_to_toml(spec: ChipSpec) -> str:
     if spec.kind == "systolic":
         return chip_config_to_toml(spec.config)
     if spec.kind == "nvdla":
-        def text(value):
-            if isinstance(value, (list, tuple)):
-                return "[" + ", ".join(toml_text(v) for v in value) + "]"
-            return toml_text(value)
         table = nvdla_config_to_dict(spec.config)["nvdla"]
-        return "\n".join(["[nvdla]"] + [f"{k} = {text(v)}" for k, v in table.items()]) + "\n"
+        return "\n".join(["[nvdla]"] + [f"{k} = {toml_text(v)}" for k, v in table.items()]) + "\n"
     raise ConfigError(f"{spec.name}: engine kind {spec.kind!r} has no chip file form")

@@ -68,8 +68,10 @@ def read_toml(path: str | Path, missing: str = "no such config file", *,
 
 
 def toml_text(value: Any) -> str:
-    """``value`` written as TOML (what :func:`toml_value` reads back): booleans, numbers, and
-    strings quoted."""
+    """``value`` written as TOML (what :func:`toml_value` reads back): booleans, numbers,
+    strings quoted, and lists or tuples of those as arrays."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_text(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

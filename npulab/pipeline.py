@@ -151,7 +151,10 @@ CHECKS: dict[str, Callable[[ChipSpec, RunOptions], None]] = {
 def check_options(device, options: RunOptions) -> None:
     """Raise :class:`OptionError` when ``options`` set a field ``device``
     (:func:`resolve_device`) does not read, as :func:`run` would, before any work."""
-    spec = resolve_device(device)
+    _check(resolve_device(device), options)
+
+
+def _check(spec: ChipSpec, options: RunOptions) -> None:
     check = CHECKS.get(spec.kind)
     if check is not None:
         check(spec, options)
@@ -182,11 +185,10 @@ def register_runner(kind: str, runner: Callable, check: Callable | None = None) 
     be replaced."""
     if kind in ENGINE_KINDS:
         raise ValueError(f"kind = {kind!r}: a shipped engine kind; its runner is fixed")
-    for name, fn in (("runner", runner), ("check", check)):
-        if fn is not None and not callable(fn):
-            raise ValueError(f"{name} = {fn!r}: must be callable")
-    if runner is None:
-        raise ValueError("runner = None: must be callable")
+    if not callable(runner):
+        raise ValueError(f"runner = {runner!r}: must be callable")
+    if check is not None and not callable(check):
+        raise ValueError(f"check = {check!r}: must be callable")
     RUNNERS[kind] = runner
     if check is not None:
         CHECKS[kind] = check
@@ -213,9 +215,7 @@ def run(workload: Graph, device=None, options: RunOptions | None = None, *,
     if runner is None:
         raise ValueError(f"{spec.name}: engine kind {spec.kind!r} has no runner; registered: "
                          f"{', '.join(RUNNERS)}")
-    check = CHECKS.get(spec.kind)
-    if check is not None:
-        check(spec, options)
+    _check(spec, options)
     result = runner(workload, spec, options, progress)
     from npulab.simulate import RunResult
     if not isinstance(result, RunResult):       # a registered kind's plain RunRecord

@@ -1,0 +1,175 @@
+"""Matrix ops: :class:`Gemm` and :class:`Conv2d`, the ops a matrix engine runs (their
+:meth:`gemm_shape` is the matrix view the hardware models consume)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.ir.base import (
+    MAX_ELEMENTS, MAX_OP_MACS, GemmShape, IRError, _check_inputs, _check_name, _check_non_negative,
+    _check_positive, _check_size, _OpSizes,
+)
+
+__all__ = ["Gemm", "Conv2d", "conv2d"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gemm(_OpSizes):
+    """Batched matrix multiply: ``out[b] (m x n) = a[b] (m x k) @ w[b] (k x n)`` for ``b < batch``.
+
+    A fully connected layer is ``Gemm(m=batch_size, n=out_features, k=in_features)``; attention
+    score and context products are ``Gemm`` with ``batch = batch_size * heads``.
+    """
+
+    name: str
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Gemm")
+        _check_positive(self.name, "Gemm", m=self.m, n=self.n, k=self.k, batch=self.batch)
+        _check_inputs(self.name, "Gemm", self.inputs)
+        _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")
+
+    def gemm_shape(self) -> GemmShape:
+        return GemmShape(self.batch, self.m, self.n, self.k)
+
+    @property
+    def macs(self) -> int:
+        return self.gemm_shape().macs
+
+    @property
+    def input_elements(self) -> int:
+        return self.batch * self.m * self.k
+
+    @property
+    def weight_elements(self) -> int:
+        return self.batch * self.k * self.n
+
+    @property
+    def output_elements(self) -> int:
+        return self.batch * self.m * self.n
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conv2d(_OpSizes):
+    """2-D convolution, NCHW semantics, with padding, stride, dilation, groups and batch.
+
+    ``out_h = (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) // stride_h + 1``
+    (the PyTorch/ONNX definition); likewise ``out_w``.
+    """
+
+    name: str
+    in_h: int
+    in_w: int
+    in_channels: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    groups: int = 1
+    batch: int = 1
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "Conv2d")
+        _check_positive(
+            self.name, "Conv2d", in_h=self.in_h, in_w=self.in_w, in_channels=self.in_channels,
+            out_channels=self.out_channels, kernel_h=self.kernel_h, kernel_w=self.kernel_w,
+            stride_h=self.stride_h, stride_w=self.stride_w, dilation_h=self.dilation_h,
+            dilation_w=self.dilation_w, groups=self.groups, batch=self.batch,
+        )
+        _check_non_negative(
+            self.name, "Conv2d", pad_top=self.pad_top, pad_bottom=self.pad_bottom,
+            pad_left=self.pad_left, pad_right=self.pad_right,
+        )
+        _check_inputs(self.name, "Conv2d", self.inputs)
+        for key in ("in_channels", "out_channels"):
+            if getattr(self, key) % self.groups:
+                raise IRError(
+                    f"Conv2d {self.name!r}: {key} = {getattr(self, key)} is not divisible by "
+                    f"groups = {self.groups}"
+                )
+        if self.out_h < 1 or self.out_w < 1:
+            raise IRError(
+                f"Conv2d {self.name!r}: the {self.kernel_h}x{self.kernel_w} kernel (dilation "
+                f"{self.dilation_h}x{self.dilation_w}) does not fit the padded "
+                f"{self.in_h}x{self.in_w} input: output would be {self.out_h}x{self.out_w}"
+            )
+        _check_size(self.name, "Conv2d", "input elements", self.input_elements, MAX_ELEMENTS,
+                    "per tensor")
+        _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
+
+    @property
+    def out_h(self) -> int:
+        span = self.dilation_h * (self.kernel_h - 1) + 1
+        return (self.in_h + self.pad_top + self.pad_bottom - span) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        span = self.dilation_w * (self.kernel_w - 1) + 1
+        return (self.in_w + self.pad_left + self.pad_right - span) // self.stride_w + 1
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels
+
+    def gemm_shape(self) -> GemmShape:
+        return GemmShape(
+            count=self.groups,
+            m=self.batch * self.out_h * self.out_w,
+            n=self.out_channels // self.groups,
+            k=self.kernel_h * self.kernel_w * (self.in_channels // self.groups),
+        )
+
+    @property
+    def macs(self) -> int:
+        return self.gemm_shape().macs
+
+    @property
+    def input_elements(self) -> int:
+        """The NCHW input (not the im2col matrix)."""
+        return self.batch * self.in_channels * self.in_h * self.in_w
+
+    @property
+    def weight_elements(self) -> int:
+        return self.out_channels * (self.in_channels // self.groups) * self.kernel_h * self.kernel_w
+
+    @property
+    def output_elements(self) -> int:
+        return self.batch * self.out_channels * self.out_h * self.out_w
+
+
+def conv2d(
+    name: str,
+    in_hw: int | tuple[int, int],
+    in_channels: int,
+    out_channels: int,
+    kernel: int | tuple[int, int],
+    stride: int = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int = 1,
+    groups: int = 1,
+    batch: int = 1,
+    inputs: tuple[str, ...] = (),
+) -> Conv2d:
+    """Shorthand for the common symmetric case (PyTorch ``nn.Conv2d`` arguments)."""
+    in_h, in_w = (in_hw, in_hw) if isinstance(in_hw, int) else in_hw
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    return Conv2d(
+        name=name, in_h=in_h, in_w=in_w, in_channels=in_channels, out_channels=out_channels,
+        kernel_h=kh, kernel_w=kw, stride_h=stride, stride_w=stride, pad_top=ph, pad_bottom=ph,
+        pad_left=pw, pad_right=pw, dilation_h=dilation, dilation_w=dilation, groups=groups,
+        batch=batch, inputs=inputs,
+    )

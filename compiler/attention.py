@@ -9,7 +9,7 @@ and ``dh = d // h``, :func:`attention_ops` emits, in this order::
     <prefix>.k_proj     Gemm(m=b*t, n=d, k=d)                       b*t*d*d
     <prefix>.v_proj     Gemm(m=b*t, n=d, k=d)                       b*t*d*d
     <prefix>.scores     Gemm(batch=b*h, m=s, n=t, k=dh)   Q @ K^T   b*s*t*d
-    <prefix>.softmax    Eltwise("softmax", elements=b*h*s*t)        0
+    <prefix>.softmax    Softmax(rows=b*h*s, cols=t)                 0
     <prefix>.context    Gemm(batch=b*h, m=s, n=dh, k=t)   P @ V     b*s*t*d
     <prefix>.out_proj   Gemm(m=b*s, n=d, k=d)                       b*s*d*d
 
@@ -38,7 +38,7 @@ Megatron-LM's GPT layer does (:meth:`compiler.parallel.TransformerModel.layer_op
 
 from __future__ import annotations
 
-from compiler.ir import Eltwise, Gemm, IRError, Op
+from compiler.ir import Activation, Binary, Eltwise, Gemm, IRError, Norm, Op, Softmax
 
 __all__ = ["attention_ops", "transformer_block_ops"]
 
@@ -157,8 +157,7 @@ def attention_ops(
     ops += [
         Gemm(name=scores, batch=rank_heads, m=seq_len, n=kv_len, k=head_dim,
              inputs=(q,) if q == k else (q, k)),
-        Eltwise(name=softmax, op="softmax", elements=rank_heads * seq_len * kv_len,
-                inputs=(scores,)),
+        Softmax(name=softmax, rows=rank_heads * seq_len, cols=kv_len, inputs=(scores,)),
     ]
     if dropout:
         probs = f"{prefix}.dropout"
@@ -187,6 +186,7 @@ def transformer_block_ops(
     sequence_parallel: bool = False,
     fused_qkv: bool = False,
     attn_dropout: bool = False,
+    activation: str = "gelu",
 ) -> list[Op]:
     """One self-attention transformer block; the last op in the list is the block's output.
 
@@ -207,7 +207,9 @@ def transformer_block_ops(
 
     ``tp``, ``sequence_parallel``, ``fused_qkv`` and ``attn_dropout`` (:func:`attention_ops`'s
     ``dropout``) build one tensor-parallel rank's ops (module docstring); ``fc1`` is
-    ``n = ffn_dim / tp`` and ``fc2`` ``k = ffn_dim / tp``.
+    ``n = ffn_dim / tp`` and ``fc2`` ``k = ffn_dim / tp``. ``activation`` is the FFN's
+    (:data:`compiler.ir.ACTIVATIONS`): ``gelu`` (erf form, BERT) or ``gelu_tanh`` (GPT-2's
+    ``gelu_new``), ...
 
     Raises
     ------
@@ -230,13 +232,17 @@ def transformer_block_ops(
     tokens = batch * seq_len
     width = tokens * d_model // tp if sequence_parallel else tokens * d_model
 
-    def norm(name: str, source: str | tuple[str, ...]) -> Eltwise:
-        sources = (source,) if isinstance(source, str) else source
-        return Eltwise(name=f"{prefix}.{name}", op="layernorm", elements=width, inputs=sources)
+    # a rank's slice of the tokens is whole rows of d_model (one row if tp does not divide it)
+    rows, cols = (width // d_model, d_model) if width % d_model == 0 else (1, width)
 
-    def add(name: str, branch: str, shortcut: tuple[str, ...]) -> Eltwise:
-        return Eltwise(name=f"{prefix}.{name}", op="add", elements=width, operands=2,
-                       inputs=(branch,) + shortcut)
+    def norm(name: str, source: str | tuple[str, ...]) -> Norm:
+        sources = (source,) if isinstance(source, str) else source
+        return Norm(name=f"{prefix}.{name}", kind="layernorm", rows=rows, cols=cols,
+                    inputs=sources)
+
+    def add(name: str, branch: str, shortcut: tuple[str, ...]) -> Binary:
+        return Binary(name=f"{prefix}.{name}", fn="add", elements=width,
+                      inputs=(branch,) + shortcut)
 
     ops: list[Op] = []
     attn_input = inputs
@@ -256,7 +262,7 @@ def transformer_block_ops(
     fc1, gelu, fc2 = f"{prefix}.ffn.fc1", f"{prefix}.ffn.gelu", f"{prefix}.ffn.fc2"
     ops += [
         Gemm(name=fc1, m=tokens, n=ffn_dim // tp, k=d_model, inputs=(ops[-1].name,)),
-        Eltwise(name=gelu, op="gelu", elements=tokens * ffn_dim // tp, inputs=(fc1,)),
+        Activation(name=gelu, fn=activation, elements=tokens * ffn_dim // tp, inputs=(fc1,)),
         Gemm(name=fc2, m=tokens, n=d_model, k=ffn_dim // tp, inputs=(gelu,)),
     ]
     ops.append(add("add2", fc2, (ffn_shortcut,)))

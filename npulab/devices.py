@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Op, Pool
+from compiler.ir import ELEMENTWISE_OPS, Conv2d, Gemm, Graph, Move, Op, Pool
 from hw.spec import ChipSpec
 from hw.system.system import ChipDevice, RooflineDevice
 
@@ -48,12 +48,12 @@ def op_cost(op: Op, dtype_bytes: int = 2) -> tuple[float, float, bool]:
     tensors, not the im2col matrix). Element-wise: one FLOP per input element, ``operands + 1``
     tensors of ``elements`` each. Pooling: one FLOP per window element, input + output. Moves:
     read + write."""
-    if not isinstance(op, (Gemm, Conv2d, Eltwise, Pool, Move)):
+    if not isinstance(op, (Gemm, Conv2d, Pool, Move) + ELEMENTWISE_OPS):
         raise TypeError(f"op_cost: {op!r} is not an IR op")
     nbytes = float(op.traffic_bytes(dtype_bytes))
     if isinstance(op, (Gemm, Conv2d)):
         return 2.0 * op.macs, nbytes, True
-    if isinstance(op, Eltwise):
+    if isinstance(op, ELEMENTWISE_OPS):
         return float(op.elements * op.operands), nbytes, False
     if isinstance(op, Pool):
         return float(op.output_elements * op.kernel_h * op.kernel_w), nbytes, False

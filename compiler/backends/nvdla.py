@@ -70,7 +70,7 @@ import math
 from dataclasses import dataclass
 
 from compiler.backends.nvdla_pool import split_pool_window
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool
+from compiler.ir import ELEMENTWISE_OPS, Conv2d, Gemm, Graph, Move, Pool
 from hw.nvdla.config import NvdlaConfig
 from hw.nvdla.conv_layer import ConvLayer
 from hw.nvdla.cycles import BYTES
@@ -165,7 +165,7 @@ def lower_graph(graph: Graph, cfg: NvdlaConfig, precision: str = "int8", *,
     for op in ops:
         for src in op.inputs:
             consumers[src].append(op.name)
-    feeds_add = {src for op in ops if isinstance(op, Eltwise) and op.op == "add"
+    feeds_add = {src for op in ops if isinstance(op, ELEMENTWISE_OPS) and op.work().name == "add"
                  for src in op.inputs}
 
     layers: list[_Building] = []
@@ -307,8 +307,8 @@ def lower_graph(graph: Graph, cfg: NvdlaConfig, precision: str = "int8", *,
                                     (op.batch, op.channels, op.in_h, op.in_w), out,
                                     passes=passes))
 
-        elif isinstance(op, Eltwise):
-            kind = op.op
+        elif isinstance(op, ELEMENTWISE_OPS):
+            kind = op.work().name
             s_in = in_shape(op.inputs, op.elements)
             shape[op.name] = s_in
             if kind in _TWO_OPERAND and op.operands == 2:
@@ -371,8 +371,8 @@ def lower_graph(graph: Graph, cfg: NvdlaConfig, precision: str = "int8", *,
                 unsupported(op, op.kind, why)
         else:
             raise NvdlaLoweringError(f"{gname}: op {op.name!r} of type {type(op).__name__}: "
-                                     f"the NVDLA backend lowers Conv2d, Gemm, Pool, Eltwise and "
-                                     f"Move")
+                                     f"the NVDLA backend lowers Conv2d, Gemm, Pool, the "
+                                     f"element-wise vector ops and Move")
 
     for name in pending_free:  # views of the graph input nobody computes from
         skipped.append(SkippedOp(name, "view", "a view of the graph input: no hardware work"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.ir import Eltwise, Gemm, Op, Pool, conv2d
+from compiler.ir import Binary, Eltwise, Gemm, Op, Pool, conv2d
 
 __all__ = [
     "FeatureMap",
@@ -122,15 +122,14 @@ def adaptive_avg_pool(ops: list[Op], name: str, x: FeatureMap, output_size: int)
 
 
 def residual_add(ops: list[Op], name: str, branch: FeatureMap, shortcut: FeatureMap) -> FeatureMap:
-    """``branch + shortcut``: a two-operand :class:`Eltwise` ``add`` reading both producers."""
+    """``branch + shortcut``: a :class:`Binary` ``add`` reading both producers."""
     if (branch.channels, branch.size) != (shortcut.channels, shortcut.size):
         raise ValueError(
             f"{name}: cannot add a {branch.channels}x{branch.size}x{branch.size} branch to a "
             f"{shortcut.channels}x{shortcut.size}x{shortcut.size} shortcut"
         )
-    ops.append(Eltwise(
-        name=name, op="add", elements=branch.elements, operands=2,
-        inputs=branch.sources + shortcut.sources,
+    ops.append(Binary(
+        name=name, fn="add", elements=branch.elements, inputs=branch.sources + shortcut.sources,
     ))
     return FeatureMap((name,), branch.channels, branch.size, branch.batch)
 

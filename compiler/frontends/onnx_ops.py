@@ -16,7 +16,11 @@ from compiler.frontends.onnx_support import (
     AFFINE, CONVS, ELIDED, ELTWISE, FUSED_ACTIVATIONS, MATMULS, MOVES, POOLS, REDUCTIONS,
     node_attrs, node_label, show_shape,
 )
-from compiler.ir import Conv2d, Eltwise, Gemm, Move, Pool
+from compiler.ir import (
+    ACTIVATIONS, BINARY, Activation, Binary, Conv2d, Eltwise, Gemm, Move, Norm, Pool, Reduce,
+    Softmax,
+)
+from compiler.ir import REDUCTIONS as IR_REDUCTIONS
 
 __all__ = ["lower"]
 
@@ -65,9 +69,59 @@ def _vector(imp: Importer, node) -> None:
             imp.report["folded"].append((op_type, node_label(node)))
             return
     ir_op = AFFINE.get(op_type) or FUSED_ACTIVATIONS.get(op_type) or ELTWISE[op_type]
-    imp.emit(node, imp.build(
-        node, Eltwise, name=imp.op_name(node), op=ir_op, elements=imp.elements(node),
-        operands=max(1, len(acts)), inputs=imp.sources(acts, node)))
+    name, inputs = imp.op_name(node), imp.sources(acts, node)
+    fields = _typed_vector(imp, node, ir_op, acts)
+    if fields is None:
+        imp.emit(node, imp.build(
+            node, Eltwise, name=name, op=ir_op, elements=imp.elements(node),
+            operands=max(1, len(acts)), inputs=inputs))
+    else:
+        cls, fields = fields
+        imp.emit(node, imp.build(node, cls, name=name, inputs=inputs, **fields))
+
+
+def _opset(imp: Importer) -> int:
+    """The model's default-domain opset version."""
+    return max((o.version for o in imp.prepared.opset_import if o.domain in ("", "ai.onnx")),
+               default=1)
+
+
+def _rows_cols(imp: Importer, node, axis: int, flatten: bool) -> tuple[int, int]:
+    """``(rows, cols)`` of a row-wise op along ``axis`` of the node's first input: ``cols`` is
+    that axis (or, ``flatten``, every axis from it on, the opset < 13 Softmax rule)."""
+    shape = imp.shape(node, node.input[0])
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        raise imp.fail(node, f"axis = {axis}: must be in {-rank}..{rank - 1} for a rank-{rank} "
+                       f"input")
+    axis %= rank
+    cols = math.prod(shape[axis:]) if flatten else shape[axis]
+    return math.prod(shape) // cols, cols
+
+
+def _typed_vector(imp: Importer, node, ir_op: str, acts: list[str]):
+    """``(IR class, fields)`` for a node the vector engine has a typed op for; None keeps the
+    generic :class:`Eltwise`. Softmax's axis follows the model's opset: before opset 13 the
+    input is flattened to 2-D at ``axis`` (default 1), from 13 on it is one axis (default -1)."""
+    op_type = node.op_type
+    attrs = node_attrs(imp.onnx, node)
+    elements = imp.elements(node)
+    if op_type in ("Softmax", "LayerNormalization", "RMSNormalization"):
+        old = op_type == "Softmax" and _opset(imp) < 13
+        axis = attrs.get("axis", 1 if old else -1)
+        rows, cols = _rows_cols(imp, node, axis, flatten=old or op_type != "Softmax")
+        if op_type == "Softmax":
+            return Softmax, dict(rows=rows, cols=cols)
+        return Norm, dict(kind=ir_op, rows=rows, cols=cols)
+    if op_type == "Gelu" and attrs.get("approximate", "none") == "tanh":
+        return Activation, dict(fn="gelu_tanh", elements=elements)
+    if ir_op in ACTIVATIONS and len(acts) == 1 and op_type not in AFFINE:
+        return Activation, dict(fn=ir_op, elements=elements)
+    if ir_op in BINARY and len([t for t in node.input if t]) == 2:
+        sizes = sorted(math.prod(imp.shape(node, t)) for t in node.input if t)
+        if elements == sizes[1] and elements % sizes[0] == 0:
+            return Binary, dict(fn=ir_op, elements=elements, other_elements=sizes[0])
+    return None
 
 
 def _conv(imp: Importer, node, x_index: int, w_index: int) -> None:
@@ -252,8 +306,8 @@ def _attention(imp: Importer, node) -> None:
                        batch=batch * heads, m=seq, n=kv_len, k=head_dim,
                        inputs=imp.sources(acts(0, 1, 4), node))
     imp.emit(node, scores, outputs=[])
-    softmax = imp.build(node, Eltwise, name=imp.op_name(node, ".softmax"), op="softmax",
-                        elements=batch * heads * seq * kv_len,
+    softmax = imp.build(node, Softmax, name=imp.op_name(node, ".softmax"),
+                        rows=batch * heads * seq, cols=kv_len,
                         inputs=(scores.name,) + imp.sources(acts(3), node))
     imp.emit(node, softmax, outputs=[])
     context = imp.build(node, Gemm, name=imp.op_name(node, ".context"),
@@ -311,9 +365,45 @@ def _reduce(imp: Importer, node) -> None:
             channels=xs[1], kernel_h=xs[2], kernel_w=xs[3], stride_h=xs[2],
             stride_w=xs[3], batch=xs[0], inputs=imp.sources([x], node)))
         return
+    fn = REDUCTIONS[node.op_type].removeprefix("reduce_")
+    axes = _reduce_axes(imp, node, len(xs))
+    if fn in IR_REDUCTIONS and axes is not None and axes == list(range(len(xs) - len(axes),
+                                                                       len(xs))):
+        cols = math.prod(xs[len(xs) - len(axes):])
+        imp.emit(node, imp.build(
+            node, Reduce, name=imp.op_name(node), fn=fn, rows=math.prod(xs) // cols, cols=cols,
+            inputs=imp.sources([x], node)))
+        return
     imp.emit(node, imp.build(
         node, Eltwise, name=imp.op_name(node), op=REDUCTIONS[node.op_type],
         elements=math.prod(xs), inputs=imp.sources([x], node)))
+
+
+def _const_ints(imp: Importer, tensor: str) -> list[int] | None:
+    """The integers of an initializer or ``Constant`` output; None for anything else."""
+    helper = imp.onnx.numpy_helper
+    for init in imp.prepared.graph.initializer:
+        if init.name == tensor:
+            return [int(v) for v in helper.to_array(init).reshape(-1)]
+    node = imp.producers.get(tensor)
+    if node is not None and node.op_type == "Constant":
+        for attr in node.attribute:
+            if attr.name == "value":
+                return [int(v) for v in helper.to_array(attr.t).reshape(-1)]
+    return None
+
+
+def _reduce_axes(imp: Importer, node, rank: int) -> list[int] | None:
+    """The reduced axes, sorted and non-negative (attribute before opset 18, input from 18);
+    None when they are not known at import time."""
+    axes = node_attrs(imp.onnx, node).get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = _const_ints(imp, node.input[1])
+        if axes is None:
+            return None
+    if axes is None:
+        return list(range(rank))
+    return sorted(int(a) % rank for a in axes)
 
 
 def _einsum_terms(equation: str, ranks: list[int]) -> tuple[list[str], str]:

@@ -2,8 +2,10 @@
 
 Every op is a frozen dataclass validated when built. Ops that run on a matrix engine
 (:class:`Gemm`, :class:`Conv2d`) expose :meth:`gemm_shape`, the matrix view the hardware
-models consume; the others (:class:`Pool`, :class:`Eltwise`, :class:`Move`) return ``None`` there
-and are left to vector units and DMA.
+models consume. The vector engine's ops (:class:`Pool`, :class:`Activation`, :class:`Binary`,
+:class:`Softmax`, :class:`Norm`, :class:`Reduce`, :class:`Cast` and the generic
+:class:`Eltwise`; :data:`VECTOR_OPS`) state their work with :meth:`work` (operations per element
+by kind, :mod:`compiler.ir.vector`); :class:`Move` is data movement only.
 
 Tensor sizes have one home, here: every op has ``input_elements`` (its main input),
 ``weight_elements`` (a matrix op's second operand ``w``: the weights, or the second activation of
@@ -23,7 +25,10 @@ from compiler.ir.base import (
 )
 from compiler.ir.graph import Graph, Op
 from compiler.ir.matrix import Conv2d, Gemm, conv2d
-from compiler.ir.vector import Eltwise, Move, Pool
+from compiler.ir.vector import (
+    ACTIVATIONS, BINARY, ELEMENTWISE_OPS, NORMS, REDUCTIONS, VECTOR_OPS, VIEW_MOVES, Activation, Binary, Cast,
+    Eltwise, Move, Norm, Pool, Reduce, Softmax,
+)
 
 __all__ = [
     "IRError",
@@ -33,6 +38,19 @@ __all__ = [
     "Pool",
     "Eltwise",
     "Move",
+    "Activation",
+    "Binary",
+    "Softmax",
+    "Norm",
+    "Reduce",
+    "Cast",
+    "ACTIVATIONS",
+    "BINARY",
+    "NORMS",
+    "REDUCTIONS",
+    "VECTOR_OPS",
+    "ELEMENTWISE_OPS",
+    "VIEW_MOVES",
     "Op",
     "Graph",
     "conv2d",

@@ -7,12 +7,14 @@ from typing import Union
 
 from compiler.ir.base import MAX_GRAPH_MACS, IRError, _check_name, _check_positive, _check_size
 from compiler.ir.matrix import Conv2d, Gemm
-from compiler.ir.vector import Eltwise, Move, Pool
+from compiler.ir.vector import (
+    Activation, Binary, Cast, Eltwise, Move, Norm, Pool, Reduce, Softmax,
+)
 
 __all__ = ["Op", "Graph"]
 
-Op = Union[Gemm, Conv2d, Pool, Eltwise, Move]
-_OP_TYPES = (Gemm, Conv2d, Pool, Eltwise, Move)
+Op = Union[Gemm, Conv2d, Pool, Eltwise, Activation, Binary, Softmax, Norm, Reduce, Cast, Move]
+_OP_TYPES = (Gemm, Conv2d, Pool, Eltwise, Activation, Binary, Softmax, Norm, Reduce, Cast, Move)
 
 
 @dataclass(frozen=True)

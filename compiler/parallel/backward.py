@@ -30,7 +30,9 @@ the zoo).
 
 from __future__ import annotations
 
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, IRError, Move, Op, Pool
+from compiler.ir import (
+    ELEMENTWISE_OPS, Conv2d, Eltwise, Gemm, Graph, IRError, Move, Op, Pool,
+)
 
 __all__ = [
     "ACTIVATION_PRODUCT_SUFFIXES",
@@ -127,9 +129,9 @@ def backward_ops(graph: Graph, *, input_grad: bool = True) -> Graph:
                                 inputs=reads))
                 new.append(Gemm(name=f"{op.name}.grad_b", batch=s.count, m=s.k, n=s.n, k=s.m,
                                 inputs=reads))
-        elif isinstance(op, Eltwise):
-            new.append(Eltwise(name=f"{op.name}.grad", op=f"{op.op}_grad", elements=op.elements,
-                               operands=op.operands + 1, inputs=reads))
+        elif isinstance(op, ELEMENTWISE_OPS):
+            new.append(Eltwise(name=f"{op.name}.grad", op=f"{op.work().name}_grad",
+                               elements=op.elements, operands=op.operands + 1, inputs=reads))
         elif isinstance(op, Pool):
             new.append(Eltwise(name=f"{op.name}.grad", op=f"{op.kind}pool_grad",
                                elements=op.input_elements, operands=1,

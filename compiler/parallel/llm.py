@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from compiler.attention import transformer_block_ops
-from compiler.ir import Eltwise, Gemm, Graph, Move, Op
+from compiler.ir import Gemm, Graph, Move, Norm, Op, Softmax
 
 __all__ = ["TransformerModel", "MODEL_PRESETS", "model_names", "get_model", "model_flops"]
 
@@ -139,9 +139,9 @@ class TransformerModel:
         tokens = b * self.seq_len
         v = -(-self.vocab // tp)
         return [
-            Eltwise(name="final_ln", op="layernorm", elements=tokens * self.hidden),
+            Norm(name="final_ln", kind="layernorm", rows=tokens, cols=self.hidden),
             Gemm(name="logits", m=tokens, n=v, k=self.hidden, inputs=("final_ln",)),
-            Eltwise(name="cross_entropy", op="softmax", elements=tokens * v, inputs=("logits",)),
+            Softmax(name="cross_entropy", rows=tokens, cols=v, inputs=("logits",)),
         ]
 
     def block_graph(self, *, micro_batch: int | None = None) -> Graph:

@@ -1,8 +1,9 @@
 """What a vector op computes, independent of the hardware: :class:`VectorWork`.
 
 A vector op works on ``rows`` independent rows of ``cols`` elements (a softmax or a norm
-reduces along the row; an element-wise op's rows are just a way to cut it into tiles). Its
-work is stated once, per output element and per row, in the operations of the cost table
+reduces along the row; pooling's rows are output rows; an element-wise op is one long row, cut
+anywhere into tiles). Its work is stated once, per element of that ``rows x cols`` view and
+per row, in the operations of the cost table
 (:data:`hw.vector.config.OPS`); the compiler's IR ops (:mod:`compiler.ir`) each return one,
 and the timing model (:mod:`hw.vector.timing`) and the energy rates read nothing else.
 """
@@ -10,8 +11,6 @@ and the timing model (:mod:`hw.vector.timing`) and the energy rates read nothing
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 
 from hw.vector.config import OPS
 
@@ -44,7 +43,7 @@ class VectorWork:
     name:
         What it computes (``softmax``, ``gelu``, ``add``, ...), for reports.
     per_element:
-        ``{op: count}`` operations per output element (e.g. softmax: one max, two adds, one exp,
+        ``{op: count}`` operations per element of the ``rows x cols`` view (e.g. softmax: one max, two adds, one exp,
         one multiply).
     per_row:
         ``{op: count}`` operations per row (e.g. one reciprocal of a softmax row's sum).
@@ -53,9 +52,6 @@ class VectorWork:
     passes:
         Times the engine reads a row's input from the scratchpad (softmax 3: max, exp-and-sum,
         normalise; an online softmax 2).
-    inputs:
-        Input elements read per output element in one pass (2 for a binary op of two full
-        tensors, 1 + 1/cols for a row-broadcast bias, the window's share for pooling).
     """
 
     name: str
@@ -63,7 +59,6 @@ class VectorWork:
     per_row: tuple = ()
     reductions: int = 0
     passes: int = 1
-    inputs: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -75,11 +70,6 @@ class VectorWork:
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= 64:
                 raise ValueError(f"VectorWork {self.name!r}: {key} = {value!r}: must be an "
                                  f"integer in {lo}..64")
-        if (isinstance(self.inputs, bool) or not isinstance(self.inputs, (int, float))
-                or not 0 <= self.inputs <= 1e6):
-            raise ValueError(f"VectorWork {self.name!r}: inputs = {self.inputs!r}: must be a "
-                             f"number in [0, 1e6]")
-        object.__setattr__(self, "inputs", float(self.inputs))
 
     def op_counts(self, rows: int, cols: int) -> dict[str, float]:
         """Operations of each kind for ``rows`` rows of ``cols`` elements."""
@@ -95,9 +85,11 @@ class VectorWork:
         return (sum(c for _, c in self.per_element)
                 + sum(c for _, c in self.per_row) / max(1, cols))
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(self):
         """``(per_element, per_row)`` as float64 arrays indexed like :data:`OPS` (the timing
-        kernel's form)."""
+        kernel's form; numpy is imported here, so that the IR loads without it)."""
+        import numpy as np
+
         e = np.zeros(len(OPS))
         r = np.zeros(len(OPS))
         for op, c in self.per_element:

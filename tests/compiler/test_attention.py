@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.attention import attention_ops, transformer_block_ops
-from compiler.ir import Eltwise, Gemm, Graph, IRError
+from compiler.ir import Eltwise, Gemm, Graph, IRError, Softmax
 
 
 def by_name(ops):
@@ -31,7 +31,8 @@ def test_self_attention_shapes():
     assert shape(ops["a.scores"]) == (12, 10, 10, 16)
     assert shape(ops["a.context"]) == (12, 10, 16, 10)
     softmax = ops["a.softmax"]
-    assert isinstance(softmax, Eltwise) and softmax.op == "softmax"
+    # one row per head and query, reduced along the keys
+    assert isinstance(softmax, Softmax) and (softmax.rows, softmax.cols) == (3 * 4 * 10, 10)
     assert softmax.elements == 3 * 4 * 10 * 10
 
 
@@ -106,11 +107,11 @@ def test_block_shapes_and_vector_ops():
     # FFN hidden width defaults to 4 * d_model.
     assert shape(ops["L.ffn.fc1"]) == (1, 12, 64, 16)
     assert shape(ops["L.ffn.fc2"]) == (1, 12, 16, 64)
-    assert (ops["L.ffn.gelu"].op, ops["L.ffn.gelu"].elements) == ("gelu", 12 * 64)
+    assert (ops["L.ffn.gelu"].fn, ops["L.ffn.gelu"].elements) == ("gelu", 12 * 64)
     for name in ("L.add1", "L.add2"):
-        assert (ops[name].op, ops[name].operands, ops[name].elements) == ("add", 2, 12 * 16)
+        assert (ops[name].fn, ops[name].operands, ops[name].elements) == ("add", 2, 12 * 16)
     for name in ("L.ln1", "L.ln2"):
-        assert (ops[name].op, ops[name].elements) == ("layernorm", 12 * 16)
+        assert (ops[name].kind, ops[name].rows, ops[name].cols) == ("layernorm", 12, 16)
     custom = by_name(transformer_block_ops("L", seq_len=6, d_model=16, heads=4, ffn_dim=40))
     assert shape(custom["L.ffn.fc1"]) == (1, 6, 40, 16)
 

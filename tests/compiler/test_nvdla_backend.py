@@ -12,7 +12,7 @@ import pytest
 from compiler.backends.nvdla import NvdlaLoweringError, lower_graph
 from compiler.backends.nvdla_pool import split_pool_window
 from compiler.frontends import zoo
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Move, Pool, conv2d
+from compiler.ir import Binary, Conv2d, Eltwise, Gemm, Graph, Move, Pool, conv2d
 from hw.nvdla.config import load_nvdla_config
 from hw.nvdla.conv_layer import ConvLayer
 from hw.nvdla.cycles import network_cycles
@@ -198,7 +198,7 @@ def test_mobilenetv2_depthwise_and_adds(full):
     first_dw = layers["features.1.conv.0.0"].conv
     assert (first_dw.C, first_dw.groups, first_dw.H, first_dw.stride_y) == (32, 32, 112, 1)
     # 10 residual adds (blocks that keep stride 1 and width), each fused into its project conv
-    adds = [op.name for op in graph.ops if isinstance(op, Eltwise)]
+    adds = [op.name for op in graph.ops if isinstance(op, Binary)]
     assert len(adds) == 10
     for add in adds:
         block = add.rsplit(".", 1)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.frontends import _cnn_blocks, zoo
-from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Pool
+from compiler.ir import Binary, Conv2d, Eltwise, Gemm, Graph, Norm, Pool, Softmax
 
 CNNS = ("alexnet", "vgg16", "resnet18", "resnet50", "mobilenetv2", "googlenet")
 TRANSFORMERS = ("bert_base_layer", "gpt2_block")
@@ -140,7 +140,8 @@ def test_resnet_residual_adds_read_both_producers():
     assert g.op("layer1.1.add").inputs == ("layer1.1.conv3", "layer1.0.add")
     assert g.op("layer2.0.conv1").inputs == ("layer1.2.add",)
     add = g.op("layer4.2.add")
-    assert isinstance(add, Eltwise) and (add.op, add.operands) == ("add", 2)
+    assert isinstance(add, Binary) and (add.fn, add.operands) == ("add", 2)
+    assert add.other_elements == add.elements   # two full tensors, no broadcast
     assert add.elements == 2048 * 7 * 7
     r18 = zoo.get("resnet18")
     # layer1.0 keeps 64 channels and stride 1: identity shortcut from the stem's max pool.
@@ -155,7 +156,7 @@ def test_resnet_residual_adds_read_both_producers():
     ("mobilenetv2", 1 + 2 + 3 + 2 + 2),
 ])
 def test_residual_add_count(name, adds):
-    found = [op for op in zoo.get(name) if isinstance(op, Eltwise) and op.op == "add"]
+    found = [op for op in zoo.get(name) if isinstance(op, Binary) and op.fn == "add"]
     assert len(found) == adds
     assert all(op.operands == 2 and len(op.inputs) == 2 for op in found)
 
@@ -329,10 +330,13 @@ def test_transformer_weights_match_published_per_layer_params(name):
 def test_bert_is_post_norm_and_gpt2_pre_norm():
     bert = zoo.get("bert_base_layer")
     assert bert.ops[0].name.endswith("attn.q_proj")
-    assert bert.ops[-1].op == "layernorm"
+    assert isinstance(bert.ops[-1], Norm) and bert.ops[-1].kind == "layernorm"
+    assert (bert.ops[-1].rows, bert.ops[-1].cols) == (128, 768)   # tokens x d_model
     gpt2 = zoo.get("gpt2_block")
-    assert gpt2.ops[0].op == "layernorm"
-    assert gpt2.ops[-1].op == "add"
+    assert isinstance(gpt2.ops[0], Norm) and gpt2.ops[0].kind == "layernorm"
+    assert isinstance(gpt2.ops[-1], Binary) and gpt2.ops[-1].fn == "add"
+    softmax = gpt2.op("h.0.attn.softmax")   # one row per head and query, along the keys
+    assert isinstance(softmax, Softmax) and (softmax.rows, softmax.cols) == (12 * 1024, 1024)
     scores = gpt2.op("h.0.attn.scores")
     assert (scores.batch, scores.m, scores.n, scores.k) == (12, 1024, 1024, 64)
 

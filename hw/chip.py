@@ -1,5 +1,5 @@
-"""A chip: a systolic array at a clock frequency, its three SRAM scratchpads, DRAM, a host link
-and a DMA engine.
+"""A chip: a systolic array and a vector engine at a clock frequency, its three SRAM
+scratchpads, DRAM, a host link and a DMA engine.
 
 The three scratchpads follow the operands of the array (the SCALE-Sim / Gemmini organisation):
 ``ifmap`` holds the streamed input activations (``a`` of the GEMM view), ``filter`` the weights
@@ -18,6 +18,7 @@ from hw.memory.link import HostLinkConfig
 from hw.memory.sram import SramConfig
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import _number_in
+from hw.vector.config import VectorConfig
 
 __all__ = ["ChipConfig", "SRAM_NAMES", "TENSOR_LOCATIONS"]
 
@@ -43,6 +44,12 @@ class ChipConfig:
         Core clock in MHz (1 <= clock_mhz <= 10000; below 1 MHz a core cycle would span
         thousands of DRAM cycles and cycle counts overflow) of the array, SRAMs and DMA; turns cycles into
         seconds. The DRAM runs at its own clock (``dram.tck_ns``).
+    launch_overhead_us:
+        Per-kernel launch overhead in µs (0 <= value <= 1e6, default 0): the host's time to
+        start each op (a kernel) on the device, added once per op to a run's ``latency_s`` (its
+        ``cycles`` are the device's alone). 0 for an accelerator that runs a whole compiled
+        program from a command queue; a GPU-like device driven op by op pays a few to tens of µs
+        (``docs/vector.md`` cites measurements).
     model_input, model_output:
         ``"host"`` (default): the network's input arrives over the host link into DRAM before the
         first layer reads it, and its output returns over the link after the last layer wrote
@@ -59,12 +66,16 @@ class ChipConfig:
         Link to the host (:class:`~hw.memory.link.HostLinkConfig`), default PCIe Gen4 x16.
     dma:
         The DMA engines between DRAM/host and the scratchpads (:class:`~hw.memory.dma.DmaConfig`).
+    vector:
+        The vector engine beside the array (:class:`~hw.vector.config.VectorConfig`): softmax,
+        norms, activations, pooling and element-wise ops run on it; default 32 lanes.
     """
 
     name: str = "npulab-default"
     clock_mhz: float = 1000.0
     model_input: str = "host"
     model_output: str = "host"
+    launch_overhead_us: float = 0.0
     array: ArrayConfig = field(default_factory=ArrayConfig)
     ifmap_sram: SramConfig = field(default_factory=lambda: SramConfig(capacity_kib=512))
     filter_sram: SramConfig = field(default_factory=lambda: SramConfig(capacity_kib=512))
@@ -72,6 +83,7 @@ class ChipConfig:
     dram: DramConfig = field(default_factory=_default_dram)
     host_link: HostLinkConfig = field(default_factory=HostLinkConfig)
     dma: DmaConfig = field(default_factory=DmaConfig)
+    vector: VectorConfig = field(default_factory=VectorConfig)
 
     def __post_init__(self) -> None:
         self.validate("ChipConfig")
@@ -81,6 +93,8 @@ class ChipConfig:
             raise ConfigError(f"{where}: {prefix}name = {self.name!r}: must be a non-empty string")
         object.__setattr__(self, "clock_mhz", _number_in(self.clock_mhz, f"{prefix}clock_mhz", where,
                                                          1, 10000))
+        object.__setattr__(self, "launch_overhead_us", _number_in(
+            self.launch_overhead_us, f"{prefix}launch_overhead_us", where, 0, 1e6))
         for key in ("model_input", "model_output"):
             value = getattr(self, key)
             if value not in TENSOR_LOCATIONS:
@@ -88,7 +102,8 @@ class ChipConfig:
                                   f"{', '.join(repr(v) for v in TENSOR_LOCATIONS)}")
         for key, cls in (("array", ArrayConfig), ("ifmap_sram", SramConfig),
                          ("filter_sram", SramConfig), ("ofmap_sram", SramConfig),
-                         ("dram", DramConfig), ("host_link", HostLinkConfig), ("dma", DmaConfig)):
+                         ("dram", DramConfig), ("host_link", HostLinkConfig), ("dma", DmaConfig),
+                         ("vector", VectorConfig)):
             if not isinstance(getattr(self, key), cls):
                 raise ConfigError(f"{where}: {key} = {getattr(self, key)!r}: must be a {cls.__name__}")
 

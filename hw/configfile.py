@@ -14,6 +14,11 @@ File format (every key optional; missing keys take the defaults of :class:`~hw.c
     acc_bits = 32          # 16..64 for integers (default 32 for int8, 64 for int16); 32 for fp16
     overflow = "wrap"      # wrap | saturate
 
+    [vector]               # hw.vector.config.VectorConfig: the vector engine
+    lanes = 32
+    [vector.cost]          # cycles per element per lane, by operation
+    exp = 4.0
+
     [sram]                 # keys shared by the three scratchpads (hw.memory.sram.SramConfig)
     banks = 8
     [sram.ifmap]           # one scratchpad: ifmap | filter | ofmap
@@ -26,7 +31,7 @@ File format (every key optional; missing keys take the defaults of :class:`~hw.c
     [dma]                  # hw.memory.dma.DmaConfig
 
 The full list with defaults is ``sim_configs/default.toml`` and ``docs/configs.md``. Overrides
-are ``SECTION.KEY=VALUE`` or ``sram.NAME.KEY=VALUE``.
+are ``SECTION.KEY=VALUE``, ``sram.NAME.KEY=VALUE`` or ``vector.cost.OP=VALUE``.
 
 Every error is a :class:`~hw.systolic.config.ConfigError` whose one-line message names the
 file (or ``--set``), the key, the value and what is allowed.
@@ -48,14 +53,15 @@ from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, p
 from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import ArrayConfig, ConfigError
 from hw.validate import config_from_table, read_toml, toml_text, toml_value
+from hw.vector.config import vector_config_from_dict, vector_config_to_dict
 
 __all__ = ["load_chip", "load_chip_config", "chip_spec_from_dict", "chip_spec_to_dict",
            "resolve_chip_path", "chip_config_from_dict", "chip_config_to_dict",
            "chip_config_to_toml", "chip_spec_to_toml", "parse_override", "override_text", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
-SECTIONS = ("chip", "array", "sram", "dram", "host_link", "dma")
-_CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output")
+SECTIONS = ("chip", "array", "vector", "sram", "dram", "host_link", "dma")
+_CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output", "launch_overhead_us")
 _ARRAY_KEYS = tuple(f.name for f in fields(ArrayConfig))
 
 
@@ -107,6 +113,7 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
         dram=dram_config_from_dict(data.get("dram", {}), where, prefix="dram."),
         host_link=host_link_from_dict(data.get("host_link", {}), where, prefix="host_link."),
         dma=dma_config_from_dict(data.get("dma", {}), where, prefix="dma."),
+        vector=vector_config_from_dict(data.get("vector", {}), where),
     )
     return config_from_table(ChipConfig, chip_values, where, "chip.")
 
@@ -133,9 +140,11 @@ def parse_override(item) -> tuple[str, str, Any]:
     else:
         dotted, value = item
     parts = [part.strip() for part in dotted.split(".")]
-    if not all(parts) or not (len(parts) == 2 or (len(parts) == 3 and parts[0] == "sram")):
-        raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY (e.g. array.rows) or "
-                          f"sram.NAME.KEY (e.g. sram.ifmap.capacity_kib)")
+    if not all(parts) or not (len(parts) == 2 or (len(parts) == 3 and parts[0] in ("sram",
+                                                                                   "vector"))):
+        raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY (e.g. array.rows), "
+                          f"sram.NAME.KEY (e.g. sram.ifmap.capacity_kib) or vector.TABLE.KEY "
+                          f"(e.g. vector.cost.exp)")
     section, key = parts[0], ".".join(parts[1:])
     if section not in SECTIONS:
         raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
@@ -150,7 +159,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable) -> dict[str, Any]
     for item in overrides:
         section, key, value = parse_override(item)
         table = merged.setdefault(section, {})
-        if "." in key:  # sram.NAME.KEY
+        if "." in key:  # sram.NAME.KEY, vector.cost.OP
             sub, key = key.split(".")
             table[sub] = dict(table.get(sub, {}))
             table = table[sub]
@@ -283,6 +292,7 @@ def chip_config_to_dict(cfg: ChipConfig) -> dict[str, dict[str, Any]]:
     return {
         "chip": {k: plain(getattr(cfg, k)) for k in _CHIP_KEYS},
         "array": {k: plain(getattr(cfg.array, k)) for k in _ARRAY_KEYS},
+        "vector": vector_config_to_dict(cfg.vector),
         "sram": {name: sram_config_to_dict(cfg.sram(name)) for name in SRAM_NAMES},
         "dram": dram_config_to_dict(cfg.dram),
         "host_link": host_link_to_dict(cfg.host_link),
@@ -298,7 +308,11 @@ def chip_config_to_toml(cfg: ChipConfig) -> str:
             for name, sub in values.items():
                 lines += [f"[sram.{name}]"] + [f"{k} = {toml_text(v)}" for k, v in sub.items()] + [""]
             continue
+        tables = {k: v for k, v in values.items() if isinstance(v, dict)}   # [vector.cost], ...
+        values = {k: v for k, v in values.items() if k not in tables}
         lines += [f"[{section}]"] + [f"{k} = {toml_text(v)}" for k, v in values.items()] + [""]
+        for name, sub in tables.items():
+            lines += [f"[{section}.{name}]"] + [f"{k} = {toml_text(v)}" for k, v in sub.items()] + [""]
     return "\n".join(lines[:-1]) + "\n"
 
 

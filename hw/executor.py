@@ -57,8 +57,8 @@ import numpy as np
 
 from hw.chip import ChipConfig
 from hw.layer_windows import (
-    CAUSE_DRAM, CAUSE_LINK, CAUSE_NONE, CAUSE_SRAM, COMPUTE, charge_windows, layer_ends,
-    window_cycles,
+    CAUSE_DRAM, CAUSE_LINK, CAUSE_NONE, CAUSE_SRAM, CAUSE_VECTOR, COMPUTE, charge_windows,
+    layer_ends, window_cycles,
 )
 from hw.memory import _dram_kernel as K
 from hw.memory.dma_box import Clocks, dram_box_transfer
@@ -72,6 +72,8 @@ from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
 )
 from hw.systolic.timing import tile_counters
+from hw.vector.config import OPS as VECTOR_OPS
+from hw.vector.timing import T_ALU, T_CYCLES, T_SFU, TileTiming
 
 __all__ = ["ExecutionResult", "Trace", "execute", "execute_shared", "SharedExecution",
            "LAYER_COUNTERS"]
@@ -102,7 +104,14 @@ LAYER_COUNTERS = (
     "link_in_bytes", "link_out_bytes", "onchip_move_bytes",
     "dram_transfer_cycles", "link_transfer_cycles",   # busy time of DRAM / link for the layer
     "loads", "stores", "computes",
+    # the vector engine (hw.vector): its busy cycles (ALU and special-function paths overlap),
+    # commands, elements, scratchpad bytes read and written, and operations of each kind
+    "stall_vector_cycles", "vector_busy_cycles", "vector_alu_cycles", "vector_sfu_cycles",
+    "vectors", "vector_elements", "ifmap_vector_read_bytes", "filter_vector_read_bytes",
+    "ofmap_vector_read_bytes", "ofmap_vector_write_bytes",
+    *(f"vector_{op}_ops" for op in VECTOR_OPS),
 )
+_N_ENGINES = len(Engine)
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,8 @@ class Trace:
     their two sides in parallel (module docstring): ``dram_finish`` is when the DRAM side
     finished (``finish`` for every other command) and ``link_start``/``link_finish`` bound the
     link side (``descriptor setup`` .. ``setup + link_transfer_cycles``; -1 for commands that
-    do not use the link). The full timeline (tracks, regions, windows) is
+    do not use the link). ``work`` names a ``VECTOR`` command's work (an index into
+    ``work_names``; -1 for other commands). The full timeline (tracks, regions, windows) is
     :func:`npulab.timeline.chrome_trace`.
     """
 
@@ -134,6 +144,8 @@ class Trace:
     dram_finish: np.ndarray
     link_start: np.ndarray
     link_finish: np.ndarray
+    work: np.ndarray | None = None      # VECTOR commands: index into work_names; else -1
+    work_names: tuple[str, ...] = ()
 
     def events(self) -> list[dict]:
         """Plain-data events, e.g. for a timeline plot."""
@@ -294,7 +306,7 @@ class _ChipRun:
         if progress is not None:
             self._report(-1)
         self.cause = np.full(n, CAUSE_NONE, np.int64)
-        self.engine_free = [0, 0, 0]
+        self.engine_free = [0] * _N_ENGINES
         self.counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
         self.col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
         arr = chip.array
@@ -324,15 +336,16 @@ class _ChipRun:
         self.array_free = 0
         self.dram_busy_until = 0
         self.gates = np.full(n, -1, np.int64)
-        self.engine_last = [-1, -1, -1]
+        self.engine_last = [-1] * _N_ENGINES
         engines = self.engines = cols["engine"]
         self.kinds = cols["kind"]
         self.operands = cols["operand"]
         self.layers = cols["layer"]
         # Event order: always run the engine head that can start earliest (ties: program
         # order), so the shared DRAM sees transfers in the order they start.
-        self.queues = [np.flatnonzero(engines == e).tolist() for e in range(3)]
-        self.heads = [0, 0, 0]
+        self.queues = [np.flatnonzero(engines == e).tolist() for e in range(_N_ENGINES)]
+        self.heads = [0] * _N_ENGINES
+        self._time_vectors(chip)
         self.done = np.zeros(n, np.bool_)
         self.left = n
 
@@ -370,7 +383,7 @@ class _ChipRun:
         dep_ptr, dep_idx = self.program.dep_ptr, self.program.dep_idx
         done, finish = self.done, self.finish
         best = None
-        for e in range(3):
+        for e in range(_N_ENGINES):
             if self.heads[e] == len(self.queues[e]):
                 continue
             i = self.queues[e][self.heads[e]]
@@ -400,7 +413,6 @@ class _ChipRun:
         setup = self.setup
         self.gates[i] = gate
         self.engine_last[e] = i
-        first_seg = len(seg_start)
         self.heads[e] += 1
         self.done[i] = True
         self.left -= 1
@@ -432,19 +444,7 @@ class _ChipRun:
             bandwidth = max(0, t_port - t1)            # Walk the critical path back from the gating dependency: each transfer on it is
             # charged for the part of the gap it was running, the rest goes to what it waited
             # for (a DRAM load that waited on a host copy charges that wait to the link).
-            hi, d = t0, gate
-            array_free = self.array_free
-            while hi > array_free:
-                lo = array_free if d < 0 else max(array_free, int(start[d]))
-                c = int(cause[d]) if d >= 0 and cause[d] >= 0 else CAUSE_DRAM
-                if lo < hi:
-                    seg_start.append(lo)
-                    seg_end.append(hi)
-                    seg_cat.append(c)
-                hi = lo
-                d = int(self.gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
-            for seg in (seg_start, seg_end, seg_cat):   # appended backwards in time
-                seg[first_seg:] = seg[first_seg:][::-1]
+            self._charge_gap(t0, gate)
             seg_start.append(t0)
             seg_end.append(t0 + cyc)
             seg_cat.append(COMPUTE)
@@ -464,6 +464,8 @@ class _ChipRun:
             row[col["sram_conflict_cycles"]] += stretch
             row[col["sram_bandwidth_cycles"]] += bandwidth
             row[col["computes"]] += 1
+        elif kind == Kind.VECTOR:
+            t1 = self._vector(i, t0, row)
         else:
             nbytes = int(self.nbytes_col[i])
             operand = int(self.operands[i])
@@ -531,18 +533,88 @@ class _ChipRun:
             if self.cmds_left[lay] == 0:
                 self._report(lay)
 
+    def _charge_gap(self, hi: int, d: int) -> None:
+        """Charge the array's idle cycles ``[array_free, hi)`` along the critical path that ends
+        with command ``d`` (-1: none): walking back through the gating dependencies, each command
+        on it is charged for the part of the gap it was running (a DRAM load that waited on a
+        host copy charges that wait to the link; a store that waited on the vector engine, the
+        vector engine's time to ``vector``); the walk stops at an array compute."""
+        seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
+        start, cause, kinds = self.start, self.cause, self.kinds
+        first_seg = len(seg_start)
+        array_free = self.array_free
+        while hi > array_free:
+            lo = array_free if d < 0 else max(array_free, int(start[d]))
+            c = int(cause[d]) if d >= 0 and cause[d] >= 0 else CAUSE_DRAM
+            if lo < hi:
+                seg_start.append(lo)
+                seg_end.append(hi)
+                seg_cat.append(c)
+            hi = lo
+            d = int(self.gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
+        for seg in (seg_start, seg_end, seg_cat):   # appended backwards in time
+            seg[first_seg:] = seg[first_seg:][::-1]
+
+    def _time_vectors(self, chip: ChipConfig) -> None:
+        """Every ``VECTOR`` command's timing, in one batch of the tile kernel
+        (:mod:`hw.vector.timing`), and each layer's vector operations by kind."""
+        cols, kinds = self.cols, self.kinds
+        idx = np.flatnonzero(kinds == Kind.VECTOR)
+        self.vtime = np.zeros((self.n, 7), np.int64)
+        self.vpasses = np.ones(self.n, np.int64)
+        if not len(idx):
+            return
+        works = self.program.works
+        work = cols["count"][idx]
+        passes = np.array([w.passes for w in works], np.int64)[work]
+        self.vpasses[idx] = passes
+        vb = cols["vb_bytes"][idx]
+        # the main operand is read once per pass, the second once
+        in_bytes = cols["va_bytes"][idx] + -(-vb // passes)
+        self.vtime[idx] = TileTiming(chip.vector, works).cycles(
+            work, cols["m"][idx], cols["n"][idx], in_bytes, cols["vout_bytes"][idx])
+        per_e = np.array([w.arrays()[0] for w in works])[work]
+        per_r = np.array([w.arrays()[1] for w in works])[work]
+        rows = cols["m"][idx].astype(np.float64)[:, None]
+        counts = per_e * rows * cols["n"][idx][:, None] + per_r * rows
+        ops = np.zeros((self.n_layers, len(VECTOR_OPS)))
+        np.add.at(ops, cols["layer"][idx], counts)
+        first = self.col[f"vector_{VECTOR_OPS[0]}_ops"]
+        self.counters[:, first:first + len(VECTOR_OPS)] += np.rint(ops).astype(np.int64)
+
+    def _vector(self, i: int, t0: int, row) -> int:
+        """Run ``VECTOR`` command ``i`` from ``t0``; its finish. The engine's cycles come from
+        :meth:`_time_vectors`; it also books its scratchpad sides (the main operand read once
+        per pass), and cannot finish before they are done."""
+        cols, col = self.cols, self.col
+        vt = self.vtime[i]
+        cyc = int(vt[T_CYCLES])
+        va = int(cols["va_bytes"][i]) * int(self.vpasses[i])
+        vb, vo = int(cols["vb_bytes"][i]), int(cols["vout_bytes"][i])
+        src = 2 if self.operands[i] == Operand.OFMAP else 0
+        t_port = max(self._book(src, _READ, t0, 8 * va, row),
+                     self._book(1, _READ, t0, 8 * vb, row),
+                     self._book(2, _WRITE, t0, 8 * vo, row))
+        self.cause[i] = CAUSE_VECTOR
+        row[col["vector_busy_cycles"]] += cyc
+        row[col["vector_alu_cycles"]] += int(vt[T_ALU])
+        row[col["vector_sfu_cycles"]] += int(vt[T_SFU])
+        row[col["vectors"]] += 1
+        row[col["vector_elements"]] += int(cols["m"][i]) * int(cols["n"][i])
+        row[col[f"{_SRAMS[src]}_vector_read_bytes"]] += va
+        row[col["filter_vector_read_bytes"]] += vb
+        row[col["ofmap_vector_write_bytes"]] += vo
+        return max(t0 + cyc, t_port)
+
     def result(self) -> ExecutionResult:
         """Close the array timeline and the layer windows; the run's results."""
-        program, finish, cause, col = self.program, self.finish, self.cause, self.col
+        program, finish, col = self.program, self.finish, self.col
         counters, n_layers, cols = self.counters, self.n_layers, self.cols
         seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
         total = int(finish.max()) if self.n else 0
-        # Tail of the array timeline.
+        # Tail of the array timeline: its critical path, as every other gap.
         if total > self.array_free:
-            last = int(np.argmax(finish))
-            seg_start.append(self.array_free)
-            seg_end.append(total)
-            seg_cat.append(int(cause[last]) if cause[last] >= 0 else CAUSE_DRAM)
+            self._charge_gap(total, int(np.argmax(finish)))
         ends = layer_ends(program, finish, self.start, self.kinds, total)
         window_cycles(counters, col, ends)
         charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
@@ -559,7 +631,9 @@ class _ChipRun:
                       tile_g=cols["tile_g"].copy(), tile_m=cols["tile_m"].copy(),
                       tile_n=cols["tile_n"].copy(), tile_k=cols["tile_k"].copy(),
                       nbytes=self.nbytes_col, dram_finish=self.dram_finish,
-                      link_start=self.link_start, link_finish=self.link_finish)
+                      link_start=self.link_start, link_finish=self.link_finish,
+                      work=np.where(self.kinds == Kind.VECTOR, cols["count"], -1),
+                      work_names=tuple(w.name for w in program.works))
         return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
                                dram=dram_counters, trace=trace)
 

@@ -8,9 +8,10 @@ per op saying which commands belong to it and which tiling produced them.
 Engines (each runs its own commands strictly in program order, like Gemmini's load / execute /
 store queues):
 
-* ``load``  — DMA from DRAM or the host link into a scratchpad (and on-chip moves),
-* ``array`` — the systolic array,
-* ``store`` — DMA from the ofmap scratchpad to DRAM or the host link.
+* ``load``   — DMA from DRAM or the host link into a scratchpad (and on-chip moves),
+* ``array``  — the systolic array,
+* ``store``  — DMA from the ofmap scratchpad to DRAM or the host link,
+* ``vector`` — the vector engine (:mod:`hw.vector`): softmax, norms, activations, pooling, ...
 
 A command starts when its engine has finished the previous command and every dependency has
 finished. Dependencies always point to earlier commands.
@@ -35,6 +36,7 @@ class Engine(enum.IntEnum):
     LOAD = 0
     ARRAY = 1
     STORE = 2
+    VECTOR = 3
 
 
 class Kind(enum.IntEnum):
@@ -44,6 +46,7 @@ class Kind(enum.IntEnum):
     MOVE = 3      # SRAM -> SRAM (ofmap of one layer becomes the ifmap of the next)
     HOST_IN = 4   # host -> DRAM over the link
     HOST_OUT = 5  # DRAM -> host over the link
+    VECTOR = 6    # vector engine
 
 
 class Operand(enum.IntEnum):
@@ -99,7 +102,7 @@ class LayerSchedule:
 
 _INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", "stride2", "n1",
                 "stride1", "chunk_bytes", "count", "m", "n", "k", "left_stride", "top_stride",
-                "tile_g", "tile_m", "tile_n", "tile_k")
+                "tile_g", "tile_m", "tile_n", "tile_k", "va_bytes", "vb_bytes", "vout_bytes")
 
 
 @dataclass
@@ -112,6 +115,11 @@ class Program:
     with the byte strides of the vectors the array's left and top edges read per cycle
     (``left_stride``, ``top_stride``; element size = contiguous), the tile indices
     ``tile_g/m/n/k``, and the dependency lists in CSR form (``dep_ptr``, ``dep_idx``).
+
+    A ``VECTOR`` command runs ``works[count]`` (a :class:`~hw.vector.work.VectorWork`) on ``m``
+    rows of ``n`` elements, reading ``va_bytes`` per pass from the scratchpad named by
+    ``operand`` (ifmap; ofmap for an epilogue on accumulators) and ``vb_bytes`` from the filter
+    scratchpad, and writing ``vout_bytes`` into the ofmap scratchpad.
     """
 
     model: str
@@ -120,6 +128,7 @@ class Program:
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     notes: list[str] = field(default_factory=list)
+    works: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.columns["engine"].shape[0])
@@ -148,6 +157,8 @@ class ProgramBuilder:
         self._dep_ptr: list[int] = [0]
         self.layers: list[LayerSchedule] = []
         self.notes: list[str] = []
+        self.works: list = []
+        self._work_index: dict = {}
 
     def __len__(self) -> int:
         return len(self._dep_ptr) - 1
@@ -181,8 +192,22 @@ class ProgramBuilder:
                          left_stride=left_stride, top_stride=top_stride, tile_g=g, tile_m=tm,
                          tile_n=tn, tile_k=tk)
 
+    def vector(self, layer: int, work, rows: int, cols: int, a_bytes: int, b_bytes: int,
+               out_bytes: int, deps=(), tile=(0, 0, 0, 0), source: Operand = Operand.IFMAP) -> int:
+        """A ``VECTOR`` command: ``work`` on ``rows x cols`` elements (see :class:`Program`)."""
+        index = self._work_index.get(work)
+        if index is None:
+            index = self._work_index[work] = len(self.works)
+            self.works.append(work)
+        g, tm, tn, tk = tile
+        return self._add(deps, engine=Engine.VECTOR, kind=Kind.VECTOR, operand=source,
+                         location=Location.ONCHIP, layer=layer, count=index, m=rows, n=cols,
+                         va_bytes=a_bytes, vb_bytes=b_bytes, vout_bytes=out_bytes, tile_g=g,
+                         tile_m=tm, tile_n=tn, tile_k=tk)
+
     def build(self) -> Program:
         columns = {name: np.asarray(values, dtype=np.int64) for name, values in self._rows.items()}
         return Program(model=self.model, layers=list(self.layers), columns=columns,
                        dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
-                       dep_idx=np.asarray(self._deps, dtype=np.int64), notes=list(self.notes))
+                       dep_idx=np.asarray(self._deps, dtype=np.int64), notes=list(self.notes),
+                       works=list(self.works))

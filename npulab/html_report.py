@@ -225,12 +225,12 @@ def _layer_rows(summary: dict) -> tuple[list[str], list[str]]:
         ran = layer.get("cycles") is not None and layer.get("actions") is not None
         pairs.append((layer, next(costed, None) if ran else None))
     metric_layers = [x for _, x in pairs if x]
-    stall_cols = [c for c in ("dram", "link", "sram")
+    stall_cols = [c for c in ("dram", "link", "sram", "vector")
                   if any(x["stall_cycles"].get(c) for x in metric_layers)]
     # what the run measured, then the metrics' quantities under their one label
     measured = ([("cycles", lambda r, x: x["cycles"]),
                  ("compute cycles", lambda r, x: x["compute_cycles"])]
-                + [(f"stall {c.upper() if c != 'link' else 'link'}",
+                + [(f"stall {c.upper() if c in ('dram', 'sram') else c}",
                     lambda r, x, c=c: x["stall_cycles"].get(c, 0)) for c in stall_cols]
                 + [("MACs", lambda r, x: x["macs"]),
                    ("DRAM rd B", lambda r, x: r.get("dram_read_bytes")),

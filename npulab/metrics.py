@@ -224,7 +224,8 @@ def network_items(metrics) -> list[tuple[str, str]]:
                          f"({int(dram.get('bytes', 0)):,} B on the bus)"),
         ("DRAM bandwidth", f"{dram.get('bytes_per_s', 0) / 1e9:.2f} GB/s on the bus{limit}, "
                            f"{dram.get('useful_bytes_per_s', 0) / 1e9:.2f} GB/s useful"),
-        ("arithmetic intensity", f"{x:.1f} MACs per DRAM byte" if x else "- (no DRAM bytes)"),
+        ("arithmetic intensity", f"{x:.1f} MACs per DRAM byte" if x else
+         "- (no MACs)" if not n.get("macs") else "- (no DRAM bytes)"),
         ("memory-bound layers", f"{memory_bound(n)} of {n['layers_costed']}"),
     ]
 
@@ -321,7 +322,8 @@ def _layer_energy(layer, seconds: float, rates: EnergyRates) -> dict:
     for name, s in rates.scratchpads.items():
         a = actions.level(name)
         pj[f"sram.{name}"] = a.read_bits * s.read_pj_per_bit + a.write_bits * s.write_pj_per_bit
-    pj["vector"] = actions.vector_ops * rates.vector_op_pj
+    pj["vector"] = (sum(n * rates.vector_pj[op] for op, n in actions.vector_by_op.items())
+                    if actions.vector_by_op else actions.vector_ops * rates.vector_op_pj)
     pj["dram"] = actions.dram_bits * rates.dram_pj_per_bit
     pj["link"] = actions.link_bits * rates.link_pj_per_bit
     joules = {k: v * 1e-12 for k, v in pj.items()}
@@ -404,7 +406,7 @@ def _layer_metrics(layer, chip: dict, rates: EnergyRates) -> dict:
     ops = 2 * macs
     levels = _memory_levels(actions, span, chip, _useful_dram(layer))
     stalls = {"dram": layer.stall_dram_cycles or 0, "link": layer.stall_link_cycles or 0,
-              "sram": layer.stall_sram_cycles or 0}
+              "sram": layer.stall_sram_cycles or 0, "vector": layer.stall_vector_cycles or 0}
     compute = layer.compute_cycles
     if compute is None:
         compute = cycles - sum(stalls.values())

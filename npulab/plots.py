@@ -43,6 +43,7 @@ _HEIGHT_IN = 4.6
 
 BOUND_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", None: "#7f7f7f"}
 STALL_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", "sram": "#ff7f0e",
+                "vector": "#2ca02c",
                 "unattributed": "#bcbd22"}
 _COMPONENT_COLORS = {"mac": "#1f77b4", "rf": "#aec7e8", "vector": "#2ca02c", "dram": "#d62728",
                      "link": "#9467bd", "static": "#7f7f7f"}
@@ -205,7 +206,8 @@ def roofline(summary: dict):
 
     notes = []
     if no_dram:
-        why = " (compute-only timing: operands assumed in SRAM)" if len(no_dram) == len(layers) else ""
+        everything = len(no_dram) + len(no_macs) == len(layers)   # none with MACs has DRAM bytes
+        why = " (compute-only timing: operands assumed in SRAM)" if everything else ""
         notes.append(f"{len(no_dram)} of {len(layers)} layers not placed: no DRAM bytes, "
                      f"MACs per DRAM byte undefined{why}")
     if no_macs:
@@ -285,10 +287,11 @@ def _name_slowest(fig, ax, placed, star, legend, count: int = 4) -> None:
 # ---- cycles -----------------------------------------------------------------------------------
 
 def cycle_parts(layer: dict) -> dict:
-    """Compute cycles and stall cycles by cause (``dram``, ``link``, ``sram``) of a metrics
-    layer, plus ``unattributed`` cycles if the parts do not add up to the layer's cycles."""
+    """Compute cycles and stall cycles by cause (``dram``, ``link``, ``sram``, ``vector``: waiting
+    for the vector engine) of a metrics layer, plus ``unattributed`` cycles if the parts do not
+    add up to the layer's cycles."""
     parts = {"compute": layer["compute_cycles"]}
-    for cause in ("dram", "link", "sram"):
+    for cause in ("dram", "link", "sram", "vector"):
         parts[cause] = (layer.get("stall_cycles") or {}).get(cause) or 0
     rest = layer["cycles"] - sum(parts.values())
     if rest:

@@ -17,18 +17,23 @@ from hw.spec import ChipSpec
 if TYPE_CHECKING:
     from hw.executor import ExecutionResult
 
-__all__ = ["LayerActions", "SramAccess", "LayerResult", "RunRecord", "SCOPE_NOTES", "SCOPE_NOTE"]
+__all__ = ["LayerActions", "SramAccess", "LayerResult", "RunRecord", "SCOPE_NOTES", "SCOPE_NOTE",
+           "IDEAL_VECTOR_NOTE"]
 
 SCOPE_NOTES = {
     "native": ("full chip: tiles scheduled over the scratchpads, cycle-level DRAM, host link and "
-               "DMA; stalls included; pool/eltwise ops not simulated (no vector unit)"),
+               "DMA; stalls included; vector ops on the vector engine"),
     "compute": ("compute-only: operands assumed resident in SRAM with unlimited bandwidth "
-                "(no DRAM, no stalls); layers run one after another on an empty array"),
+                "(no DRAM, no stalls); layers run one after another on an empty array or "
+                "vector engine"),
     "scalesim": ("SCALE-Sim compute model (CALC): operands resident in SRAM, no DRAM, no stalls; "
                  "layers run one after another; each layer counts one cycle less than its folds "
                  "take, as SCALE-Sim does (its last-cycle-index convention, issue 125), so a "
-                 "fully used array can show a hair over 100 % utilization"),
+                 "fully used array can show a hair over 100 % utilization; vector ops not "
+                 "simulated (SCALE-Sim has no vector unit)"),
 }
+#: Appended to the native and compute scopes of a chip whose vector engine is ideal.
+IDEAL_VECTOR_NOTE = "; vector engine ideal: vector ops cost nothing"
 #: Kept for callers of the compute-only scope text.
 SCOPE_NOTE = SCOPE_NOTES["compute"]
 
@@ -59,6 +64,9 @@ class LayerActions:
     vector_ops: post-processing element operations.
     active_cycles: the span the layer's own work needed, when it is longer than its window
         (a native run's prefetch); None: the window.
+    vector_by_op: a vector engine's operations by kind (:data:`hw.vector.config.OPS`), in
+        ``vector_dtype``; None where the chip counts post-processing operations only
+        (``vector_ops``, NVDLA).
     """
 
     macs: int
@@ -70,6 +78,8 @@ class LayerActions:
     link_bits: int
     vector_ops: int
     active_cycles: int | None = None
+    vector_by_op: dict | None = None
+    vector_dtype: str | None = None
 
     def level(self, name: str) -> SramAccess:
         """The accesses of memory level ``name`` (none when the layer did not touch it)."""
@@ -81,7 +91,9 @@ class LayerActions:
                 "sram": {name: {"read_bits": a.read_bits, "write_bits": a.write_bits}
                          for name, a in self.sram.items()},
                 "dram_bits": self.dram_bits, "link_bits": self.link_bits,
-                "vector_ops": self.vector_ops, "active_cycles": self.active_cycles}
+                "vector_ops": self.vector_ops, "active_cycles": self.active_cycles,
+                "vector_by_op": None if self.vector_by_op is None else dict(self.vector_by_op),
+                "vector_dtype": self.vector_dtype}
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "actions") -> LayerActions:
@@ -105,7 +117,8 @@ class LayerActions:
                    sram={name: SramAccess(a["read_bits"], a["write_bits"])
                          for name, a in data["sram"].items()},
                    dram_bits=data["dram_bits"], link_bits=data["link_bits"],
-                   vector_ops=data["vector_ops"], active_cycles=data.get("active_cycles"))
+                   vector_ops=data["vector_ops"], active_cycles=data.get("active_cycles"),
+                   vector_by_op=data.get("vector_by_op"), vector_dtype=data.get("vector_dtype"))
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,7 @@ class LayerResult:
     stall_dram_cycles: int | None = None
     stall_link_cycles: int | None = None
     stall_sram_cycles: int | None = None
+    stall_vector_cycles: int | None = None
     dram_read_bytes: int | None = None
     dram_write_bytes: int | None = None
     link_bytes: int | None = None

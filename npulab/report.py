@@ -39,6 +39,7 @@ _COLUMNS = _SHAPE_COLUMNS + [
     ("filter rd", "filter_sram_reads", ","),
     ("ofmap wr", "ofmap_sram_writes", ","),
     ("psum rd", "ofmap_sram_reads", ","),
+    ("vector", "stall_vector_cycles", ","),
 ]
 
 
@@ -48,6 +49,7 @@ _NATIVE_COLUMNS = _SHAPE_COLUMNS + [
     ("stall dram", "stall_dram_cycles", ","),
     ("stall link", "stall_link_cycles", ","),
     ("stall sram", "stall_sram_cycles", ","),
+    ("vector", "stall_vector_cycles", ","),
     "busy_span_cycles",
     "compute_util_pct",
     ("DRAM rd B", "dram_read_bytes", ","),
@@ -248,14 +250,22 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         lines += [
             f"compute cycles        {t['compute_cycles']:,}",
             f"stall cycles          dram {t['stall_dram_cycles']:,}, link {t['stall_link_cycles']:,}, "
-            f"sram {t['stall_sram_cycles']:,}",
+            f"sram {t['stall_sram_cycles']:,}, vector {t.get('stall_vector_cycles', 0):,}",
             *items[:2],
             f"host link traffic     {t['link_bytes']:,} B",
             *items[2:],
         ]
+    vec = [x for x in result.layers if x.engine == "vector"]
+    if t.get("vector_busy_cycles") is not None and t["cycles"]:
+        lines.append(f"vector engine         busy {t['vector_busy_cycles']:,} cycles "
+                     f"({100 * t['vector_busy_cycles'] / t['cycles']:.1f} % of the run), "
+                     f"{sum(x.actions.vector_ops for x in vec if x.actions):,} operations")
+    why = ("SCALE-Sim has no vector unit" if result.timing == "scalesim"
+           else "ideal vector engine" if result.spec.config.vector.ideal else "views: no bytes move")
+    idle = t["layers_not_simulated"]
     lines += [
-        f"layers                {t['layers_simulated']} on the array, "
-        f"{t['layers_not_simulated']} pool/eltwise not simulated (no vector unit modelled)",
+        f"layers                {t['layers_simulated'] - len(vec)} on the array, {len(vec)} on "
+        f"the vector engine" + (f", {idle} not simulated ({why})" if idle else ""),
     ]
     return "\n".join(lines) + "\n"
 

@@ -17,9 +17,14 @@ Timing modes:
 * ``scalesim``: SCALE-Sim's closed-form compute model (:mod:`hw.systolic.scalesim_compat`); a
   layer with several GEMMs runs them as separate SCALE-Sim layers, and its cycles are their sum.
 
-Pool and Eltwise ops have no engine in this chip model: they are listed with
-``engine = "none"`` and no cycles (in ``native`` mode their output is taken to be in DRAM as
-soon as their inputs are), and the totals say how many there were.
+Vector ops (pooling, activations, element-wise ops, softmax, norms, reductions, casts, copies)
+run on the chip's vector engine (:mod:`hw.vector`): ``native`` tiles them through the
+scratchpads beside the GEMMs (:mod:`compiler.backends.systolic_vector`); ``compute`` times the
+same tiles on the engine alone, one after another. Their layers have ``engine = "vector"``.
+``scalesim`` lists them with ``engine = "none"`` and no cycles, as SCALE-Sim has no vector
+unit; so does every mode on a chip whose vector engine is ``ideal`` (their output is taken to be
+in DRAM as soon as their inputs are), and views (a reshape). The totals say how many there
+were.
 """
 
 from __future__ import annotations
@@ -30,18 +35,22 @@ from dataclasses import replace
 from compiler.ir import Graph
 from npulab.choices import TIMING_MODES
 from compiler.backends.systolic import compile_graph
+from compiler.backends.systolic_vector import is_vector_op
 from compiler.options import CompileOptions
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.energy.rates import register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 from hw.executor import ExecutionResult, execute
+from hw.program import Kind
 from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
 from hw.systolic.timing import gemm_timing
+from hw.vector.config import OPS as VECTOR_OP_KINDS
+from hw.vector.timing import T_CYCLES, TileTiming
 from npulab.record import (
-    SCOPE_NOTE, SCOPE_NOTES, LayerActions, LayerResult, RunRecord, SramAccess,
+    IDEAL_VECTOR_NOTE, SCOPE_NOTE, SCOPE_NOTES, LayerActions, LayerResult, RunRecord, SramAccess,
 )
 
 __all__ = ["TIMING_MODES", "LayerResult", "RunRecord", "RunResult", "simulate", "SCOPE_NOTE"]
@@ -168,7 +177,8 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
 
 def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
                   ofmap_reads: int, fills: tuple[int, int, int] = (0, 0, 0), dram_bytes: int = 0,
-                  link_bytes: int = 0, active_cycles: int | None = None) -> LayerActions:
+                  link_bytes: int = 0, active_cycles: int | None = None,
+                  vector: dict | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -176,20 +186,38 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     width and writes (and, for partial sums, reads back) the ofmap scratchpad at accumulator
     width; ``fills`` are the bytes the DMA writes into ifmap/filter and reads out of ofmap.
     ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
-    are taken over it; see :mod:`npulab.metrics`)."""
+    are taken over it; see :mod:`npulab.metrics`). ``vector``: the vector engine's part
+    (:func:`_vector_part`): its scratchpad bytes and operations by kind."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
     fill_in, fill_filter, drain = fills
+    v = vector or {}
+    rd = {name: 8 * int(v.get(f"{name}_read_bytes", 0)) for name in SRAM_NAMES}
+    by_op = v.get("ops")
     return LayerActions(
         macs=int(macs), precision=cfg.precision.value, acc_bits=int(acc),
         reg_bits=int(macs) * per_mac,
-        sram={"ifmap": SramAccess(int(ifmap_reads) * op, 8 * int(fill_in)),
-              "filter": SramAccess(int(filter_reads) * op, 8 * int(fill_filter)),
-              "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain),
-                                  int(ofmap_writes) * acc)},
-        dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes), vector_ops=0,
+        sram={"ifmap": SramAccess(int(ifmap_reads) * op + rd["ifmap"], 8 * int(fill_in)),
+              "filter": SramAccess(int(filter_reads) * op + rd["filter"], 8 * int(fill_filter)),
+              "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain) + rd["ofmap"],
+                                  int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0)))},
+        dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes),
+        vector_ops=sum(by_op.values()) if by_op else 0,
         active_cycles=None if active_cycles is None else int(active_cycles),
+        vector_by_op=by_op, vector_dtype=v.get("dtype"),
     )
+
+
+def _vector_part(c: dict, chip: ChipConfig) -> dict | None:
+    """The vector engine's share of a layer's counters (None when it did nothing)."""
+    if not c.get("vectors"):
+        return None
+    return {"ifmap_read_bytes": c["ifmap_vector_read_bytes"],
+            "filter_read_bytes": c["filter_vector_read_bytes"],
+            "ofmap_read_bytes": c["ofmap_vector_read_bytes"],
+            "ofmap_write_bytes": c["ofmap_vector_write_bytes"],
+            "ops": {op: c[f"vector_{op}_ops"] for op in VECTOR_OP_KINDS if c[f"vector_{op}_ops"]},
+            "dtype": chip.vector.dtype}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -197,6 +225,73 @@ def _mapping_efficiency(cfg, shape, folds: int) -> float:
     """Mean fraction of PEs holding work per fold (SCALE-Sim's "Mapping Efficiency")."""
     mp = map_gemm(cfg, shape.m, shape.n, shape.k, shape.count)
     return 100.0 * shape.count * mp.spatial_rows * mp.spatial_cols / (folds * cfg.pes)
+
+
+def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerResult:
+    """A vector op's layer from its counters: the executor's (``native``) or the engine alone
+    (``compute``, :func:`_vector_compute`)."""
+    cycles = c["cycles"]
+    busy = c["vector_busy_cycles"]
+    ports = [c.get(f"{s}_{d}_port_cycles", 0) for s in SRAM_NAMES for d in ("read", "write")]
+    active = max(cycles, busy, c.get("dram_transfer_cycles", 0), c.get("link_transfer_cycles", 0),
+                 *ports)
+    dram_rd = dram_wr = link = None
+    fills = (0, 0, 0)
+    dram_bytes = 0
+    demand = {"vector": busy}
+    if native:
+        dram_rd = (c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"]
+                   + c["dram_psum_read_bytes"])
+        dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
+        link = c["link_in_bytes"] + c["link_out_bytes"]
+        fills = (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
+                 c["ofmap_sram_drain_bytes"])
+        dram_bytes = (c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
+                      if not chip.dram.is_ideal else dram_rd + dram_wr)
+        demand.update(dram=c["dram_transfer_cycles"], link=c["link_transfer_cycles"])
+    return LayerResult(
+        name=op.name, op=type(op).__name__, engine="vector", gemm_count=None, gemm_m=None,
+        gemm_n=None, gemm_k=None, macs=0, cycles=cycles, pe_busy_cycles=0,
+        utilization_pct=0.0, mapping_efficiency_pct=None, ifmap_sram_reads=0,
+        filter_sram_reads=0, ofmap_sram_writes=0, ofmap_sram_reads=0, folds=None,
+        compute_cycles=c.get("compute_cycles") if native else None,
+        stall_dram_cycles=c.get("stall_dram_cycles") if native else None,
+        stall_link_cycles=c.get("stall_link_cycles") if native else None,
+        stall_sram_cycles=c.get("stall_sram_cycles") if native else None,
+        stall_vector_cycles=c.get("stall_vector_cycles") if native else cycles,
+        dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, link_bytes=link,
+        bound=max(demand, key=demand.get) if native else None,
+        actions=array_actions(chip.array, 0, 0, 0, 0, 0, fills, dram_bytes=dram_bytes,
+                              link_bytes=link or 0, active_cycles=active,
+                              vector=_vector_part(c, chip)),
+        units={"vector": busy},
+    )
+
+
+def _vector_compute(op, chip: ChipConfig) -> dict:
+    """``compute`` mode: the op's tiles (as ``native`` cuts them) on the vector engine alone,
+    one after another, operands in the scratchpads: counters in the executor's names."""
+    from compiler.backends.systolic_vector import tile_list, vector_plan  # noqa: I001
+    tiles = tile_list(op, vector_plan(op, chip))
+    works = sorted({t.work for t in tiles}, key=lambda w: w.name)
+    index = {w: i for i, w in enumerate(works)}
+    passes = [t.work.passes for t in tiles]
+    timing = TileTiming(chip.vector, works).cycles(
+        [index[t.work] for t in tiles], [t.rows for t in tiles], [t.cols for t in tiles],
+        [t.a_bytes + -(-t.b_bytes // p) for t, p in zip(tiles, passes)],
+        [t.out_bytes for t in tiles])
+    busy = int(timing[:, T_CYCLES].sum())
+    c = {"cycles": busy, "vector_busy_cycles": busy, "vectors": len(tiles),
+         "ifmap_vector_read_bytes": sum(t.a_bytes * p for t, p in zip(tiles, passes)),
+         "filter_vector_read_bytes": sum(t.b_bytes for t in tiles),
+         "ofmap_vector_read_bytes": 0,
+         "ofmap_vector_write_bytes": sum(t.out_bytes for t in tiles)}
+    ops = {op_kind: 0.0 for op_kind in VECTOR_OP_KINDS}
+    for t in tiles:
+        for op_kind, n in t.work.op_counts(t.rows, t.cols).items():
+            ops[op_kind] += n
+    c.update({f"vector_{k}_ops": int(round(v)) for k, v in ops.items()})
+    return c
 
 
 def _idle_layer(op) -> LayerResult:
@@ -209,10 +304,11 @@ def _idle_layer(op) -> LayerResult:
 
 
 def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
-    run = [layer for layer in layers if layer.engine == "array"]
+    run = [layer for layer in layers if layer.engine in ("array", "vector")]
     cycles = sum(layer.cycles for layer in run)
     macs = sum(layer.macs for layer in run)
-    latency_s = cycles / chip.clock_hz
+    launch_s = len(run) * chip.launch_overhead_us * 1e-6   # one kernel per op that ran
+    latency_s = cycles / chip.clock_hz + launch_s
     totals = {
         "cycles": cycles,
         "macs": macs,
@@ -228,6 +324,8 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
         "peak_tops": 2 * chip.array.pes * chip.clock_hz / 1e12,
         "peak_macs_per_cycle": chip.array.pes,
         "layers_simulated": len(run),
+        "kernels": len(run),
+        "launch_overhead_s": launch_s,
         "layers_not_simulated": len(layers) - len(run),
     }
     return totals
@@ -238,9 +336,11 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
     program = compile_graph(graph, chip, options)
     run = execute(program, chip, progress=progress)
     layers = []
+    kinds = program.columns["kind"]
     for op, ls, c in zip(graph.ops, program.layers, run.layers):
         if op.gemm_shape() is None:
-            layers.append(_idle_layer(op))
+            ran = ls.last > ls.first and (kinds[ls.first:ls.last] == Kind.VECTOR).any()
+            layers.append(_vector_layer(op, chip, c) if ran else _idle_layer(op))
             continue
         t = ls.tiling
         # A reconfigurable array runs each layer in the dataflow the mapper chose for it.
@@ -276,6 +376,7 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
             ofmap_sram_writes=c["ofmap_sram_writes"], ofmap_sram_reads=c["ofmap_sram_reads"],
             compute_cycles=c["compute_cycles"], stall_dram_cycles=c["stall_dram_cycles"],
             stall_link_cycles=c["stall_link_cycles"], stall_sram_cycles=c["stall_sram_cycles"],
+            stall_vector_cycles=c["stall_vector_cycles"],
             dram_read_bytes=dram_rd, dram_write_bytes=dram_wr, link_bytes=link,
             bound=max(demand, key=demand.get),
             tiling=(f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
@@ -291,7 +392,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                 # an ideal DRAM has no bus, so the bytes asked for.
                 dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
                             if not chip.dram.is_ideal else dram_bytes),
-                link_bytes=link, active_cycles=active)))
+                link_bytes=link, active_cycles=active, vector=_vector_part(c, chip)),
+            units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]}))
     return layers, run
 
 
@@ -316,9 +418,14 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         layers, run = _native_layers(graph, chip, options, progress)
     else:
         layers = []
+        vector = timing == "compute" and not chip.vector.ideal
         for index, op in enumerate(graph.ops):
-            layers.append(_array_layer(op, chip, timing) if op.gemm_shape() is not None
-                          else _idle_layer(op))
+            if op.gemm_shape() is not None:
+                layers.append(_array_layer(op, chip, timing))
+            elif vector and is_vector_op(op):
+                layers.append(_vector_layer(op, chip, _vector_compute(op, chip), native=False))
+            else:
+                layers.append(_idle_layer(op))
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)
     totals = _totals(layers, chip)
@@ -327,7 +434,9 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         totals = _memory_totals(totals, layers, run, chip)
     return RunResult(
         model=graph.name, chip=chip.name, spec=spec,
-        timing=timing, scope=SCOPE_NOTES[timing], layers=tuple(layers), totals=totals,
+        timing=timing, scope=SCOPE_NOTES[timing] + (
+            IDEAL_VECTOR_NOTE if chip.vector.ideal and timing != "scalesim" else ""),
+        layers=tuple(layers), totals=totals,
         dram=run.dram if run is not None else {}, execution=run,
     )
 
@@ -335,7 +444,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
 def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig) -> dict:
     t = run.totals
     cycles = run.cycles
-    latency_s = cycles / chip.clock_hz
+    latency_s = cycles / chip.clock_hz + totals["launch_overhead_s"]
     out = dict(totals)
     out.update(
         cycles=cycles, latency_s=latency_s,
@@ -343,6 +452,8 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
         utilization_pct=100.0 * totals["macs"] / (chip.array.pes * cycles) if cycles else 0.0,
         compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
         stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],
+        stall_vector_cycles=t["stall_vector_cycles"],
+        vector_busy_cycles=t["vector_busy_cycles"],
         dram_read_bytes=t["dram_ifmap_read_bytes"] + t["dram_filter_read_bytes"] + t["dram_psum_read_bytes"],
         dram_write_bytes=t["dram_ofmap_write_bytes"] + t["dram_psum_write_bytes"],
         dram_bus_bytes=t["dram_bus_read_bytes"] + t["dram_bus_write_bytes"],

@@ -50,16 +50,21 @@ from hw.program import Engine, Kind, Operand
 __all__ = ["chrome_trace", "validate_trace", "write_trace", "TRACK_NAMES", "NVDLA_UNIT_TRACKS"]
 
 PID = 1
-# Thread ids; thread_sort_index = the tid, so tracks appear in this order.
+# Thread ids; thread_sort_index = the tid (the vector engine's: the array's, so it shows beside
+# it), so tracks appear in this order.
 TID_LAYERS = 1
 TID_LINK_IN = 2
 TID_LOAD = 3
 TID_ARRAY = 4
 TID_STORE = 5
 TID_LINK_OUT = 6
+TID_VECTOR = 7
 TRACK_NAMES = {TID_LAYERS: "layers", TID_LINK_IN: "host link in", TID_LOAD: "load DMA",
-               TID_ARRAY: "array", TID_STORE: "store DMA", TID_LINK_OUT: "host link out"}
-_ENGINE_TID = {Engine.LOAD: TID_LOAD, Engine.ARRAY: TID_ARRAY, Engine.STORE: TID_STORE}
+               TID_ARRAY: "array", TID_STORE: "store DMA", TID_LINK_OUT: "host link out",
+               TID_VECTOR: "vector engine"}
+_SORT_INDEX = {TID_VECTOR: TID_ARRAY}
+_ENGINE_TID = {Engine.LOAD: TID_LOAD, Engine.ARRAY: TID_ARRAY, Engine.STORE: TID_STORE,
+               Engine.VECTOR: TID_VECTOR}
 
 #: NVDLA unit key (of a ``units`` dict) -> (thread id, track name). Readers first, then the
 #: datapath in pipeline order, then the write DMA.
@@ -72,7 +77,7 @@ _NVDLA_READERS = ("cdma", "bdma")
 _OPERAND_TILES = {Operand.IFMAP: "mk", Operand.FILTER: "nk", Operand.OFMAP: "mn",
                   Operand.PSUM: "mn", Operand.NONE: "mnk"}
 _KIND_WORD = {Kind.LOAD: "load", Kind.STORE: "store", Kind.COMPUTE: "compute", Kind.MOVE: "move",
-              Kind.HOST_IN: "host_in", Kind.HOST_OUT: "host_out"}
+              Kind.HOST_IN: "host_in", Kind.HOST_OUT: "host_out", Kind.VECTOR: "vector"}
 _PHASE_RANK = {"M": -1, "b": 0, "X": 1, "B": 1, "C": 1, "E": 2, "e": 3}
 
 
@@ -119,7 +124,7 @@ class _Doc:
             meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": tid,
                          "args": {"name": name}})
             meta.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": PID,
-                         "tid": tid, "args": {"sort_index": tid}})
+                         "tid": tid, "args": {"sort_index": _SORT_INDEX.get(tid, tid)}})
         # Time order; at equal times, region begins first and ends last, longer events first
         # (a parent before the child it contains on the same track).
         body = sorted(self.events, key=lambda e: (e["ts"], _PHASE_RANK[e["ph"]],
@@ -161,6 +166,8 @@ def _native(doc: _Doc, result) -> int:
         doc.track(TID_LINK_IN, TRACK_NAMES[TID_LINK_IN])
     if (tr.link_start[tr.kind == Kind.HOST_OUT] >= 0).any():
         doc.track(TID_LINK_OUT, TRACK_NAMES[TID_LINK_OUT])
+    if (tr.kind == Kind.VECTOR).any():
+        doc.track(TID_VECTOR, TRACK_NAMES[TID_VECTOR])
     # Group tiles are named only in layers that have more than one.
     grouped = np.zeros(n_layers, np.bool_)
     if len(tr.start):
@@ -178,6 +185,11 @@ def _native(doc: _Doc, result) -> int:
         if kind == Kind.COMPUTE:
             label = " ".join(f"{a}{tile[a]}" for a in "gmnk")
             doc.complete(TID_ARRAY, f"{layer} compute {label}", s, f, {**args, "cycles": f - s})
+            continue
+        if kind == Kind.VECTOR:
+            what = tr.work_names[int(tr.work[i])]
+            doc.complete(TID_VECTOR, f"{layer} {what} t{tile['m']}", s, f,
+                         {**args, "op": what, "cycles": f - s})
             continue
         axes = ("g" if grouped[lay] else "") + _OPERAND_TILES[operand]
         label = " ".join(f"{a}{tile[a]}" for a in axes)
@@ -208,7 +220,7 @@ def _native(doc: _Doc, result) -> int:
         end = prev + c["cycles"]   # the executor's window (hw.executor: windows tile the run)
         doc.window(name, prev, end, {k: c[k] for k in (
             "cycles", "compute_cycles", "stall_dram_cycles", "stall_link_cycles",
-            "stall_sram_cycles")})
+            "stall_sram_cycles", "stall_vector_cycles")})
         rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
         wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
         if end > prev:

@@ -44,6 +44,11 @@ separated by ``;``; ``skip: REASON`` comes last, its reason runs to the end)::
 
 ``<!-- doccheck-file: skip: reason -->`` anywhere in a file skips the whole file.
 
+Updating the docs after a deliberate change of numbers: ``--update`` writes the actual output
+of every failing console command back into its file, in place of the expected lines, unless the
+expected lines use ``...`` (those are reported for a hand edit). Review the diff before
+committing it: every changed number must be one the change explains.
+
 Use: ``python scripts/doccheck.py FILE.md ... [--root DIR] [--cwd DIR] [-k TEXT]``; exit
 status 0 when every block passed, 1 otherwise.
 """
@@ -80,6 +85,7 @@ class DocCheckError(ValueError):
 class Command:
     text: str                      # the command as written (continuations joined)
     expected: list[str] | None     # expected output lines; None: not compared
+    first: int = -1                # console: body line index of its first expected line
 
 
 @dataclass
@@ -105,6 +111,9 @@ class Failure:
     block: Block
     command: str
     message: str
+
+    actual: list[str] | None = None    # the output, for --update (console commands)
+    index: int = -1                    # the command's index in its block
 
     def __str__(self) -> str:
         return f"{self.block.where}: {self.block.lang} block: $ {self.command}\n{self.message}"
@@ -167,7 +176,7 @@ def _console_commands(body: str) -> list[Command]:
         while text.endswith("\\") and i + 1 < len(lines):
             i += 1
             text = text + "\n" + lines[i]            # bash joins the continuation itself
-        commands.append(Command(text, []))
+        commands.append(Command(text, [], i + 1))
         i += 1
     return commands
 
@@ -271,7 +280,7 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> list[Failure]:
     failures: list[Failure] = []
     deadline = time.monotonic() + block.timeout
     run_env = dict(env, **block.env)
-    for cmd in block.commands:
+    for index, cmd in enumerate(block.commands):
         left = deadline - time.monotonic()
         if left <= 0:
             failures.append(Failure(block, cmd.text, f"block timeout of {block.timeout:g} s "
@@ -305,7 +314,7 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> list[Failure]:
         if (block.compare and cmd.expected is not None and any(e.strip() for e in cmd.expected)
                 and not output_matches(cmd.expected, out_lines)):
             failures.append(Failure(block, cmd.text, "output differs from the docs:\n"
-                                    + _diff(cmd.expected, out_lines)))
+                                    + _diff(cmd.expected, out_lines), out_lines, index))
     return failures
 
 
@@ -339,6 +348,71 @@ def _check_file(path, parsed, root: Path, cwd: Path | None, env: dict[str, str],
     if cwd is None:
         shutil.rmtree(work, ignore_errors=True)
     return ran, skipped, failures, lines
+
+
+def _key(line: str) -> str:
+    """A line's label: its text up to the first double space (a table row's name)."""
+    return line.split("  ")[0].strip()
+
+
+def _merge_elided(expected: list[str], actual: list[str]) -> list[str] | None:
+    """The actual output written in the shape of ``expected``, which elides lines with ``...``:
+    each expected line becomes the actual line with the same label (the text before its first
+    double space), in order; a ``...`` line stays and stands for the actual lines it skips;
+    actual lines between two kept lines that the docs did not elide are kept. None when the
+    result would not match the actual output."""
+    out: list[str] = []
+    j = 0
+    elided = False
+    for e in expected:
+        if e.strip() == "...":
+            out.append("...")
+            elided = True
+            continue
+        want = _key(e)
+        k = next((k for k in range(j, len(actual)) if _key(actual[k]) == want), None)
+        if k is None:
+            continue                              # the line is gone from the output
+        if not elided:
+            out.extend(actual[j:k])               # new lines where nothing was elided
+        out.append(actual[k] if "..." not in e or not _line_matches(e, actual[k]) else e)
+        j, elided = k + 1, False
+    if not elided:
+        out.extend(actual[j:])
+    return out if output_matches(out, actual) else None
+
+
+def update_files(failures: list[Failure], log=print) -> int:
+    """Write each failing console command's actual output into its file (module docstring);
+    returns how many commands were updated."""
+    by_path: dict[Path, list[Failure]] = {}
+    for f in failures:
+        if f.actual is not None and f.block.lang == "console" and f.index >= 0:
+            by_path.setdefault(f.block.path, []).append(f)
+    done = 0
+    for path, found in by_path.items():
+        lines = path.read_text(encoding="utf-8").split("\n")
+        # bottom up, so earlier line numbers stay valid
+        for f in sorted(found, key=lambda f: (f.block.line, f.index), reverse=True):
+            cmd = f.block.commands[f.index]
+            actual = list(f.actual)
+            while actual and not actual[-1].strip():
+                actual.pop()
+            if any("..." in e for e in cmd.expected):
+                actual = _merge_elided(cmd.expected, actual)
+                if actual is None:
+                    log(f"{f.block.where}: $ {cmd.text.splitlines()[0]}: uses '...' in a way "
+                        f"the update cannot follow: edit by hand")
+                    continue
+            fence = lines[f.block.line - 1]
+            indent = fence[:len(fence) - len(fence.lstrip())]
+            start = f.block.line + cmd.first          # 0-based file index of the first line
+            blank = len(cmd.expected) - len("\n".join(cmd.expected).rstrip().split("\n"))
+            new = [(indent + a).rstrip() for a in actual] + [""] * max(0, blank)
+            lines[start:start + len(cmd.expected)] = new
+            done += 1
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return done
 
 
 def check_files(paths, root: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -376,6 +450,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cwd", help="run in this directory instead of a fresh temporary one")
     ap.add_argument("-k", dest="select", help="only blocks whose text or FILE:LINE contains this")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="files run at once (default 1)")
+    ap.add_argument("--update", action="store_true",
+                    help="write the actual output of failing console commands into the files "
+                         "(not those whose expected output uses '...')")
     args = ap.parse_args(argv)
     try:
         ran, skipped, failures = check_files(
@@ -387,6 +464,8 @@ def main(argv=None) -> int:
     for f in failures:
         print(f"\nFAILED {f}", file=sys.stderr)
     print(f"doccheck: {ran} blocks run, {skipped} skipped, {len(failures)} failed")
+    if args.update and failures:
+        print(f"doccheck: updated {update_files(failures)} command outputs; review the diff")
     return 1 if failures else 0
 
 

@@ -36,6 +36,7 @@ from hw.memory.sram import SramConfig  # noqa: E402
 from hw.nvdla.config import NvdlaConfig, load_nvdla_config, nvdla_preset_names  # noqa: E402
 from hw.system.system import DEVICES, Protocol, RooflineDevice  # noqa: E402
 from hw.systolic.config import ArrayConfig, Dataflow, Overflow, Precision  # noqa: E402
+from hw.vector.config import VectorConfig  # noqa: E402
 
 OUT = ROOT / "docs" / "reference" / "config.md"
 
@@ -65,6 +66,15 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("RooflineDevice", "mem_efficiency_curve"): "(MB, fraction) pairs",
     ("RooflineDevice", "mem_bytes"): "bytes",
     ("Protocol", "bandwidth_factor"): "fraction of link bandwidth",
+    ("ChipConfig", "launch_overhead_us"): "µs per op",
+    ("VectorConfig", "lanes"): "32-bit lanes", ("VectorConfig", "dtype"): "-",
+    ("VectorConfig", "pipeline_depth"): "core cycles",
+    ("VectorConfig", "reduction_stage_cycles"): "core cycles per tree level",
+    ("VectorConfig", "read_bytes_per_cycle"): "bytes per core cycle",
+    ("VectorConfig", "write_bytes_per_cycle"): "bytes per core cycle",
+    ("VectorConfig", "cost"): "cycles per element per lane, by operation",
+    ("VectorConfig", "packing"): "elements per lane, by datatype",
+    ("VectorConfig", "ideal"): "-",
 }
 
 _SUFFIX_UNITS = (("_mhz", "MHz"), ("_kib", "KiB (1024 B)"), ("_bytes", "bytes"), ("_bits", "bits"),
@@ -142,6 +152,8 @@ def _value_text(v) -> str:
         return f"`{'true' if v else 'false'}`"
     if isinstance(v, str):
         return f'`"{v}"`'
+    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return "`{" + ", ".join(f"{k} = {x:g}" for k, x in v) + "}`"   # a TOML inline table
     if isinstance(v, tuple):
         return "`[" + ", ".join(f'"{x}"' for x in v) + "]`"
     if v is None:
@@ -223,7 +235,7 @@ def render() -> str:
         "Python: `hw.chip.ChipConfig`. The clock and where the network's input and output live.",
         "",
         *field_rows(ChipConfig, chip, skip=("array", "ifmap_sram", "filter_sram", "ofmap_sram",
-                                            "dram", "host_link", "dma")),
+                                            "dram", "host_link", "dma", "vector")),
         "",
         "### `[array]`",
         "",
@@ -231,6 +243,16 @@ def render() -> str:
         "([systolic array](../systolic.md)).",
         "",
         *field_rows(ArrayConfig, chip.array),
+        "",
+        "### `[vector]`, `[vector.cost]`, `[vector.packing]`",
+        "",
+        "Python: `hw.vector.config.VectorConfig`. The vector engine beside the array "
+        "([vector engine and fusion](../vector.md), which lists every default's source). "
+        "`[vector.cost]` sets some operations' cycles per element per lane and keeps the "
+        "defaults for the rest; `[vector.packing]` the elements a 32-bit lane packs per ALU "
+        "operation by datatype.",
+        "",
+        *field_rows(VectorConfig, chip.vector),
         "",
         "### `[sram]`, `[sram.ifmap]`, `[sram.filter]`, `[sram.ofmap]`",
         "",

@@ -21,9 +21,11 @@ starts with an on-chip ``MOVE`` (ofmap -> ifmap scratchpad) instead of DRAM load
 
 The network input arrives from the host over the link (``HOST_IN``) unless
 ``chip.model_input == "dram"``; outputs no op consumes go back to the host (``HOST_OUT``)
-unless ``chip.model_output == "dram"``. Ops without a matrix engine (Pool, Eltwise, data
-movement) get no commands: their output is taken to be in DRAM as soon as their inputs are
-(they are reported as not simulated).
+unless ``chip.model_output == "dram"``. Vector ops (pooling, activations, element-wise ops,
+softmax, norms, reductions, casts) and moves that copy bytes run on the vector engine, tiled
+through the scratchpads by :mod:`compiler.backends.systolic_vector`. On a chip whose vector
+engine is ``ideal``, and for views (a reshape), they get no commands: their output is in DRAM as
+soon as their inputs are (the matrix-only bound).
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+from compiler.backends.systolic_vector import emit_vector_op, is_vector_op, vector_plan
 from compiler.backends.systolic_tiling import (
     TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
-from compiler.ir import Conv2d, Gemm, Graph
+from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
@@ -111,7 +114,18 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         if op.gemm_shape() is None:
             deps = [ready.get(name) for name in (op.inputs or (graph_input,))]
             deps = [d for d in deps if d is not None]
-            ready[op.name] = max(deps) if deps else None
+            if _on_vector_engine(op, chip):
+                plan = vector_plan(op, chip)
+                b_addr = _second_operand(op, addr, alloc, graph_input, plan)
+                ready[op.name] = emit_vector_op(pb, index, op, plan, chip,
+                                                a_addr=addr.get(src, 0), b_addr=b_addr,
+                                                c_addr=addr[op.name], input_deps=deps)
+                if not consumers[op.name] and chip.model_output == "host":
+                    pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
+                                (addr[op.name], 1, 0, 1, 0, out_bytes), deps=[ready[op.name]])
+            else:
+                ready[op.name] = max(deps) if deps else None
+            planned_resident_input = False
             pb.layers.append(LayerSchedule(index, op.name, type(op).__name__, first_cmd,
                                            len(pb), 0, None))
             continue
@@ -163,6 +177,23 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
                    dataflow=None if choice.dataflow is None else choice.dataflow.value)))
     return pb.build()
+
+
+def _on_vector_engine(op, chip: ChipConfig) -> bool:
+    """The op runs on the vector engine (module docstring)."""
+    return not chip.vector.ideal and is_vector_op(op)
+
+
+def _second_operand(op, addr: dict, alloc: _Allocator, graph_input: str, plan) -> int:
+    """Where a vector op's second operand lives: its second producer's output, the graph input
+    (a residual add whose shortcut is the network input lists only its other producer), or a
+    region of constants (a norm's scale and shift, a broadcast bias)."""
+    if len(op.inputs) >= 2:
+        return addr[op.inputs[1]]
+    if (isinstance(op, Binary) and op.inputs and op.other_elements == op.elements
+            and graph_input in addr):
+        return addr[graph_input]
+    return alloc.alloc(max(plan.b_once_bytes, plan.b_per_elem * op.output_elements, 1))
 
 
 def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input_resident: bool,

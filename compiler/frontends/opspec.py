@@ -1,4 +1,5 @@
-"""One op written as text: ``--gemm M,N,K`` and ``--conv SPEC`` (``npulab run`` and ``npulab map``).
+"""One op written as text: ``--gemm M,N,K``, ``--conv SPEC`` (``npulab run`` and ``npulab map``)
+and ``--op KIND:DIMS`` (``npulab run``: any op the chip's engines run, :data:`OP_SYNTAX`).
 
 The conv grammar (case-insensitive) is :data:`CONV_SYNTAX`: ``HxWxCIN-COUTkKH[xKW][sSTRIDE]
 [pPAD][gGROUPS]``, ``HxCIN-...`` for a square input. Errors are :class:`OpSpecError` (an
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 import re
 
-from compiler.ir import Gemm, IRError, conv2d
+from compiler.ir import (
+    ACTIVATIONS, BINARY, NORMS, REDUCTIONS, Activation, Binary, Gemm, IRError, Move, Norm, Pool,
+    Reduce, Softmax, conv2d,
+)
 
-__all__ = ["CONV_SYNTAX", "OpSpecError", "parse_gemm", "parse_conv", "op_from_spec", "int_option"]
+__all__ = ["CONV_SYNTAX", "OP_SYNTAX", "OP_KINDS", "OpSpecError", "parse_gemm", "parse_conv",
+           "parse_op", "op_from_spec", "int_option"]
 
 CONV_RE = re.compile(
     r"^(?P<h>\d+)x(?:(?P<w>\d+)x)?(?P<cin>\d+)-(?P<cout>\d+)"
@@ -90,3 +95,78 @@ def op_from_spec(gemm: str | None, conv: str | None, batch: int | None):
         raise
     except IRError as exc:
         raise OpSpecError(f"{'--gemm ' + gemm if gemm else '--conv ' + conv}: {exc}") from None
+
+
+POOL_RE = re.compile(r"^(?P<h>\d+)x(?:(?P<w>\d+)x)?(?P<c>\d+)-k(?P<k>\d+)(?:s(?P<s>\d+))?"
+                     r"(?:p(?P<p>\d+))?$", re.IGNORECASE)
+#: ``--op`` kinds by the dimensions they take.
+OP_KINDS = {
+    "gemm": "M,N,K",
+    "conv": "CONV (as --conv)",
+    "softmax": "ROWS,COLS",
+    **{kind: "ROWS,COLS" for kind in NORMS},
+    **{f"reduce_{fn}": "ROWS,COLS" for fn in REDUCTIONS},
+    **{fn: "ELEMENTS" for fn in ACTIVATIONS},
+    **{fn: "ELEMENTS" for fn in BINARY if fn not in ACTIVATIONS},
+    "maxpool": "HxWxC-kK[sS][pP]",
+    "avgpool": "HxWxC-kK[sS][pP]",
+    "transpose": "ELEMENTS",
+    "concat": "ELEMENTS",
+}
+OP_SYNTAX = ("KIND:DIMS, e.g. gemm:512,768,768, conv:56x56x64-64k3s1p1, softmax:1536,128, "
+             "layernorm:128,768, gelu:393216, add:98304, maxpool:112x112x64-k3s2p1")
+
+
+def _ints(option: str, text: str, count: int, what: str) -> list[int]:
+    parts = [x.strip().replace("_", "") for x in text.split(",")]
+    try:
+        values = [int(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(values) != count or min(values) < 1:
+        raise OpSpecError(f"{option}: expected {what}, {count} integer(s) >= 1")
+    return values
+
+
+def parse_op(spec: str):
+    """``--op KIND:DIMS`` as one IR op named after the spec (kinds: :data:`OP_KINDS`)."""
+    option = f"--op {spec}"
+    kind, sep, dims = str(spec).strip().partition(":")
+    kind = kind.strip().lower()
+    if not sep or kind not in OP_KINDS:
+        raise OpSpecError(f"{option}: expected {OP_SYNTAX}; kinds: {', '.join(OP_KINDS)}")
+    name = f"{kind} {dims.strip()}"
+    try:
+        if kind == "gemm":
+            m, n, k = _ints(option, dims, 3, "gemm:M,N,K")
+            return Gemm(name=name, m=m, n=n, k=k)
+        if kind == "conv":
+            return conv2d(name, **parse_conv(dims))
+        if kind in ("maxpool", "avgpool"):
+            mt = POOL_RE.match(dims.strip())
+            if mt is None:
+                raise OpSpecError(f"{option}: expected {kind}:HxWxC-kK[sS][pP], e.g. "
+                                  f"{kind}:112x112x64-k3s2p1")
+            v = {key: (int(x) if x is not None else None) for key, x in mt.groupdict().items()}
+            h, w = v["h"], v["w"] if v["w"] is not None else v["h"]
+            k, s, p = v["k"], v["s"] or v["k"], v["p"] or 0
+            return Pool(name=name, kind=kind[:3], in_h=h, in_w=w, channels=v["c"], kernel_h=k,
+                        kernel_w=k, stride_h=s, stride_w=s, pad_top=p, pad_bottom=p,
+                        pad_left=p, pad_right=p)
+        if OP_KINDS[kind] == "ROWS,COLS":
+            rows, cols = _ints(option, dims, 2, f"{kind}:ROWS,COLS")
+            if kind == "softmax":
+                return Softmax(name=name, rows=rows, cols=cols)
+            if kind in NORMS:
+                return Norm(name=name, kind=kind, rows=rows, cols=cols)
+            return Reduce(name=name, fn=kind.removeprefix("reduce_"), rows=rows, cols=cols)
+        (elements,) = _ints(option, dims, 1, f"{kind}:ELEMENTS")
+        if kind in ACTIVATIONS:
+            return Activation(name=name, fn=kind, elements=elements)
+        if kind in BINARY:
+            return Binary(name=name, fn=kind, elements=elements)
+        return Move(name=name, kind=kind, elements=elements)
+    except OpSpecError:
+        raise
+    except IRError as exc:
+        raise OpSpecError(f"{option}: {exc}") from None

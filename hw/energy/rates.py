@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from hw.energy.tech import Technology, dram_kind_for_preset
 from hw.systolic.config import Dataflow
+from hw.vector.config import OPS as VECTOR_OPS
 
 if TYPE_CHECKING:
     from hw.chip import ChipConfig
@@ -56,6 +57,7 @@ class HardwareFacts:
     scratchpads: ``{name: (capacity_bytes, bank_bytes)}`` in report order; an access touches
         one bank, so its energy follows the bank's size.
     dram_preset: the DRAM preset name (``""`` when none is named).
+    vector_dtype: the vector engine's compute datatype (None: no vector engine).
     """
 
     precision: str
@@ -65,6 +67,7 @@ class HardwareFacts:
     macs_per_cycle: int
     scratchpads: dict[str, tuple[int, float]]
     dram_preset: str
+    vector_dtype: str | None = None
 
     @classmethod
     def of(cls, spec: ChipSpec, precision: str | None = None) -> HardwareFacts:
@@ -103,7 +106,8 @@ class HardwareFacts:
         a = chip.array
         return cls(precision=a.precision.value, operand_bits=a.precision.bits,
                    acc_bits=a.acc_bits, dataflow=a.dataflow.value, macs_per_cycle=a.pes,
-                   scratchpads=pads, dram_preset=chip.dram.preset)
+                   scratchpads=pads, dram_preset=chip.dram.preset,
+                   vector_dtype=chip.vector.dtype)
 
     @classmethod
     def nvdla(cls, cfg: NvdlaConfig, precision: str) -> HardwareFacts:
@@ -139,6 +143,8 @@ class EnergyRates:
     mac_pj: one MAC (:meth:`~hw.energy.Technology.mac_pj`).
     vector_op_pj: one post-processing element operation (NVDLA SDP/PDP/CDP): a 32-bit add plus
         a 16-bit multiply, in fp32 for floating-point precisions.
+    vector_pj: one operation of the vector engine, by kind (:data:`hw.vector.config.OPS`), in
+        its compute datatype (:meth:`~hw.energy.Technology.vector_op_pj`); empty without one.
     register_pj_per_bit: one PE register bit written.
     dataflow: the array's own dataflow (None for NVDLA).
     register_bits_per_mac_by_dataflow: :func:`register_bits_per_mac` for every dataflow (the
@@ -157,6 +163,7 @@ class EnergyRates:
     acc_bits: int
     mac_pj: float
     vector_op_pj: float
+    vector_pj: dict[str, float]
     register_pj_per_bit: float
     dataflow: str | None
     register_bits_per_mac_by_dataflow: dict[str, int]
@@ -203,6 +210,8 @@ def energy_rates(tech: Technology, facts: HardwareFacts, *, dram_kind: str | Non
     return EnergyRates(
         technology=tech.name, precision=precision, acc_bits=acc,
         mac_pj=tech.mac_pj(precision, acc), vector_op_pj=vector,
+        vector_pj=({op: tech.vector_op_pj(op, facts.vector_dtype) for op in VECTOR_OPS}
+                   if facts.vector_dtype else {}),
         register_pj_per_bit=tech.register_pj_per_bit, dataflow=facts.dataflow,
         register_bits_per_mac_by_dataflow=registers, scratchpads=pads,
         dram_preset=facts.dram_preset, dram_kind=kind, dram_kind_assumed=implied is None,

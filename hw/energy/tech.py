@@ -39,6 +39,12 @@ PRECISIONS = ("int8", "int16", "fp16", "fp32")
 DRAM_KINDS = ("ddr4", "lpddr4", "lpddr5", "hbm2", "hbm3")
 LINK_KINDS = ("on_package", "nvlink", "pcie")
 _SECTIONS = ("technology", "sources", "ops", "register", "sram", "dram", "link", "area", "static")
+#: Tables a file may leave out (their defaults are the shipped tables' values).
+_OPTIONAL = ("vector",)
+#: ``[vector]`` keys: the factors that turn the [ops] entries into a vector engine's operations.
+_VECTOR_KEYS = {"special_fn": ("fp32_mults", 3.0), "select": ("int_adds", 0.5)}
+#: Vector-engine operations on the special-function path (hw.vector.config.SFU_OPS).
+_SPECIAL_FNS = ("exp", "log", "rcp", "rsqrt", "tanh", "erf")
 _FP_OPS = ("fp16_add", "fp32_add", "fp16_mult", "fp32_mult")
 
 
@@ -101,6 +107,8 @@ class Technology:
     sram_bitcell_um2: float
     sram_array_efficiency: float
     leakage_mw_per_mm2: float
+    vector_special_fp32_mults: float = 3.0
+    vector_select_int_adds: float = 0.5
     entries: tuple[Entry, ...] = field(repr=False, default=())
     sram_fit: tuple[float, float] = field(init=False, repr=False)
 
@@ -126,6 +134,36 @@ class Technology:
             raise EnergyError(f"{self.path}: [ops] {key}: no such entry; floating point has "
                               f"{', '.join(sorted(self.fp_ops_pj))}")
         return self.fp_ops_pj[key]
+
+    def vector_op_pj(self, op: str, dtype: str) -> float:
+        """One operation of a vector engine (:data:`hw.vector.config.OPS`) computing in
+        ``dtype``, from the [ops] entries (``docs/vector.md`` lists the rules): add, max/min and
+        compare cost an add of the width (a compare is a subtract); mul a multiply; fma both;
+        shift an integer add; select ``[vector] select`` integer adds (a 2:1 mux);
+        cast/requantize a 32-bit integer multiply and add (scale, round, saturate, as NVDLA's
+        SDP converter and Gemmini's scaler); exp, log, reciprocal, rsqrt, tanh and erf on the
+        special-function path ``[vector] special_fn`` fp32 multiplies (table lookup and
+        quadratic interpolation). bf16 is costed as fp16."""
+        bits = {"int8": 8, "int16": 16, "int32": 32, "fp16": 16, "bf16": 16, "fp32": 32}.get(dtype)
+        if bits is None:
+            raise EnergyError(f"{self.path}: vector dtype {dtype!r}: must be one of int8, int16, "
+                              f"int32, fp16, bf16, fp32")
+        kind = "fp" if dtype.startswith(("fp", "bf")) else "int"
+        if op in _SPECIAL_FNS:
+            return self.vector_special_fp32_mults * self.mult_pj("fp", 32)
+        if op in ("add", "max", "cmp"):
+            return self.add_pj(kind, bits)
+        if op == "mul":
+            return self.mult_pj(kind, bits)
+        if op == "fma":
+            return self.add_pj(kind, bits) + self.mult_pj(kind, bits)
+        if op == "shift":
+            return self.add_pj("int", bits)
+        if op == "select":
+            return self.vector_select_int_adds * self.add_pj("int", bits)
+        if op == "cast":
+            return self.mult_pj("int", 32) + self.add_pj("int", 32)
+        raise EnergyError(f"vector operation {op!r}: unknown")
 
     def mac_pj(self, precision: str, acc_bits: int | None = None) -> float:
         """One multiply-accumulate of ``precision`` (int8, int16, fp16, fp32) into an
@@ -265,7 +303,7 @@ class _Reader:
     def __init__(self, data: dict, path: str):
         self.data, self.path = data, path
         self.entries: list[Entry] = []
-        unknown = sorted(set(data) - set(_SECTIONS))
+        unknown = sorted(set(data) - set(_SECTIONS) - set(_OPTIONAL))
         if unknown:
             raise EnergyError(f"{path}: unknown table [{unknown[0]}]; tables: {', '.join(_SECTIONS)}")
         for s in _SECTIONS:
@@ -367,6 +405,14 @@ def _build(data: dict, path: str) -> Technology:
     if eff > 1:
         r.fail("[area] sram_array_efficiency.value", eff, "must be in (0, 1]")
     leak = r.number("static", "leakage_mw_per_mm2", "value", "mW/mm2")
+    vector = data.get("vector", {})
+    if not isinstance(vector, dict):
+        r.fail("[vector]", vector, "must be a table")
+    for key in vector:
+        if key not in _VECTOR_KEYS:
+            r.fail(f"[vector] {key}", vector[key], f"unknown entry; known: {', '.join(_VECTOR_KEYS)}")
+    factors = {key: (r.number("vector", key, name, name) if key in vector else default)
+               for key, (name, default) in _VECTOR_KEYS.items()}
     return Technology(
         name=name, node_nm=node, description=str(tech.get("description", "")), path=path,
         sources=dict(r.sources), int_add=int_add, int_mult=int_mult, fp_ops_pj=fp,
@@ -374,7 +420,8 @@ def _build(data: dict, path: str) -> Technology:
         sram_write_to_read=wtr, dram_pj_per_bit=dram, link_pj_per_bit=link,
         int_add_area=add_area, int_mult_area=mult_area, fp_area_um2=fp_area,
         sram_bitcell_um2=bitcell, sram_array_efficiency=eff, leakage_mw_per_mm2=leak,
-        entries=tuple(r.entries))
+        vector_special_fp32_mults=factors["special_fn"],
+        vector_select_int_adds=factors["select"], entries=tuple(r.entries))
 
 
 def dram_kind_for_preset(preset: str) -> str | None:

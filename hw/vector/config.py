@@ -129,8 +129,8 @@ class VectorConfig:
     reduction_stage_cycles: int = 1
     read_bytes_per_cycle: int | None = None
     write_bytes_per_cycle: int | None = None
-    cost: Any = field(default_factory=lambda: tuple(DEFAULT_COST.items()))
-    packing: Any = field(default_factory=lambda: tuple(DEFAULT_PACKING.items()))
+    cost: tuple = field(default_factory=lambda: tuple(DEFAULT_COST.items()))
+    packing: tuple = field(default_factory=lambda: tuple(DEFAULT_PACKING.items()))
     ideal: bool = False
 
     def __post_init__(self) -> None:

@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
                "  npulab run --config eyeriss_like --set array.dataflow=os -o results/\n"
                "  npulab run --topology sim_configs/scalesim_resnet18.csv --timing scalesim\n"
                "  npulab run --config nv_full --model resnet50   # an NVDLA build\n"
+               "  npulab run --op softmax:1536,128 --format json   # one op\n"
                f"\nmodels: {', '.join(zoo.names())}",
     )
     add_config_args(run)
@@ -34,6 +35,11 @@ def add_parser(sub) -> None:
     src.add_argument("--topology", "-t", metavar="CSV", help="SCALE-Sim topology CSV")
     src.add_argument("--onnx", metavar="MODEL", help="ONNX model file (needs the onnx extra)")
     add_op_args(src)
+    src.add_argument("--op", metavar="KIND:DIMS",
+                     help="one op of any engine as the workload: gemm:M,N,K, conv:SPEC, "
+                          "softmax:ROWS,COLS, layernorm:ROWS,COLS, rmsnorm:ROWS,COLS, "
+                          "gelu:ELEMENTS (any activation), add:ELEMENTS, reduce_mean:ROWS,COLS, "
+                          "maxpool:HxWxC-kK[sS][pP], transpose:ELEMENTS")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                      help="with --onnx: the size of the model's symbolic input dimension NAME "
                           "(repeatable), e.g. --dim sequence=128; the batch dimension is --batch")
@@ -145,6 +151,13 @@ def _workload(args):
         if any(v is not None for v in (args.batch, args.image_size, args.seq_len)):
             raise UserError("--batch/--image-size/--seq-len apply to zoo models, not --topology")
         return read_topology(args.topology, gemm=topology_gemm(args))
+    if args.op:
+        if any(v is not None for v in (args.batch, args.image_size, args.seq_len)):
+            raise UserError("--batch/--image-size/--seq-len apply to zoo models, not --op")
+        from compiler.ir import Graph
+        from compiler.frontends.opspec import parse_op
+        op = parse_op(args.op)
+        return Graph(name=op.name.replace(" ", "_").replace(":", "_"), ops=(op,))
     if args.gemm or args.conv:
         if any(v is not None for v in (args.image_size, args.seq_len)):
             raise UserError("--image-size/--seq-len apply to zoo models, not --gemm/--conv")

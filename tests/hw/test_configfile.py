@@ -98,9 +98,13 @@ def test_file_errors_name_the_file_and_line(tmp_path):
 
 def test_toml_output_is_valid_and_complete():
     data = tomllib.loads(chip_config_to_toml(ChipConfig()))
-    assert list(data) == ["chip", "array", "sram", "dram", "host_link", "dma"]
+    assert list(data) == ["chip", "array", "vector", "sram", "dram", "host_link", "dma"]
+    assert data["vector"]["lanes"] == 32 and data["vector"]["cost"]["exp"] == 4.0
+    assert data["vector"]["packing"] == {"int8": 4, "int16": 2, "int32": 1, "fp16": 2,
+                                         "bf16": 2, "fp32": 1}
     assert data["chip"] == {"name": "npulab-default", "clock_mhz": 1000.0,
-                            "model_input": "host", "model_output": "host"}
+                            "model_input": "host", "model_output": "host",
+                            "launch_overhead_us": 0.0}
     assert data["array"] == {"rows": 32, "cols": 32, "dataflow": "ws", "precision": "int8",
                              "acc_bits": 32, "overflow": "wrap", "reconfigurable": False}
     assert [data["sram"][n]["capacity_kib"] for n in ("ifmap", "filter", "ofmap")] == [512, 256 * 2, 256]
@@ -120,6 +124,9 @@ def test_memory_sections_shared_and_per_scratchpad_keys(tmp_path):
     assert cfg.dram.preset == "hbm2" and cfg.dram.channels == 4
     assert cfg.host_link.generation == 5 and cfg.dma.max_outstanding == 8
     assert cfg.model_input == "dram"
+    cfg = load_chip_config(path, ["vector.cost.exp=8", "vector.lanes=64"])
+    assert cfg.vector.cost_of("exp") == 8 and cfg.vector.lanes == 64
+    assert cfg.vector.cost_of("tanh") == 4          # the rest of the table keeps its defaults
     out = tmp_path / "again.toml"
     out.write_text(chip_config_to_toml(cfg))
     assert load_chip_config(out) == cfg

@@ -76,7 +76,7 @@ def test_double_buffering_never_increases_cycles(model, params):
             assert sum(l.cycles for l in layers) == r.totals["cycles"]
             for l in layers:
                 assert l.cycles == (l.compute_cycles + l.stall_dram_cycles + l.stall_link_cycles
-                                    + l.stall_sram_cycles)
+                                    + l.stall_sram_cycles + l.stall_vector_cycles)
 
 
 def _non_dominated(rows, objectives):

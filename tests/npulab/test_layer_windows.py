@@ -34,7 +34,7 @@ def _check_windows(run) -> None:
         assert x.compute_cycles >= -(-x.macs // pes), (x.name, x.compute_cycles, x.macs)
         assert x.utilization_pct <= 100.0, (x.name, x.utilization_pct)
         assert x.cycles == (x.compute_cycles + x.stall_dram_cycles + x.stall_link_cycles
-                            + x.stall_sram_cycles)
+                            + x.stall_sram_cycles + x.stall_vector_cycles)
 
 
 def test_compute_under_the_previous_layers_stores_stays_in_its_own_window():

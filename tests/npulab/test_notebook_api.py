@@ -50,7 +50,8 @@ def test_run_to_pandas_equals_the_cli_layers_csv(run, metrics, tmp_path, capsys)
     typed = pd.read_csv(tmp_path / "layers.csv", dtype=df.dtypes.to_dict())
     pd.testing.assert_frame_equal(df, typed)
     assert len(df) == len(run.layers)
-    assert df["cycles"].dtype == "Int64" and df["macs"].dtype == "int64"
+    # every resnet18 op ran (on the array or the vector engine): no blank cycles
+    assert df["cycles"].dtype == "int64" and df["macs"].dtype == "int64"
     # without metrics: the LayerResult columns only, summing to the run's totals
     plain = run.to_pandas()
     assert list(plain.columns) == list(df.columns[:len(plain.columns)])
@@ -70,7 +71,10 @@ def test_metrics_to_pandas_matches_the_metrics(metrics):
     # roofline bound: the ceiling with the lowest attainable MACs/s (hand-computed per layer)
     for m, row in zip(metrics.layers, df.itertuples()):
         ceilings = m["roofline"]["ceilings_macs_per_s"]
-        assert row.roofline_bound == min(ceilings, key=ceilings.get)
+        if m["macs"]:
+            assert row.roofline_bound == min(ceilings, key=ceilings.get)
+        else:   # the vector engine's layers have no MACs: no place on a MAC roofline
+            assert pd.isna(row.roofline_bound)
 
 
 def test_reprs_are_short_and_state_the_headline(run, metrics):
@@ -96,7 +100,7 @@ def test_plots_return_figures_with_one_mark_per_layer(run, metrics):
     points = [c for c in roof.axes[0].collections if (c.get_gid() or "").startswith("roofline-dram-")]
     placed = [m for m in metrics.layers if m["roofline"]["intensity_macs_per_byte"].get("dram")
               and m["macs_per_s"]]
-    assert len(points) == len(placed) == metrics.network["layers_costed"]
+    assert len(points) == len(placed) == sum(1 for m in metrics.layers if m["macs"])
     bars = run.plot_breakdown(metrics)
     ax = bars.axes[0]
     heights = {}

@@ -6,6 +6,7 @@ from compiler.frontends import zoo
 from compiler.ir import Conv2d, Eltwise, Gemm, Graph, Pool, conv2d
 from hw.chip import ChipConfig
 from hw.configfile import load_chip_config
+from hw.vector.config import VectorConfig
 from npulab.simulate import simulate
 
 
@@ -60,14 +61,24 @@ def test_groups_run_as_separate_gemms():
             assert single.cycles < many.cycles < 8 * single.cycles
 
 
-def test_vector_ops_are_listed_but_not_simulated():
+def test_vector_ops_run_on_the_vector_engine_unless_it_is_ideal():
     g = Graph("g", (
         conv2d("c", 8, 4, 4, 3, padding=1),
         Pool(name="p", kind="max", in_h=8, in_w=8, channels=4, kernel_h=2, kernel_w=2, stride_h=2,
              stride_w=2, inputs=("c",)),
         Eltwise(name="e", op="relu", elements=64, inputs=("p",)),
     ))
-    result = simulate(g, ChipConfig(), "compute")
+    for timing in ("compute", "native"):
+        result = simulate(g, ChipConfig(), timing)
+        assert [layer.engine for layer in result.layers] == ["array", "vector", "vector"]
+        assert result.totals["layers_not_simulated"] == 0
+        assert result.totals["cycles"] == sum(x.cycles for x in result.layers)
+    # SCALE-Sim has no vector unit; an ideal engine makes vector work free
+    assert [x.engine for x in simulate(g, ChipConfig(), "scalesim").layers] == [
+        "array", "none", "none"]
+    ideal = ChipConfig(vector=VectorConfig(ideal=True))
+    result = simulate(g, ideal, "compute")
+    assert "vector engine ideal" in result.scope
     assert [layer.engine for layer in result.layers] == ["array", "none", "none"]
     assert result.layers[1].cycles is None
     assert result.totals["layers_simulated"] == 1
@@ -105,7 +116,8 @@ def test_native_is_the_default_and_reports_memory_timing():
     assert layer.dram_read_bytes >= 1000 * 2048 + 2048
     assert layer.cycles > 1000 * 2048 / 25.6 > compute.layers[0].cycles
     assert layer.cycles == (layer.compute_cycles + layer.stall_dram_cycles
-                            + layer.stall_link_cycles + layer.stall_sram_cycles)
+                            + layer.stall_link_cycles + layer.stall_sram_cycles
+                            + layer.stall_vector_cycles)
     # MACs per byte on the DRAM bus (whole bursts: at least the bytes read and written)
     assert layer.actions.dram_bits // 8 >= layer.dram_read_bytes + layer.dram_write_bytes
     assert full.metrics().layers[0]["macs_per_dram_byte"] == pytest.approx(

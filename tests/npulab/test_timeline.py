@@ -76,11 +76,25 @@ def test_native_trace_is_valid_and_describes_the_run(native):
                                 "scope": result.scope, "clock_mhz": CLOCK,
                                 "cycles": result.totals["cycles"]}
     assert set(_tracks(doc)) == {"layers", "host link in", "load DMA", "array", "store DMA",
-                                 "host link out"}
+                                 "host link out", "vector engine"}
     sort = {e["tid"]: e["args"]["sort_index"] for e in doc["traceEvents"]
             if e["name"] == "thread_sort_index"}
     order = sorted(_tracks(doc), key=lambda name: sort[_tracks(doc)[name]])
-    assert order == ["layers", "host link in", "load DMA", "array", "store DMA", "host link out"]
+    assert order == ["layers", "host link in", "load DMA", "array", "vector engine", "store DMA",
+                     "host link out"]
+
+
+def test_every_vector_command_is_on_the_vector_track_once_with_its_cycles(native):
+    result, doc = native
+    tr = result.execution.trace
+    events = _on(doc, "vector engine")
+    vectors = np.flatnonzero(tr.kind == Kind.VECTOR)
+    assert len(vectors) and sorted(e["args"]["command"] for e in events) == vectors.tolist()
+    for e in events:
+        i = e["args"]["command"]
+        assert e["args"]["layer"] == "pool1" and e["args"]["op"] == "maxpool"
+        assert e["name"] == f"pool1 maxpool t{tr.tile_m[i]}"
+        assert e["args"]["cycles"] == tr.finish[i] - tr.start[i] > 0
 
 
 def test_every_compute_command_is_on_the_array_track_once_with_its_cycles(native):
@@ -110,7 +124,7 @@ def test_transfers_are_named_by_layer_operand_and_tile(native):
     tr = result.execution.trace
     loads = _on(doc, "load DMA")
     stores = _on(doc, "store DMA")
-    transfers = np.flatnonzero(tr.kind != Kind.COMPUTE)
+    transfers = np.flatnonzero((tr.kind != Kind.COMPUTE) & (tr.kind != Kind.VECTOR))
     assert sorted(e["args"]["command"] for e in loads + stores) == transfers.tolist()
     for e in loads + stores:
         i = e["args"]["command"]
@@ -156,7 +170,9 @@ def test_layer_windows_add_up_and_regions_span_each_layers_commands(native):
     result, doc = native
     run, tr = result.execution, result.execution.trace
     windows = _on(doc, "layers")
-    assert [w["name"] for w in windows] == ["conv1", "conv2", "fc"]    # pool1: no commands
+    # every layer with commands has a window (pool1's, on the vector engine beside the array,
+    # may be empty and sort among the others)
+    assert sorted(w["name"] for w in windows) == ["conv1", "conv2", "fc", "pool1"]
     assert sum(w["dur"] for w in windows) == pytest.approx(run.cycles / CLOCK, abs=1e-9)
     for w in windows:
         li = tr.layer_names.index(w["name"])
@@ -164,8 +180,10 @@ def test_layer_windows_add_up_and_regions_span_each_layers_commands(native):
         assert w["args"]["cycles"] == c["cycles"] == (
             w["args"]["finish_cycle"] - w["args"]["start_cycle"])
         assert c["cycles"] == sum(w["args"][k] for k in (
-            "compute_cycles", "stall_dram_cycles", "stall_link_cycles", "stall_sram_cycles"))
-    for a, b in zip(windows, windows[1:]):      # windows tile the run: never overlap
+            "compute_cycles", "stall_dram_cycles", "stall_link_cycles", "stall_sram_cycles",
+            "stall_vector_cycles"))
+    ordered = sorted(windows, key=lambda w: (w["args"]["start_cycle"], w["args"]["finish_cycle"]))
+    for a, b in zip(ordered, ordered[1:]):      # windows tile the run: never overlap
         assert a["args"]["finish_cycle"] == b["args"]["start_cycle"]
     regions = _regions(doc)
     for name, (lo, hi) in regions.items():

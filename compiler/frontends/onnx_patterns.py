@@ -59,7 +59,9 @@ class Match:
         The first node that is not a Cast: the IR op is named after it.
     inputs:
         The activation tensors the chain reads (one tensor, or casts of it).
-    fields:
+    output:
+        The tensor the chain makes.
+    cls, fields:
         The IR op's class and its fields besides ``name`` and ``inputs``.
     """
 
@@ -177,7 +179,7 @@ class _Matcher:
         if node is not None:
             for a, b in self.operands(node):
                 sq = self.square(a)
-                if sq is not None and self.root(sq[1]) == self.root(b) != self.root(a):
+                if sq is not None and self.root(sq[1]) == self.root(b):
                     return sq[0] + [node], b
         return None
 

@@ -48,14 +48,11 @@ def layer_norm(net: Net, name: str, x: str, gamma: str | None = None, beta: str 
                casts: bool = False, opset: int = 21) -> str:
     """PyTorch's layer_norm below opset 17; ``variance="moments"`` is E[x^2] - E[x]^2 (its
     first version). The first ReduceMean is named ``name``; ``casts`` adds fp16-export casts."""
-    if opset >= 18:
-        reduce = {"inputs": [net.const(f"{name}.axes", list(axes))]}
-    else:  # axes are an attribute before opset 18
-        reduce = {"inputs": [], "axes": list(axes)}
+    axes_input = [net.const(f"{name}.axes", list(axes))] if opset >= 18 else []
+    attrs = {} if opset >= 18 else {"axes": list(axes)}  # an attribute before opset 18
 
     def mean(t: str, label: str) -> str:
-        return net.node("ReduceMean", [t, *reduce["inputs"]], label,
-                        **{k: v for k, v in reduce.items() if k == "axes"})
+        return net.node("ReduceMean", [t, *axes_input], label, **attrs)
 
     if casts:
         x = net.node("Cast", [x], f"{name}.cast_in", to=TensorProto.FLOAT)

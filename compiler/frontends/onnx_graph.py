@@ -12,13 +12,19 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from compiler.frontends.onnx_model import has_subgraph, shape_of, topological
 from compiler.frontends.onnx_support import (
-    OnnxImportError, first_line, is_static, node_label, node_type, show_shape,
+    OnnxImportError, first_line, is_static, node_attrs, node_label, node_type, show_shape,
 )
 from compiler.ir import IRError, Move, Op
 
 __all__ = ["Importer", "Value"]
+
+# A Constant's attributes that hold numbers, and the ops that pass a constant's values on.
+_CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints")
+_VALUE_VIEWS = ("Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class Importer:
         Tensor name -> inferred shape (None: unknown), initializers included.
     consts:
         Tensors known at import time: initializers and everything computed from them only.
+    consumers:
+        Tensor -> the non-constant nodes reading it, each once, in topological order.
     values:
         Activation tensor -> the IR ops it is the output of (:class:`Value`).
     nodes:
@@ -49,7 +57,8 @@ class Importer:
     ops:
         The IR ops emitted so far, in execution order.
     report:
-        ``skipped``/``folded``/``moves``/``elided`` lists of ``(op_type, node name)``.
+        ``skipped``/``folded``/``moves``/``elided``/``fused`` lists of ``(op_type, node name)``
+        and ``fused_patterns`` of ``(pattern, first node, node count)``.
     batch:
         The first input's first dimension (the samples), or None when it has none.
     """
@@ -85,13 +94,18 @@ class Importer:
         self.graph_outputs = {o.name for o in graph.output}
         self.producers = {t: node for node in self.nodes for t in node.output if t}
         self.users: Counter[str] = Counter()
+        self.consumers: dict[str, list] = {}
         for node in self.nodes:
             if not self.is_const_node(node):
-                self.users.update({t for t in node.input if t})
+                for t in dict.fromkeys(t for t in node.input if t):
+                    self.users[t] += 1
+                    self.consumers.setdefault(t, []).append(node)
+        self._initializers = {t.name: t for t in prepared.graph.initializer}
         self.ops: list[Op] = []
         self.used: set[str] = set()
-        self.report: dict[str, list[tuple[str, str]]] = {
-            "skipped": [], "folded": [], "moves": [], "elided": []}
+        self.report: dict[str, list[tuple]] = {
+            "skipped": [], "folded": [], "moves": [], "elided": [], "fused": [],
+            "fused_patterns": []}
         self.strict_reason: str | None = None
 
     def is_const_node(self, node) -> bool:
@@ -154,6 +168,54 @@ class Importer:
     def acts(self, node) -> list[str]:
         """The node's activation inputs (not constants)."""
         return [t for t in node.input if t and t not in self.consts]
+
+    def const_value(self, tensor: str) -> np.ndarray | None:
+        """The values of a constant tensor, flattened: a (small) initializer or a ``Constant``
+        output, also seen through ``Cast`` and views. None for anything else (a constant
+        computed by arithmetic, a weight whose data stays on disk)."""
+        helper = self.onnx.numpy_helper
+        for _ in range(8):  # a few casts and views between a Constant and its use
+            node = self.producers.get(tensor)
+            try:
+                if tensor in self._initializers:
+                    return helper.to_array(self._initializers[tensor]).reshape(-1)
+                if node is not None and node.op_type == "Constant" and node.attribute:
+                    attr = node.attribute[0]
+                    if attr.name not in _CONSTANT_VALUES:
+                        return None
+                    value = self.onnx.helper.get_attribute_value(attr)
+                    if attr.name == "value":
+                        value = helper.to_array(value)
+                    return np.asarray(value).reshape(-1)
+            except Exception:  # onnx's errors for data it cannot read (external, typed)
+                return None
+            if node is None or tensor not in self.consts or node.op_type not in _VALUE_VIEWS:
+                return None
+            tensor = node.input[0]
+        return None
+
+    def const_scalar(self, tensor: str) -> float | None:
+        """The value of a one-element numeric constant (:meth:`const_value`); else None."""
+        shape = self.shapes.get(tensor)
+        if tensor not in self.consts or not is_static(shape) or math.prod(shape) != 1:
+            return None
+        values = self.const_value(tensor)
+        if values is None or values.size != 1 or values.dtype.kind not in "biuf":
+            return None
+        return float(values[0])
+
+    def reduce_axes(self, node, rank: int) -> list[int] | None:
+        """A reduction's axes, sorted and non-negative (an attribute before opset 18, an input
+        from 18); None when they are not known at import time."""
+        axes = node_attrs(self.onnx, node).get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            values = self.const_value(node.input[1])
+            if values is None:
+                return None
+            axes = [int(a) for a in values]
+        if axes is None:
+            return list(range(rank))
+        return sorted(int(a) % rank for a in axes)
 
     def exclusive(self, tensor: str) -> bool:
         """Exactly one node reads ``tensor`` and it is not a graph output."""

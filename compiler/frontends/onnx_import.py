@@ -12,18 +12,23 @@ nodes in topological order, turning each into IR ops. What becomes what (the ful
   product of the broadcast leading dims. ``ConvTranspose`` is the col2im GEMM
   (``m = N*H*W``, ``n = C_out/g*kh*kw``, ``k = C_in/g``) plus an Eltwise ``col2im`` scatter-add.
   The fused ``Attention`` op (opset 23+) becomes ``<node>.scores`` (Gemm), ``<node>.softmax``
-  (Eltwise) and ``<node>.context`` (Gemm), as :mod:`compiler.attention` writes attention.
+  (Softmax) and ``<node>.context`` (Gemm), as :mod:`compiler.attention` writes attention.
 * **Folded into the producing op** (listed in :attr:`OnnxImportReport.folded`), as an NVDLA-like
   post-processing unit applies them to the op's output on the fly: ``BatchNormalization`` and
   ``Add``/``Sub``/``Mul``/``Div`` by a constant (per-channel affine: bias, scale), and the
   piecewise-linear activations ``Relu``, ``LeakyRelu``, ``PRelu``, ``Clip``, ``HardSigmoid``,
   ``HardSwish``, ``ThresholdedRelu``. Folding needs a compute producer (not a Move, not the
-  graph input) whose output nothing else reads; otherwise the node becomes an :class:`Eltwise`.
-* **Always visible** as :class:`Eltwise`: transcendental activations (``Gelu``, ``Sigmoid``,
-  ``Tanh``, ``Erf``...), which need a LUT or a vector unit; row-wise normalizations
-  (``Softmax``, ``LayerNormalization``...), which need statistics of the whole row; element-wise
-  ops of two activations; reductions (``elements`` = the elements read). Global
+  graph input) whose output nothing else reads; otherwise the node becomes a vector op.
+* **Always visible** as typed vector ops where the IR has one (:class:`Activation`,
+  :class:`Binary`, :class:`Softmax`, :class:`Norm`, :class:`Reduce`), else :class:`Eltwise`:
+  transcendental activations (``Gelu``, ``Sigmoid``, ``Tanh``, ``Erf``...), which need a LUT or
+  a vector unit; row-wise normalizations (``Softmax``, ``LayerNormalization``...), which need
+  statistics of the whole row; element-wise ops of two activations; reductions. Global
   ``ReduceMean``/``ReduceMax`` over H and W are :class:`Pool`, like ``GlobalAveragePool``.
+* **Decompositions** that exporters write for layer norm (below opset 17), RMS norm, GELU
+  (below opset 20, erf and tanh forms) and SiLU become that one typed op, named after the
+  chain's first node, when nothing outside the chain reads its intermediate tensors
+  (:mod:`~compiler.frontends.onnx_patterns`; listed in :attr:`OnnxImportReport.fused`).
 * **Data movement** that copies bytes becomes :class:`Move` (``Concat``, real ``Transpose``,
   ``Split``, ``Slice``, ``Pad``, ``Gather``, ``Expand``, ``Tile``, ``Resize``...). Views that
   change no byte (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``,
@@ -38,7 +43,8 @@ graph input is not named (empty ``inputs`` reads the graph input, as in :class:`
 
 The import is split by topic: :mod:`~compiler.frontends.onnx_model` reads the model and
 prepares it for shape inference, :mod:`~compiler.frontends.onnx_graph` holds one import's state,
-:mod:`~compiler.frontends.onnx_ops` converts nodes to IR ops, and
+:mod:`~compiler.frontends.onnx_ops` converts nodes to IR ops,
+:mod:`~compiler.frontends.onnx_patterns` recognises the chains of nodes that are one op, and
 :mod:`~compiler.frontends.onnx_support` has the op tables, the limits, the error and the report.
 """
 
@@ -50,6 +56,7 @@ from typing import Any, Mapping, Union
 from compiler.frontends.onnx_graph import Importer, Value
 from compiler.frontends.onnx_model import infer_shapes, load_model, prepare_for_inference
 from compiler.frontends.onnx_ops import lower
+from compiler.frontends.onnx_patterns import emit_pattern, find_patterns
 from compiler.frontends.onnx_support import (
     OnnxImportError, OnnxImportReport, node_label, node_type, unsupported_message,
     why_unsupported,
@@ -88,7 +95,7 @@ def import_onnx(
     Returns
     -------
     ``(graph, report)``: ops in execution order (the ONNX topological order), and the nodes
-    that were folded, kept as moves, elided or skipped.
+    that were folded, kept as moves, elided, skipped or fused into one op with their chain.
 
     Raises
     ------
@@ -119,15 +126,20 @@ def import_onnx(
 
 def _run(imp: Importer) -> tuple[Graph, OnnxImportReport]:
     """Walk the sorted nodes once: constants are elided, unsupported nodes fail the import (or
-    are skipped), every other node goes to its converter."""
+    are skipped), a recognised chain becomes its op at its last node, every other node goes to
+    its converter."""
     unsupported = [(node, why) for node in imp.nodes if not imp.is_const_node(node)
                    for why in [why_unsupported(imp.onnx, node, imp.shapes)] if why is not None]
     if unsupported and not imp.skip_unsupported:
         raise OnnxImportError(unsupported_message(imp.label, unsupported))
     skip = {id(node) for node, _ in unsupported}
+    chains = find_patterns(imp)
     for node in imp.nodes:
         if imp.is_const_node(node):
             imp.report["elided"].append((node.op_type, node_label(node)))
+        elif id(node) in chains:
+            if node is chains[id(node)].nodes[-1]:  # the chain's output is made here
+                emit_pattern(imp, chains[id(node)])
         elif id(node) in skip:
             imp.report["skipped"].append((node_type(node), node_label(node)))
             sources = imp.sources([t for t in node.input if t and t not in imp.consts],

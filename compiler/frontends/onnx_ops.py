@@ -24,6 +24,9 @@ from compiler.ir import REDUCTIONS as IR_REDUCTIONS
 
 __all__ = ["lower"]
 
+#: ``Pow(x, p)`` by a constant exponent that is an activation of the vector engine.
+_POWERS = {2.0: "square", 0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}
+
 
 def lower(imp: Importer, node) -> None:
     """Convert one supported, non-constant node (see :func:`why_unsupported
@@ -58,6 +61,7 @@ def _vector(imp: Importer, node) -> None:
     op_type, acts = node.op_type, imp.acts(node)
     foldable = (
         (op_type in AFFINE or op_type == "BatchNormalization") and len(acts) == 1
+        and not (op_type == "Div" and acts[0] != node.input[0])  # c / x is not affine
         or op_type in FUSED_ACTIVATIONS and acts == [node.input[0]]
     )
     if foldable:
@@ -113,6 +117,12 @@ def _typed_vector(imp: Importer, node, ir_op: str, acts: list[str]):
         if op_type == "Softmax":
             return Softmax, dict(rows=rows, cols=cols)
         return Norm, dict(kind=ir_op, rows=rows, cols=cols)
+    if op_type == "Pow" and acts == [node.input[0]]:
+        fn = _POWERS.get(imp.const_scalar(node.input[1]))
+        if fn is not None:
+            return Activation, dict(fn=fn, elements=elements)
+    if op_type == "Div" and acts == [node.input[1]] and imp.const_scalar(node.input[0]) == 1:
+        return Activation, dict(fn="reciprocal", elements=elements)
     if op_type == "Gelu" and attrs.get("approximate", "none") == "tanh":
         return Activation, dict(fn="gelu_tanh", elements=elements)
     if ir_op in ACTIVATIONS and len(acts) == 1 and op_type not in AFFINE:
@@ -366,7 +376,7 @@ def _reduce(imp: Importer, node) -> None:
             stride_w=xs[3], batch=xs[0], inputs=imp.sources([x], node)))
         return
     fn = REDUCTIONS[node.op_type].removeprefix("reduce_")
-    axes = _reduce_axes(imp, node, len(xs))
+    axes = imp.reduce_axes(node, len(xs))
     if fn in IR_REDUCTIONS and axes is not None and axes == list(range(len(xs) - len(axes),
                                                                        len(xs))):
         cols = math.prod(xs[len(xs) - len(axes):])
@@ -377,33 +387,6 @@ def _reduce(imp: Importer, node) -> None:
     imp.emit(node, imp.build(
         node, Eltwise, name=imp.op_name(node), op=REDUCTIONS[node.op_type],
         elements=math.prod(xs), inputs=imp.sources([x], node)))
-
-
-def _const_ints(imp: Importer, tensor: str) -> list[int] | None:
-    """The integers of an initializer or ``Constant`` output; None for anything else."""
-    helper = imp.onnx.numpy_helper
-    for init in imp.prepared.graph.initializer:
-        if init.name == tensor:
-            return [int(v) for v in helper.to_array(init).reshape(-1)]
-    node = imp.producers.get(tensor)
-    if node is not None and node.op_type == "Constant":
-        for attr in node.attribute:
-            if attr.name == "value":
-                return [int(v) for v in helper.to_array(attr.t).reshape(-1)]
-    return None
-
-
-def _reduce_axes(imp: Importer, node, rank: int) -> list[int] | None:
-    """The reduced axes, sorted and non-negative (attribute before opset 18, input from 18);
-    None when they are not known at import time."""
-    axes = node_attrs(imp.onnx, node).get("axes")
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        axes = _const_ints(imp, node.input[1])
-        if axes is None:
-            return None
-    if axes is None:
-        return list(range(rank))
-    return sorted(int(a) % rank for a in axes)
 
 
 def _einsum_terms(equation: str, ranks: list[int]) -> tuple[list[str], str]:

@@ -87,19 +87,29 @@ class OnnxImportReport:
     elided:
         Nodes that add no op: byte-preserving views, precision casts, and constants computed
         at import time (``Constant``, ``Shape``, shape arithmetic).
+    fused:
+        The nodes of the recognised decompositions (:mod:`~compiler.frontends.onnx_patterns`),
+        each chain imported as one typed op named after its first node.
+    fused_patterns:
+        One entry per recognised chain: ``(pattern, first node, node count)``, ``pattern``
+        being ``layernorm``, ``rmsnorm``, ``gelu``, ``gelu_tanh`` or ``silu`` and the count
+        including the chain's casts.
     """
 
     skipped: tuple[tuple[str, str], ...] = ()
     folded: tuple[tuple[str, str], ...] = ()
     moves: tuple[tuple[str, str], ...] = ()
     elided: tuple[tuple[str, str], ...] = ()
+    fused: tuple[tuple[str, str], ...] = ()
+    fused_patterns: tuple[tuple[str, str, int], ...] = ()
 
     def summary(self) -> str:
-        """One line, e.g. ``folded 37 (BatchNormalization 20, Relu 17); moves 0; ...``."""
+        """One line, e.g. ``folded 37 (BatchNormalization 20, Relu 17); moves 0; ...;
+        fused_patterns 2 (gelu 1, layernorm 1)``."""
         parts = []
-        for field in ("folded", "moves", "elided", "skipped"):
+        for field in ("folded", "moves", "elided", "skipped", "fused_patterns"):
             entries = getattr(self, field)
-            counts = Counter(op_type for op_type, _ in entries)
+            counts = Counter(entry[0] for entry in entries)
             detail = ", ".join(f"{op_type} {n}" for op_type, n in sorted(counts.items()))
             parts.append(f"{field} {len(entries)}" + (f" ({detail})" if detail else ""))
         return "; ".join(parts)

@@ -203,8 +203,11 @@ def test_mobilenetv2_depthwise_matches_zoo():
 
 
 def onnx_bert_layer(seq: int = 128, d: int = 768, heads: int = 12, ffn: int = 3072,
-                    prefix: str = "layer.0") -> onnx.ModelProto:
-    """A post-norm BERT encoder layer as torch exports it (opset 21: LayerNormalization, Gelu)."""
+                    prefix: str = "layer.0", norm=None, gelu=None) -> onnx.ModelProto:
+    """A post-norm BERT encoder layer as torch exports it (opset 21: LayerNormalization, Gelu).
+
+    ``norm(net, name, x, gamma, beta)`` and ``gelu(net, name, x)``, when given, write those two
+    ops instead (as older opsets' decompositions) and return their output tensor."""
     net = Net()
     dh = d // heads
     split = net.const("split_heads", [0, 0, heads, dh])
@@ -219,8 +222,10 @@ def onnx_bert_layer(seq: int = 128, d: int = 768, heads: int = 12, ffn: int = 30
         return net.node("Transpose", [y], f"{name}.transpose", perm=perm)
 
     def layer_norm(name: str, x: str) -> str:
-        return net.node("LayerNormalization", [x, net.weight(f"{name}.weight", (d,)),
-                                               net.weight(f"{name}.bias", (d,))], name, axis=-1)
+        gamma, beta = net.weight(f"{name}.weight", (d,)), net.weight(f"{name}.bias", (d,))
+        if norm is not None:
+            return norm(net, name, x, gamma, beta)
+        return net.node("LayerNormalization", [x, gamma, beta], name, axis=-1)
 
     a = f"{prefix}.attn"
     q = heads_of(f"{a}.q", linear(f"{a}.q_proj", "x", d, d), [0, 2, 1, 3])
@@ -236,7 +241,10 @@ def onnx_bert_layer(seq: int = 128, d: int = 768, heads: int = 12, ffn: int = 30
     y = net.node("Add", [y, "x"], f"{prefix}.add1")
     ln1 = layer_norm(f"{prefix}.ln1", y)
     y = linear(f"{prefix}.ffn.fc1", ln1, d, ffn)
-    y = net.node("Gelu", [y], f"{prefix}.ffn.gelu")
+    if gelu is None:
+        y = net.node("Gelu", [y], f"{prefix}.ffn.gelu")
+    else:
+        y = gelu(net, f"{prefix}.ffn.gelu", y)
     y = linear(f"{prefix}.ffn.fc2", y, ffn, d)
     y = net.node("Add", [y, ln1], f"{prefix}.add2")
     y = layer_norm(f"{prefix}.ln2", y)
@@ -481,8 +489,8 @@ def test_bn_and_activation_folding_rules():
     a = net.node("Clip", [a, net.const("lo", 0.0, np.float32), net.const("hi", 6.0, np.float32)],
                  "relu6")
     b = net.node("Sigmoid", [a], "sigmoid")  # transcendental: stays
-    m = net.node("Mul", [a, b], "swish")  # two activations: an Eltwise
-    r = net.node("Relu", [m], "relu")  # folds into the Mul
+    m = net.node("Mul", [a, b], "swish")  # with the Sigmoid, one SiLU
+    r = net.node("Relu", [m], "relu")  # folds into the SiLU
     t = net.node("Mul", [r, net.weight("scale", (1, 4, 1, 1))], "scale")  # folds (affine)
     u = net.node("Relu", [t], "relu_again")  # t is read twice below: cannot fold
     u2 = net.node("Add", [t, u], "sum")
@@ -492,13 +500,13 @@ def test_bn_and_activation_folding_rules():
     assert kinds == [
         ("Eltwise", "batchnorm", "bn_on_input", ()),
         ("Conv2d", None, "conv", ("bn_on_input",)),
-        ("Activation", "sigmoid", "sigmoid", ("conv",)),
-        ("Binary", "mul", "swish", ("conv", "sigmoid")),
-        ("Activation", "relu", "relu_again", ("swish",)),
-        ("Binary", "add", "sum", ("swish", "relu_again")),
+        ("Activation", "silu", "sigmoid", ("conv",)),
+        ("Activation", "relu", "relu_again", ("sigmoid",)),
+        ("Binary", "add", "sum", ("sigmoid", "relu_again")),
     ]
     assert report.folded == (("BatchNormalization", "bn"), ("Clip", "relu6"), ("Relu", "relu"),
                              ("Mul", "scale"))
+    assert report.fused_patterns == (("silu", "sigmoid", 2),)
 
 
 def test_moves_and_views():
@@ -688,10 +696,11 @@ def test_move_op_validation():
 
 def test_docs_example_runs(capsys):
     doc = (Path(__file__).resolve().parents[2] / "docs" / "onnx.md").read_text()
-    code = re.findall(r"```python\n(.*?)```", doc, re.S)[-1]    # the import example
+    code = next(block for block in re.findall(r"```python\n(.*?)```", doc, re.S)
+                if "batch=4" in block)  # the import example
     exec(compile(code, "docs/onnx.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[-1] == ("folded 2 (BatchNormalization 1, Relu 1); moves 0; elided 1 "
-                           "(Flatten 1); skipped 0")
+                           "(Flatten 1); skipped 0; fused_patterns 0")
     assert printed[-2] == "Gemm(name='fc', m=4, n=10, k=16, batch=1, inputs=('pool',))"
     assert printed[-1] in doc and printed[-2] in doc

@@ -31,12 +31,17 @@ from hw.memory.dram import DramConfig
 from hw.memory.link import HostLinkConfig
 from hw.nvdla.config import NvdlaConfig
 
-__all__ = ["ChipSpec", "Core", "Engine", "MemoryLevel", "ENGINE_KINDS", "OPERANDS", "chip_spec"]
+__all__ = ["ChipSpec", "Core", "Engine", "MemoryLevel", "ENGINE_KINDS", "HELPER_ENGINE_KINDS", "OPERANDS",
+           "chip_spec"]
 
 #: The engine kinds npulab ships. A new kind needs no entry here: it is a name, a compiler
 #: backend and a runner registered with :func:`npulab.pipeline.register_runner`
 #: (docs/architecture.md, "Adding an engine").
 ENGINE_KINDS = ("systolic", "nvdla")
+#: Engines a core has beside its matrix engine (they get no runner of their own: the chip's
+#: kind, its first engine's, compiles and times their work): the vector engine of a systolic
+#: chip (hw.vector).
+HELPER_ENGINE_KINDS = ("vector",)
 #: The roles of the tensors a memory level can hold.
 OPERANDS = ("input", "weight", "output")
 #: The operand each systolic scratchpad holds (the array's edges: ifmap = A, filter = B).
@@ -162,8 +167,14 @@ def _systolic(cfg: ChipConfig, source: str) -> ChipSpec:
     engine = Engine(kind="systolic", name=f"array {arr.rows}x{arr.cols}",
                     peak_macs_per_cycle=arr.pes, config=arr,
                     label=f"{arr.rows}x{arr.cols} {arr.dataflow.value} {arr.precision.value}")
+    engines = (engine,)
+    vec = cfg.vector
+    if not vec.ideal:       # an ideal vector engine costs nothing: no engine to model
+        engines += (Engine(kind="vector", name=f"vector {vec.lanes} lanes",
+                           peak_macs_per_cycle=0, config=vec,
+                           label=f"{vec.lanes} lanes {vec.dtype}"),)
     return ChipSpec(name=cfg.name, clock_mhz=cfg.clock_mhz,
-                    cores=(Core(name="core0", engines=(engine,), scratchpads=pads),),
+                    cores=(Core(name="core0", engines=engines, scratchpads=pads),),
                     levels=(), dram=cfg.dram, host_link=cfg.host_link, dma=cfg.dma, config=cfg,
                     source=source)
 

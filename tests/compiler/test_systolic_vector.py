@@ -231,3 +231,15 @@ def test_vector_energy_is_each_operation_at_the_tables_rate():
     assert tech.vector_op_pj("exp", "fp32") == pytest.approx(3 * tech.mult_pj("fp", 32))
     assert tech.vector_op_pj("fma", "int8") == pytest.approx(tech.add_pj("int", 8)
                                                              + tech.mult_pj("int", 8))
+
+
+def test_the_vector_engine_is_an_engine_of_the_core():
+    from hw.spec import chip_spec
+    spec = chip_spec(CHIP)
+    assert spec.kind == "systolic"                       # the chip's kind: its matrix engine
+    assert [e.kind for e in spec.cores[0].engines] == ["systolic", "vector"]
+    vector = spec.cores[0].engines[1]
+    assert vector.config is CHIP.vector and vector.peak_macs_per_cycle == 0
+    assert spec.peak_macs_per_cycle == CHIP.array.pes
+    ideal = chip_spec(replace(CHIP, vector=VectorConfig(ideal=True)))
+    assert [e.kind for e in ideal.engines] == ["systolic"]

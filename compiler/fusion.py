@@ -75,10 +75,7 @@ def find_groups(graph: Graph, patterns=PATTERNS) -> dict[str, FusedGroup]:
     ops = list(graph.ops)
     index = {op.name: i for i, op in enumerate(ops)}
     by_name = {op.name: op for op in ops}
-    readers: dict[str, list[str]] = {op.name: [] for op in ops}
-    for op in ops:
-        for src in op.inputs:
-            readers[src].append(op.name)
+    readers = graph.readers()
     taken: dict[str, FusedGroup] = {}
 
     def only_reader(name: str):

@@ -564,19 +564,19 @@ class _ChipRun:
         self.vpasses = np.ones(self.n, np.int64)
         if not len(idx):
             return
-        works = self.program.works
+        timing = TileTiming(chip.vector, self.program.works)
         work = cols["count"][idx]
-        passes = np.array([w.passes for w in works], np.int64)[work]
+        passes = timing.passes[work]
         self.vpasses[idx] = passes
         vb = cols["vb_bytes"][idx]
         # the main operand is read once per pass, the second once
         in_bytes = cols["va_bytes"][idx] + -(-vb // passes)
-        self.vtime[idx] = TileTiming(chip.vector, works).cycles(
-            work, cols["m"][idx], cols["n"][idx], in_bytes, cols["vout_bytes"][idx])
-        per_e = np.array([w.arrays()[0] for w in works])[work]
-        per_r = np.array([w.arrays()[1] for w in works])[work]
+        self.vtime[idx] = timing.cycles(work, cols["m"][idx], cols["n"][idx], in_bytes,
+                                        cols["vout_bytes"][idx])
+        # operations by kind: the works' per-element and per-row counts the timing built
         rows = cols["m"][idx].astype(np.float64)[:, None]
-        counts = per_e * rows * cols["n"][idx][:, None] + per_r * rows
+        counts = (timing.per_element[work] * rows * cols["n"][idx][:, None]
+                  + timing.per_row[work] * rows)
         ops = np.zeros((self.n_layers, len(VECTOR_OPS)))
         np.add.at(ops, cols["layer"][idx], counts)
         first = self.col[f"vector_{VECTOR_OPS[0]}_ops"]

@@ -161,10 +161,7 @@ def lower_graph(graph: Graph, cfg: NvdlaConfig, precision: str = "int8", *,
 
     ops_index = {op.name: i for i, op in enumerate(ops)}
     op_by_name = {op.name: op for op in ops}
-    consumers: dict[str, list[str]] = {op.name: [] for op in ops}
-    for op in ops:
-        for src in op.inputs:
-            consumers[src].append(op.name)
+    consumers = graph.readers()
     feeds_add = {src for op in ops if isinstance(op, ELEMENTWISE_OPS) and op.work().name == "add"
                  for src in op.inputs}
 

@@ -86,10 +86,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     pb = ProgramBuilder(graph.name)
     alloc = _Allocator()
     ops = list(graph.ops)
-    consumers: dict[str, list[int]] = {op.name: [] for op in ops}
-    for i, op in enumerate(ops):
-        for name in op.inputs:
-            consumers[name].append(i)
+    consumers = graph.readers()
     addr: dict[str, int] = {}
     ready: dict[str, int | None] = {}      # command whose completion makes the tensor readable
     resident: dict[str, int] = {}          # tensor kept on chip -> producer's last compute
@@ -134,7 +131,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         # Can this op's output stay on chip for the next op?
         keep_out = False
         nxt = index + 1
-        if (options.keep_on_chip and consumers[op.name] == [nxt] and nxt in matrix
+        if (options.keep_on_chip and nxt in matrix and consumers[op.name] == [ops[nxt].name]
                 and ops[nxt].inputs and ops[nxt].inputs[0] == op.name):
             nxt_problem = tile_problem(ops[nxt], chip, options)
             keep_out = _fits_resident_input(nxt_problem, chip, options)

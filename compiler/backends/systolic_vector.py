@@ -25,7 +25,6 @@ and reused by every tile. Views (:data:`compiler.ir.VIEW_MOVES`) emit nothing.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from compiler.ir import VECTOR_OPS, Binary, Cast, Eltwise, Move, Norm, Pool, Reduce
@@ -33,11 +32,8 @@ from hw.chip import ChipConfig
 from hw.program import Kind, Location, Operand, ProgramBuilder
 from hw.vector.work import VectorWork
 
-__all__ = ["VectorPlan", "vector_plan", "emit_vector_op", "vector_tiles", "tile_list",
-           "is_vector_op", "COPY_WORK"]
+__all__ = ["VectorPlan", "vector_plan", "emit_vector_op", "tile_list", "is_vector_op"]
 
-#: The work of a copy (a Move through the vector engine): no arithmetic, port-bound.
-COPY_WORK = VectorWork("copy")
 
 
 def is_vector_op(op) -> bool:
@@ -78,8 +74,7 @@ def _capacity(chip: ChipConfig, name: str) -> int:
 def vector_plan(op, chip: ChipConfig) -> VectorPlan:
     """The tiling of ``op`` on ``chip`` (module docstring)."""
     eb = chip.array.precision.bits // 8
-    work = COPY_WORK if isinstance(op, Move) else op.work()
-    rows, cols = (1, op.elements) if isinstance(op, Move) else (op.rows, op.cols)
+    work, rows, cols = op.work(), op.rows, op.cols
     cap_a, cap_b, cap_c = (_capacity(chip, n) for n in ("ifmap", "filter", "ofmap"))
     if isinstance(op, Pool):
         kh, sh = op.kernel_h, op.stride_h
@@ -279,13 +274,3 @@ def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: C
 def tile_list(op, plan: VectorPlan) -> list:
     """The tiles of ``op`` (rows, cols, work, bytes), as :func:`emit_vector_op` emits them."""
     return list(_tiles(op, plan, 0, 0, 0))
-
-
-def vector_tiles(op, plan: VectorPlan) -> int:
-    """Tiles (vector commands) the plan emits."""
-    if plan.pool is not None:
-        return (op.batch * math.ceil(op.channels / plan.pool_channels)
-                * math.ceil(op.out_h / plan.tile_rows))
-    if plan.chunk == plan.cols:
-        return math.ceil(plan.rows / plan.tile_rows)
-    return plan.rows * plan.work.passes * math.ceil(plan.cols / plan.chunk)

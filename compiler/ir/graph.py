@@ -71,6 +71,14 @@ class Graph:
     def macs(self) -> int:
         return sum(op.macs for op in self.ops)
 
+    def readers(self) -> dict[str, list[str]]:
+        """Each op's name -> the names of the ops that read its output, in graph order."""
+        out: dict[str, list[str]] = {op.name: [] for op in self.ops}
+        for op in self.ops:
+            for src in op.inputs:
+                out[src].append(op.name)
+        return out
+
     def op(self, name: str) -> Op:
         for op in self.ops:
             if op.name == name:

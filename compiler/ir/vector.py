@@ -110,6 +110,27 @@ def _element_ops(kind: str, fn: str, table: dict, name: str) -> dict:
     return table[fn]
 
 
+class _Elements(_OpSizes):
+    """Sizes of an op whose one input and output have ``elements`` elements each."""
+
+    @property
+    def input_elements(self) -> int:
+        return self.elements
+
+    @property
+    def output_elements(self) -> int:
+        return self.elements
+
+    operands = property(lambda self: 1, doc="Input tensors read.")
+
+
+class _Elementwise(_Elements):
+    """An op over ``elements`` elements read and written once, seen as one row."""
+
+    rows = property(lambda self: 1, doc="One row: an element-wise op is cut anywhere.")
+    cols = property(lambda self: self.elements)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Pool(_OpSizes):
     """Max or average pooling; global pooling is a kernel the size of the input."""
@@ -187,7 +208,7 @@ class Pool(_OpSizes):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Eltwise(_OpSizes):
+class Eltwise(_Elementwise):
     """An element-wise or row-wise vector op over ``elements`` output elements.
 
     ``op`` names the function (``add``, ``mul``, ``relu``, ``gelu``, ``softmax``, ``layernorm``,
@@ -209,20 +230,9 @@ class Eltwise(_OpSizes):
         _check_inputs(self.name, "Eltwise", self.inputs)
 
     @property
-    def input_elements(self) -> int:
-        """One operand (each of the ``operands`` inputs has ``elements``)."""
-        return self.elements
-
-    @property
     def read_elements(self) -> int:
+        """Every operand (each of the ``operands`` inputs has ``elements``)."""
         return self.elements * self.operands
-
-    @property
-    def output_elements(self) -> int:
-        return self.elements
-
-    rows = property(lambda self: 1, doc="One row: an element-wise op is cut anywhere.")
-    cols = property(lambda self: self.elements)
 
     def work(self) -> VectorWork:
         """The operations of ``op`` per element: an activation's (:data:`ACTIVATIONS`), a binary
@@ -243,7 +253,7 @@ class Eltwise(_OpSizes):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Move(_OpSizes):
+class Move(_Elementwise):
     """Data movement without arithmetic, writing ``elements`` output elements.
 
     ``kind`` names it (``concat``, ``transpose``, ``split``, ``slice``, ``pad``, ``gather``,
@@ -264,37 +274,13 @@ class Move(_OpSizes):
         _check_inputs(self.name, "Move", self.inputs)
 
     @property
-    def input_elements(self) -> int:
-        return self.elements
-
-    @property
-    def output_elements(self) -> int:
-        return self.elements
-
-    @property
     def is_view(self) -> bool:
         """A reshape-like move that changes no byte (:data:`VIEW_MOVES`)."""
         return self.kind in VIEW_MOVES
 
-    def work(self) -> None:
-        """No arithmetic: a move is DMA traffic only."""
-        return None
-
-
-class _Elementwise(_OpSizes):
-    """Sizes of an op over ``elements`` elements read and written once, seen as one row."""
-
-    @property
-    def input_elements(self) -> int:
-        return self.elements
-
-    @property
-    def output_elements(self) -> int:
-        return self.elements
-
-    rows = property(lambda self: 1, doc="One row: an element-wise op is cut anywhere.")
-    cols = property(lambda self: self.elements)
-    operands = property(lambda self: 1, doc="Input tensors read.")
+    def work(self) -> VectorWork:
+        """A copy: no arithmetic, its time is the bytes over the ports that move them."""
+        return VectorWork("copy")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -356,7 +342,7 @@ class Binary(_Elementwise):
         return VectorWork(self.fn, per_element=BINARY[self.fn])
 
 
-class _Rows(_OpSizes):
+class _Rows(_Elements):
     """Sizes of a row-wise op over ``rows x cols`` elements."""
 
     def _check_rows(self, kind: str) -> None:
@@ -367,19 +353,9 @@ class _Rows(_OpSizes):
                     "elements")
         _check_inputs(self.name, kind, self.inputs)
 
-    operands = property(lambda self: 1, doc="Input tensors read.")
-
     @property
     def elements(self) -> int:
         return self.rows * self.cols
-
-    @property
-    def input_elements(self) -> int:
-        return self.elements
-
-    @property
-    def output_elements(self) -> int:
-        return self.elements
 
 
 @dataclass(frozen=True, kw_only=True)

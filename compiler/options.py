@@ -46,6 +46,10 @@ class CompileOptions:
     tech:
         Energy table the mapper costs energy with (name or TOML path; default
         :data:`hw.energy.DEFAULT_TECHNOLOGY`, the table the metrics use by default).
+    fusion:
+        Fuse ops whose intermediate tensors then never reach DRAM (default True;
+        :mod:`compiler.fusion`): GEMM/conv epilogues, FlashAttention-style attention, residual
+        add + norm, pooling into its conv. Applies where the chip has a (non-ideal) vector engine.
     """
 
     conv_lowering: str = "direct"
@@ -55,6 +59,7 @@ class CompileOptions:
     objective: str = "latency"
     map: str | None = None
     tech: str = DEFAULT_TECHNOLOGY
+    fusion: bool = True
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -73,5 +78,7 @@ class CompileOptions:
         if self.map is not None and self.objective != "latency":
             raise ValueError(f"objective = {self.objective!r} is the tiler's; with map = "
                              f"{self.map!r} the mapper's objective is the map mode")
+        if not isinstance(self.fusion, bool):
+            raise ValueError(f"fusion = {self.fusion!r}: must be true or false")
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")

@@ -99,6 +99,9 @@ LAYER_COUNTERS = (
     "filter_write_port_cycles", "ofmap_read_port_cycles", "ofmap_write_port_cycles",
     "dram_ifmap_read_bytes", "dram_filter_read_bytes", "dram_psum_read_bytes",
     "dram_ofmap_write_bytes", "dram_psum_write_bytes",
+    # a fused epilogue's residual tiles: activation reads (within dram_ifmap_read_bytes)
+    # that fill the ofmap scratchpad beside the accumulators
+    "dram_residual_read_bytes", "ofmap_sram_fill_bytes",
     "dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits", "dram_row_misses",
     "dram_row_conflicts", "dram_activates",
     "link_in_bytes", "link_out_bytes", "onchip_move_bytes",
@@ -495,7 +498,7 @@ class _ChipRun:
                 t1 = t_dram
                 cause[i] = CAUSE_DRAM
                 if kind in (Kind.LOAD, Kind.STORE):   # the scratchpad side of the copy
-                    sram = (2 if kind == Kind.STORE or operand == Operand.PSUM
+                    sram = (2 if kind == Kind.STORE or operand in (Operand.PSUM, Operand.RESIDUAL)
                             else 0 if operand == Operand.IFMAP else 1)
                     t_port = self._book(sram, _READ if kind == Kind.STORE else _WRITE,
                                         t0 + setup, 8 * nbytes, row)
@@ -514,6 +517,11 @@ class _ChipRun:
                     t1 = max(t_dram, t_link)
                     row[col["link_transfer_cycles"]] += t_link - t0
                     row[col["link_in_bytes" if kind == Kind.HOST_IN else "link_out_bytes"]] += nbytes
+                elif kind == Kind.LOAD and operand == Operand.RESIDUAL:
+                    row[col["dram_ifmap_read_bytes"]] += nbytes
+                    row[col["dram_residual_read_bytes"]] += nbytes
+                    row[col["ofmap_sram_fill_bytes"]] += nbytes
+                    row[col["loads"]] += 1
                 elif kind == Kind.LOAD:
                     name = {Operand.IFMAP: "ifmap", Operand.FILTER: "filter", Operand.PSUM: "psum"}[operand]
                     row[col[f"dram_{name}_read_bytes"]] += nbytes

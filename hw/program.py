@@ -55,6 +55,7 @@ class Operand(enum.IntEnum):
     OFMAP = 2
     PSUM = 3      # partial sums spilled to / reloaded from DRAM at accumulator precision
     NONE = 4
+    RESIDUAL = 5  # a fused epilogue's residual tile, loaded next to its accumulators (ofmap)
 
 
 class Location(enum.IntEnum):
@@ -98,6 +99,9 @@ class LayerSchedule:
     last: int
     macs: int
     tiling: Tiling | None
+    # ``"<kind>:<anchor>"`` when the op runs in a fused group (compiler.fusion): the anchor's
+    # commands do the whole group's work, the other members have none
+    fused: str | None = None
 
 
 _INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", "stride2", "n1",

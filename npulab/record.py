@@ -123,7 +123,8 @@ class LayerActions:
 
 @dataclass(frozen=True)
 class LayerResult:
-    """One op of the graph. Array metrics are ``None`` for ops no engine runs (``engine == "none"``)."""
+    """One op of the graph. Array metrics are ``None`` for ops no engine runs (``engine == "none"``)
+    and for ops fused into another op's schedule (``engine == "fused"``, see ``fused``)."""
 
     name: str
     op: str
@@ -155,6 +156,9 @@ class LayerResult:
     # DRAM byte and the roofline are metrics (:mod:`npulab.metrics`), not fields
     bound: str | None = None
     tiling: str | None = None
+    # "<kind>:<anchor>" for an op of a fused group (compiler.fusion; docs/vector.md): the
+    # anchor's row holds the whole group's cycles, MACs and bytes, the others' engine is "fused"
+    fused: str | None = None
     # What the hardware did (:class:`LayerActions`); None for ops no engine runs.
     actions: LayerActions | None = None
     # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
@@ -162,6 +166,8 @@ class LayerResult:
     units: dict | None = None
 
     def __repr__(self) -> str:
+        if self.engine == "fused":
+            return f"LayerResult({self.name}: {self.op}, fused ({self.fused}))"
         if self.cycles is None:
             return f"LayerResult({self.name}: {self.op}, not simulated (engine {self.engine}))"
         gemm = (f", GEMM {self.gemm_count}x {self.gemm_m}x{self.gemm_n}x{self.gemm_k}"

@@ -230,8 +230,11 @@ def _systolic_table(result: RunRecord, metrics) -> str:
     arr = result.spec.engine.config
     clock = result.spec.clock_mhz
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
+    fused = any(x.fused for x in result.layers)
+    if fused:       # the group each fused op ran in ("<kind>:<anchor>")
+        columns = columns + [("fused", "fused", "s")]
     lines = [_header(result), f"scope: {result.scope}", ""] + _grid(columns, result.layers,
-                                                                    metrics)
+                                                                    metrics, text_last=fused)
     t = result.totals
     lines += [
         "",
@@ -263,9 +266,13 @@ def _systolic_table(result: RunRecord, metrics) -> str:
     why = ("SCALE-Sim has no vector unit" if result.timing == "scalesim"
            else "ideal vector engine" if result.spec.config.vector.ideal else "views: no bytes move")
     idle = t["layers_not_simulated"]
+    in_groups = t.get("layers_fused", 0)
+    groups = len({x.fused for x in result.layers if x.fused})
     lines += [
         f"layers                {t['layers_simulated'] - len(vec)} on the array, {len(vec)} on "
-        f"the vector engine" + (f", {idle} not simulated ({why})" if idle else ""),
+        f"the vector engine"
+        + (f", {in_groups} fused into them ({groups} fused groups)" if in_groups else "")
+        + (f", {idle} not simulated ({why})" if idle else ""),
     ]
     return "\n".join(lines) + "\n"
 

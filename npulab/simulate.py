@@ -176,7 +176,7 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
 
 
 def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
-                  ofmap_reads: int, fills: tuple[int, int, int] = (0, 0, 0), dram_bytes: int = 0,
+                  ofmap_reads: int, fills: tuple[int, ...] = (0, 0, 0), dram_bytes: int = 0,
                   link_bytes: int = 0, active_cycles: int | None = None,
                   vector: dict | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
@@ -184,13 +184,15 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     Register bits per MAC: the operands that move through the PE are latched each cycle
     (:func:`hw.energy.register_bits_per_mac`, the mapper's rule too). The array reads operands from the ifmap/filter scratchpads at operand
     width and writes (and, for partial sums, reads back) the ofmap scratchpad at accumulator
-    width; ``fills`` are the bytes the DMA writes into ifmap/filter and reads out of ofmap.
+    width; ``fills`` are the bytes the DMA writes into ifmap/filter and reads out of ofmap
+    (and, fourth, writes into ofmap: a fused epilogue's residual tiles).
     ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
     are taken over it; see :mod:`npulab.metrics`). ``vector``: the vector engine's part
     (:func:`_vector_part`): its scratchpad bytes and operations by kind."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
-    fill_in, fill_filter, drain = fills
+    fill_in, fill_filter, drain, *fill_out = fills
+    fill_out = fill_out[0] if fill_out else 0
     v = vector or {}
     rd = {name: 8 * int(v.get(f"{name}_read_bytes", 0)) for name in SRAM_NAMES}
     by_op = v.get("ops")
@@ -200,7 +202,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
         sram={"ifmap": SramAccess(int(ifmap_reads) * op + rd["ifmap"], 8 * int(fill_in)),
               "filter": SramAccess(int(filter_reads) * op + rd["filter"], 8 * int(fill_filter)),
               "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain) + rd["ofmap"],
-                                  int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0)))},
+                                  int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0))
+                                  + 8 * int(fill_out))},
         dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes),
         vector_ops=sum(by_op.values()) if by_op else 0,
         active_cycles=None if active_cycles is None else int(active_cycles),
@@ -294,9 +297,11 @@ def _vector_compute(op, chip: ChipConfig) -> dict:
     return c
 
 
-def _idle_layer(op) -> LayerResult:
+def _idle_layer(op, fused: str | None = None) -> LayerResult:
+    """An op no engine ran: not simulated, or (``fused``) run in its group's anchor's layer."""
     return LayerResult(
-        name=op.name, op=type(op).__name__, engine="none", gemm_count=None, gemm_m=None,
+        name=op.name, op=type(op).__name__, engine="none" if fused is None else "fused",
+        fused=fused, gemm_count=None, gemm_m=None,
         gemm_n=None, gemm_k=None, macs=0, cycles=None, pe_busy_cycles=None,
         utilization_pct=None, mapping_efficiency_pct=None, ifmap_sram_reads=None,
         filter_sram_reads=None, ofmap_sram_writes=None, ofmap_sram_reads=None, folds=None,
@@ -326,7 +331,8 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
         "layers_simulated": len(run),
         "kernels": len(run),
         "launch_overhead_s": launch_s,
-        "layers_not_simulated": len(layers) - len(run),
+        "layers_not_simulated": sum(1 for layer in layers if layer.engine == "none"),
+        "layers_fused": sum(1 for layer in layers if layer.engine == "fused"),
     }
     return totals
 
@@ -338,9 +344,13 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
     layers = []
     kinds = program.columns["kind"]
     for op, ls, c in zip(graph.ops, program.layers, run.layers):
+        if ls.fused is not None and ls.last == ls.first:     # run in its anchor's layer
+            layers.append(_idle_layer(op, ls.fused))
+            continue
         if op.gemm_shape() is None:
             ran = ls.last > ls.first and (kinds[ls.first:ls.last] == Kind.VECTOR).any()
-            layers.append(_vector_layer(op, chip, c) if ran else _idle_layer(op))
+            layers.append(replace(_vector_layer(op, chip, c), fused=ls.fused) if ran
+                          else _idle_layer(op))
             continue
         t = ls.tiling
         # A reconfigurable array runs each layer in the dataflow the mapper chose for it.
@@ -367,11 +377,11 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
         # twice (the folds and mapping efficiency are the GEMM's on the array, untiled)
         layers.append(LayerResult(
             name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
-            gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
+            gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=ls.macs, cycles=cycles,
             pe_busy_cycles=c["pe_busy_cycles"], folds=folds,
             mapping_efficiency_pct=_mapping_efficiency(lchip.array, shape, folds),
             # over the busy span, as npulab.metrics' compute_utilization
-            utilization_pct=100.0 * op.macs / (chip.array.pes * active) if active else 0.0,
+            utilization_pct=100.0 * ls.macs / (chip.array.pes * active) if active else 0.0,
             ifmap_sram_reads=c["ifmap_sram_reads"], filter_sram_reads=c["filter_sram_reads"],
             ofmap_sram_writes=c["ofmap_sram_writes"], ofmap_sram_reads=c["ofmap_sram_reads"],
             compute_cycles=c["compute_cycles"], stall_dram_cycles=c["stall_dram_cycles"],
@@ -384,16 +394,17 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                     f"{' out:sram' if t.output_resident else ''}"
                     f"{' ' + t.dataflow if t.dataflow else ''}"),
             actions=array_actions(
-                lchip.array, op.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
+                lchip.array, ls.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"],
                 (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
-                 c["ofmap_sram_drain_bytes"]),
+                 c["ofmap_sram_drain_bytes"], c["ofmap_sram_fill_bytes"]),
                 # DRAM energy is charged for the bytes on the bus (whole column accesses);
                 # an ideal DRAM has no bus, so the bytes asked for.
                 dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
                             if not chip.dram.is_ideal else dram_bytes),
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip)),
-            units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]}))
+            units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
+            fused=ls.fused))
     return layers, run
 
 

@@ -33,10 +33,15 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+from compiler.backends.systolic_fused import (
+    Epilogue, add_norm_plan, attention_plan, attention_tiling_fields, emit_add_norm,
+    emit_attention, epilogue, pool_fusable,
+)
 from compiler.backends.systolic_vector import emit_vector_op, is_vector_op, vector_plan
 from compiler.backends.systolic_tiling import (
     TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
+from compiler.fusion import FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
@@ -102,9 +107,29 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         else:
             ready[graph_input] = None
     matrix = [i for i, op in enumerate(ops) if op.gemm_shape() is not None]
+    groups = _fusable_groups(graph, chip, options)
+    by_name = {op.name: op for op in ops}
     planned_resident_input = False
     for index, op in enumerate(ops):
         first_cmd = len(pb)
+        group = groups.get(op.name)
+        if group is not None and group.anchor != op.name:
+            # its commands are the anchor's (fused); addr and ready were set with them
+            planned_resident_input = False
+            pb.layers.append(LayerSchedule(index, op.name, type(op).__name__, first_cmd,
+                                           first_cmd, 0, None, _label(group)))
+            continue
+        if group is not None and group.kind in ("attention", "add_norm"):
+            layer = _emit_group(pb, index, group, by_name, consumers, chip, options, alloc,
+                                addr, ready, graph_input)
+            tail = group.members[-1]
+            if not consumers[tail] and chip.model_output == "host":
+                pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
+                            (addr[tail], 1, 0, 1, 0, by_name[tail].output_bytes(eb)),
+                            deps=[ready[tail]])
+            planned_resident_input = False
+            pb.layers.append(replace(layer, first=first_cmd, last=len(pb), fused=_label(group)))
+            continue
         out_bytes = op.output_bytes(eb)
         addr[op.name] = alloc.alloc(out_bytes)
         src = op.inputs[0] if op.inputs else graph_input
@@ -127,11 +152,20 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                                            len(pb), 0, None))
             continue
         problem = tile_problem(op, chip, options)
+        epi = None
+        c_addr = addr[op.name]
+        if group is not None:       # an epilogue (and pool) on the output tiles
+            epi, extra = epilogue(group, by_name, chip, addr, ready, alloc)
+            problem = replace(problem, out_extra_bytes=extra)
+            tail = group.members[-1]     # the tensor the group stores
+            c_addr = addr[tail] = alloc.alloc(by_name[tail].output_bytes(eb))
         input_resident = planned_resident_input and src in resident
         # Can this op's output stay on chip for the next op?
         keep_out = False
         nxt = index + 1
-        if (options.keep_on_chip and nxt in matrix and consumers[op.name] == [ops[nxt].name]
+        if (options.keep_on_chip and group is None and nxt in matrix
+                and consumers[op.name] == [ops[nxt].name]
+                and _tiled_alone(groups.get(ops[nxt].name), ops[nxt].name)
                 and ops[nxt].inputs and ops[nxt].inputs[0] == op.name):
             nxt_problem = tile_problem(ops[nxt], chip, options)
             keep_out = _fits_resident_input(nxt_problem, chip, options)
@@ -151,19 +185,26 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             a_ready.append(ready.get(b_src))
         last_compute, last_store = _emit(
             pb, index, problem, choice, chip, options, alloc,
-            a_addr=addr.get(src, 0), b_addr=b_addr, c_addr=addr[op.name],
+            a_addr=addr.get(src, 0), b_addr=b_addr, c_addr=c_addr,
             input_deps=[d for d in a_ready if d is not None],
             input_resident=resident.get(src) if input_resident else None,
-            output_resident=keep_out)
+            output_resident=keep_out, epi=epi)
         if keep_out:
             resident[op.name] = last_compute
             ready[op.name] = last_compute
         else:
             ready[op.name] = last_store
+        out_name = op.name
+        if group is not None:       # the group's tensors: only the last one is stored
+            for name in group.fused:
+                addr.setdefault(name, addr[op.name])
+                ready[name] = last_store
+            out_name = group.members[-1]
         planned_resident_input = keep_out
-        if not consumers[op.name] and chip.model_output == "host":
+        if not consumers[out_name] and chip.model_output == "host":
             pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
-                        (addr[op.name], 1, 0, 1, 0, out_bytes), deps=[ready[op.name]])
+                        (addr[out_name], 1, 0, 1, 0, by_name[out_name].output_bytes(eb)),
+                        deps=[ready[out_name]])
         pb.layers.append(LayerSchedule(
             index, op.name, type(op).__name__, first_cmd, len(pb), op.macs,
             Tiling(lowering=problem.lowering, group_tile=choice.group_tile,
@@ -172,13 +213,103 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    ifmap_tile_bytes=choice.ifmap_bytes, filter_tile_bytes=choice.filter_bytes,
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
-                   dataflow=None if choice.dataflow is None else choice.dataflow.value)))
+                   dataflow=None if choice.dataflow is None else choice.dataflow.value),
+            _label(group)))
     return pb.build()
 
 
 def _on_vector_engine(op, chip: ChipConfig) -> bool:
     """The op runs on the vector engine (module docstring)."""
     return not chip.vector.ideal and is_vector_op(op)
+
+
+def _fusable_groups(graph: Graph, chip: ChipConfig, options: CompileOptions) -> dict:
+    """The fused groups (:func:`compiler.fusion.find_groups`) this chip can run: none without
+    fusion or on an ideal vector engine (whose ops cost nothing anyway); a group whose tiles do
+    not fit the scratchpads (a pool on a grouped conv) runs unfused, or loses its pool."""
+    if not options.fusion or chip.vector.ideal:
+        return {}
+    by_name = {op.name: op for op in graph.ops}
+    readers = graph.readers()
+    out: dict[str, FusedGroup] = {}
+    for group in {g.anchor: g for g in find_groups(graph).values()}.values():
+        members = group.members
+        try:
+            if group.kind == "attention":
+                attention_plan(by_name[members[0]], by_name[members[-1]], chip)
+            elif group.kind == "add_norm":
+                add_norm_plan(by_name[members[0]], by_name[members[1]], chip,
+                              len(readers[members[0]]) > 1)
+            elif group.kind == "conv_pool" and not pool_fusable(
+                    by_name[members[0]], tile_problem(by_name[members[0]], chip, options)):
+                members = members[:-1]
+                group = FusedGroup("epilogue", group.anchor, members)
+        except TilingError:
+            continue
+        if len(members) > 1:
+            for m in members:
+                out[m] = group
+    return out
+
+
+def _label(group: FusedGroup | None) -> str | None:
+    """A fused op's :attr:`~hw.program.LayerSchedule.fused`."""
+    return None if group is None else f"{group.kind}:{group.anchor}"
+
+
+def _tiled_alone(group: FusedGroup | None, name: str) -> bool:
+    """The op's input is read through its own GEMM tiles (it may then stay on chip): not a
+    fused attention, nor an op fused into another."""
+    return group is None or (group.anchor == name and group.kind in ("epilogue", "conv_pool"))
+
+
+def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict,
+                readers: dict, chip: ChipConfig, options: CompileOptions, alloc: _Allocator, addr: dict,
+                ready: dict, graph_input: str) -> LayerSchedule:
+    """Emit a fused attention or add + norm group; sets every member's ``addr`` and
+    ``ready``; returns the anchor's layer schedule (its command range is set by the caller)."""
+    eb = chip.array.precision.bits // 8
+    members = [by_name[m] for m in group.members]
+    tail = members[-1]
+
+    def deps(name):
+        d = ready.get(name)
+        return [] if d is None else [d]
+
+    if group.kind == "attention":
+        scores, context = members[0], tail
+        plan = attention_plan(scores, context, chip)
+        q, k = (scores.inputs + (graph_input, graph_input))[:2]
+        v = context.inputs[1]
+        addr[tail.name] = alloc.alloc(tail.output_bytes(eb))
+        df = chip.array.dataflow
+        _, last = emit_attention(
+            pb, index, plan, chip, lambda m, n, k_: _edge_strides(df, options, m, n, k_, eb),
+            q_addr=addr[q], k_addr=addr[k], v_addr=addr[v], o_addr=addr[tail.name],
+            q_deps=deps(q), k_deps=deps(k), v_deps=deps(v))
+        macs = sum(m.macs for m in members if m.gemm_shape() is not None)
+        tiling = Tiling(**attention_tiling_fields(plan, chip))
+    else:
+        add, norm = members
+        store_sum = len(readers[add.name]) > 1
+        plan = add_norm_plan(add, norm, chip, store_sum)
+        a = add.inputs[0] if add.inputs else graph_input
+        b = add.inputs[1] if len(add.inputs) >= 2 else graph_input
+        if b not in addr:           # a residual with no producer in the graph: constants
+            addr[b] = alloc.alloc(add.output_bytes(eb))
+        if store_sum:
+            addr[add.name] = alloc.alloc(add.output_bytes(eb))
+        addr[norm.name] = alloc.alloc(norm.output_bytes(eb))
+        last = emit_add_norm(
+            pb, index, plan, norm, chip, a_addr=addr[a], b_addr=addr[b],
+            w_addr=alloc.alloc(max(1, plan.b_once_bytes)), c_addr=addr[norm.name],
+            sum_addr=addr[add.name] if store_sum else None,
+            input_deps=deps(a) + deps(b))
+        macs, tiling = 0, None
+    for m in group.members:
+        addr.setdefault(m, addr[tail.name])
+        ready[m] = last
+    return LayerSchedule(index, group.anchor, type(members[0]).__name__, 0, 0, macs, tiling)
 
 
 def _second_operand(op, addr: dict, alloc: _Allocator, graph_input: str, plan) -> int:
@@ -263,8 +394,10 @@ def _edge_strides(df: Dataflow, options: CompileOptions, mt: int, nt: int, kt: i
 
 def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, chip: ChipConfig,
           options: CompileOptions, alloc: _Allocator, *, a_addr: int, b_addr: int, c_addr: int,
-          input_deps: list[int], input_resident: int | None, output_resident: bool):
-    """Walk the loop nest of one op and append its commands. Returns (last compute, last store)."""
+          input_deps: list[int], input_resident: int | None, output_resident: bool,
+          epi: Epilogue | None = None):
+    """Walk the loop nest of one op and append its commands. Returns (last compute, last store).
+    ``epi``: a fused epilogue run on each finished output tile before it is stored."""
     eb, ab = p.elem_bytes, p.acc_bytes
     double = {name: chip.sram(name).double_buffer for name in ("ifmap", "filter", "ofmap")}
     mtiles = p.m_tiles(choice.m_units)
@@ -336,6 +469,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                     cur["c"] ^= 1
                 s = cur["c"]
                 cdeps.append(c_slot_free[s])
+                c_was_free = c_slot_free[s]
                 visits = c_visits.get(key, 0)
                 if visits and psum_addr is not None:
                     cdeps.append(pb.transfer(
@@ -352,7 +486,14 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
             # Leaving the C tile after this step?
             last_k = ki == trips["k"] - 1
             leaving = _leaves_c_tile(choice.order, trips, idx)
-            if last_k and not output_resident:
+            if last_k and epi is not None:
+                last_store = epi.emit_tile(
+                    pb, layer, p, comp, tile, c_was_free, c_addr,
+                    lambda base, e: _c_box(replace(p, elem_bytes=e), base, g0, gsz, m_first,
+                                           m_units, n0, nsz),
+                    m_first, m_units, n0, nsz, gsz)
+                c_slot_free[cur["c"]] = last_store
+            elif last_k and not output_resident:
                 last_store = pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
                                          _c_box(p, c_addr, g0, gsz, m_first, m_units, n0, nsz),
                                          deps=[comp], tile=tile)

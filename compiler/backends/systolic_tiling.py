@@ -91,6 +91,9 @@ class TileProblem:
     stride_h: int = 1
     dilation_h: int = 1
     pad_top: int = 0
+    # bytes per output element the ofmap tile holds beside its accumulators (a fused
+    # epilogue's residual tile)
+    out_extra_bytes: int = 0
 
     @property
     def m_units(self) -> int:
@@ -239,6 +242,8 @@ def tile_capacities(p: TileProblem, chip: ChipConfig,
         out_total = p.count * p.m * p.n * p.elem_bytes
         cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
                     // (2 if chip.ofmap_sram.double_buffer else 1))
+    if p.out_extra_bytes:       # the accumulators' share of a buffer shared with a residual
+        cap_c = cap_c * p.acc_bytes // (p.acc_bytes + p.out_extra_bytes)
     return cap_a, cap_b, cap_c
 
 

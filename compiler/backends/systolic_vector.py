@@ -221,11 +221,14 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
 
 
 def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: ChipConfig, *,
-                   a_addr: int, b_addr: int, c_addr: int, input_deps: list[int]) -> int:
+                   a_addr: int, b_addr: int, c_addr: int, input_deps: list[int],
+                   once_addr: int | None = None, sum_addr: int | None = None) -> int:
     """Append the commands of one vector op; returns its last command (the last store).
 
     ``input_deps`` are the commands that make its inputs readable in DRAM; ``b_addr`` is where
-    its second operand lives (another op's output or constants)."""
+    its second operand lives (another op's output or constants), ``once_addr`` where the
+    operand loaded once lives when both are used (default ``b_addr``). ``sum_addr``: a fused
+    add + norm also stores the sum of its addends there (laid out as the main input)."""
     double = {n: chip.sram(n).double_buffer for n in ("ifmap", "filter", "ofmap")}
     cur = {"ifmap": 0, "filter": 0, "ofmap": 0}
     used = {"ifmap": False, "filter": False, "ofmap": False}
@@ -250,15 +253,17 @@ def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: C
             sb = next_slot("filter")
             deps.append(pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer, tl.b_box,
                                     deps=deps0 + [last_use["filter"][sb]], tile=tl.index))
-        elif plan.b_once_bytes:
+        if plan.b_once_bytes and (tl.b_box is None or once_addr is not None):
             if kept_b is None:
                 kept_b = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     _box(b_addr, plan.b_once_bytes), deps=deps0, tile=tl.index)
+                                     _box(b_addr if once_addr is None else once_addr,
+                                          plan.b_once_bytes), deps=deps0, tile=tl.index)
             deps.append(kept_b)
         sc = next_slot("ofmap")
         deps.append(c_free[sc])
-        v = pb.vector(layer, tl.work, tl.rows, tl.cols, tl.a_bytes, tl.b_bytes, tl.out_bytes,
-                      deps=deps, tile=tl.index)
+        sum_bytes = tl.a_bytes if sum_addr is not None and tl.c_box is not None else 0
+        v = pb.vector(layer, tl.work, tl.rows, tl.cols, tl.a_bytes, tl.b_bytes,
+                      tl.out_bytes + sum_bytes, deps=deps, tile=tl.index)
         last_use["ifmap"][s] = v
         if sb is not None:
             last_use["filter"][sb] = v
@@ -267,6 +272,10 @@ def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: C
             continue
         last = pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer, tl.c_box, deps=[v],
                            tile=tl.index)
+        if sum_bytes:
+            last = pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
+                               (sum_addr + tl.a_box[0] - a_addr, *tl.a_box[1:]), deps=[v],
+                               tile=tl.index)
         c_free[sc] = last
     return last
 

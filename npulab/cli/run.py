@@ -61,6 +61,10 @@ def add_parser(sub) -> None:
                      help="native timing: force the tile loop order (default: chosen per layer)")
     run.add_argument("--no-keep-on-chip", action="store_true",
                      help="native timing: always write layer outputs to DRAM")
+    run.add_argument("--no-fusion", action="store_true",
+                     help="native timing: run every op alone, each intermediate tensor through "
+                          "DRAM (default: GEMM/conv epilogues, FlashAttention-style attention, "
+                          "add + norm and conv + pool fused on chips with a vector engine)")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--map", choices=tuple(MAP_MODES),
@@ -95,6 +99,7 @@ def _zoo_params(args) -> dict:
 _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.loop_order": "--loop-order", "compile.keep_on_chip": "--no-keep-on-chip",
           "compile.sram_layout": "--sram-layout", "compile.map": "--map",
+          "compile.fusion": "--no-fusion",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
@@ -120,7 +125,7 @@ def _run_options(args, spec):
     compile_options = CompileOptions(
         conv_lowering=args.conv_lowering, loop_order=args.loop_order,
         keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
-        tech=args.tech)
+        tech=args.tech, fusion=not args.no_fusion)
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)
     if args.skip_unsupported and args.onnx:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.options import CompileOptions
 from compiler.backends.systolic import compile_graph
 from compiler.backends.systolic_vector import tile_list, vector_plan
 from compiler.frontends import zoo
@@ -42,18 +43,28 @@ def test_an_ideal_vector_engine_gives_the_matrix_only_numbers(model, cycles):
     chip = replace(CHIP, vector=VectorConfig(ideal=True))
     ideal = simulate(zoo.get(model), chip)
     assert ideal.totals["cycles"] == cycles
-    assert all(x.engine != "vector" for x in ideal.layers)
-    real = simulate(zoo.get(model), CHIP)
-    assert real.totals["cycles"] > cycles
-    assert sum(x.engine == "vector" for x in real.layers) > 0
+    assert all(x.engine != "vector" and x.fused is None for x in ideal.layers)
+    assert ideal.totals["vector_busy_cycles"] == 0
+    for fusion in (True, False):
+        real = simulate(zoo.get(model), CHIP, options=CompileOptions(fusion=fusion))
+        assert real.totals["cycles"] > cycles
+        assert real.totals["vector_busy_cycles"] > 0
+        assert any(x.fused for x in real.layers) == fusion
 
 
-def test_every_layer_window_adds_up_with_vector_work():
-    run = simulate(zoo.get("bert_base_layer", seq_len=64), CHIP)
+@pytest.mark.parametrize("fusion", [False, True])
+def test_every_layer_window_adds_up_with_vector_work(fusion):
+    run = simulate(zoo.get("bert_base_layer", seq_len=64), CHIP,
+                   options=CompileOptions(fusion=fusion))
     for x in run.layers:
+        if x.engine == "fused":     # its work is in its anchor's window
+            assert x.cycles is None and fusion
+            continue
         assert x.cycles == (x.compute_cycles + x.stall_dram_cycles + x.stall_link_cycles
                             + x.stall_sram_cycles + x.stall_vector_cycles), x.name
-    assert sum(x.cycles for x in run.layers) == run.totals["cycles"]
+    assert sum(x.cycles or 0 for x in run.layers) == run.totals["cycles"]
+    if fusion:
+        return
     softmax = next(x for x in run.layers if x.op == "Softmax")
     assert softmax.engine == "vector" and softmax.stall_vector_cycles > 0
     assert softmax.actions.vector_by_op["exp"] == 12 * 64 * 64
@@ -193,10 +204,18 @@ def test_a_conv_network_block_runs_every_op():
                 stride_h=2, stride_w=2, inputs=("c1",)),
            conv2d("c2", 8, 8, 8, 3, padding=1, inputs=("p",)),
            Binary(name="add", fn="add", elements=8 * 8 * 8, inputs=("c2", "p")))
-    run = simulate(Graph("blk", ops), CHIP)
+    run = simulate(Graph("blk", ops), CHIP, options=CompileOptions(fusion=False))
     assert [x.engine for x in run.layers] == ["array", "vector", "array", "vector"]
     assert run.totals["layers_not_simulated"] == 0
     assert math.isclose(sum(x.cycles for x in run.layers), run.totals["cycles"])
+    # fused: the pool runs on c1's output tiles, the residual add on c2's
+    fused = simulate(Graph("blk", ops), CHIP)
+    assert [x.engine for x in fused.layers] == ["array", "fused", "array", "fused"]
+    assert [x.fused for x in fused.layers] == ["conv_pool:c1"] * 2 + ["epilogue:c2"] * 2
+    assert fused.totals["layers_not_simulated"] == 0 and fused.totals["kernels"] == 2
+    assert fused.totals["vector_busy_cycles"] > 0
+    # c1's output never reaches DRAM: only the pooled tensor is written
+    assert fused.layers[0].dram_write_bytes == 8 * 8 * 8 * 1
 
 
 def test_pooling_splits_channels_when_a_row_of_all_of_them_does_not_fit():

@@ -39,7 +39,9 @@ def _ideal_chip(dataflow: str) -> ChipConfig:
 def test_unlimited_sram_and_bandwidth_equal_compute_only(model, params, dataflow):
     graph = zoo.get(model, **params)
     chip = _ideal_chip(dataflow)
-    full = simulate(graph, chip, "native", options=CompileOptions(keep_on_chip=False))
+    # op by op, as the compute timing runs them: unfused
+    full = simulate(graph, chip, "native",
+                    options=CompileOptions(keep_on_chip=False, fusion=False))
     compute = simulate(graph, chip, "compute")
     # Every transfer still books ceil(bytes / 2 MiB) >= 1 cycles on its scratchpad's port (a
     # write into SRAM takes a cycle): a layer's first loads and its last store (the next
@@ -164,14 +166,15 @@ def test_more_dram_bandwidth_never_more_cycles(model):
 def test_keep_on_chip_saves_dram_traffic_and_moves_on_chip():
     graph = zoo.get("bert_base_layer", seq_len=32)
     chip = _chip(ifmap_sram=SramConfig(capacity_kib=256), ofmap_sram=SramConfig(capacity_kib=512))
-    kept = simulate(graph, chip)
-    spilled = simulate(graph, chip, options=CompileOptions(keep_on_chip=False))
+    # unfused: a fused attention also moves its P tiles on chip
+    kept = simulate(graph, chip, options=CompileOptions(fusion=False))
+    spilled = simulate(graph, chip, options=CompileOptions(keep_on_chip=False, fusion=False))
     moved = kept.execution.totals["onchip_move_bytes"]
     assert moved > 0
     assert spilled.execution.totals["onchip_move_bytes"] == 0
     dram = lambda r: r.totals["dram_read_bytes"] + r.totals["dram_write_bytes"]  # noqa: E731
     assert dram(kept) < dram(spilled)
-    program = compile_graph(graph, chip)
+    program = compile_graph(graph, chip, CompileOptions(fusion=False))
     resident_in = 0
     for ls, c in zip(program.layers, kept.execution.layers):
         if ls.tiling is None:

@@ -1,0 +1,376 @@
+"""Lowering of fused groups (:mod:`compiler.fusion`) on a systolic chip with a vector engine.
+
+* **epilogue** and **conv_pool**: the anchor GEMM/conv is tiled as usual
+  (:mod:`compiler.backends.systolic`); when an output tile's last K step is done, instead of a
+  plain ``STORE`` the tile gets (:meth:`Epilogue.emit_tile`): a ``LOAD`` of the residual tile
+  into the ofmap scratchpad beside the accumulators (operand ``RESIDUAL``; the tiler leaves room
+  for it), a ``VECTOR`` on the accumulators (``source = OFMAP``: bias, activation, residual add,
+  requantization) and the ``STORE`` of the result. With a pool, a second ``VECTOR`` pools the
+  conv rows the tile completes (plus the halo rows of the previous tile, kept in the ofmap
+  scratchpad) and only the pooled rows are stored; the conv output never reaches DRAM.
+* **add_norm**: the norm's whole-row tiles (:mod:`compiler.backends.systolic_vector`) read both
+  addends, add them and gather the row statistics in the same passes; the sum is stored too
+  when another op reads it.
+* **attention**: FlashAttention-2's loop (Dao, arXiv 2307.08691, Algorithm 1): per head and
+  query tile of ``B_r`` rows, the key/value tiles of ``B_c`` rows stream through the filter
+  scratchpad; the array computes ``S = Q K_j^T`` into the ofmap scratchpad, the vector engine
+  runs the online softmax on it (running row max and sum, :func:`online_softmax_work`) and
+  writes the unnormalised ``P`` tile, an on-chip ``MOVE`` takes it to the ifmap scratchpad, the
+  vector engine rescales the output accumulators by ``exp(m_old - m_new)`` and the array adds
+  ``P V_j``; after the last key tile the vector engine divides by the row sums and the output
+  tile is stored. DRAM traffic: Q and O once, K and V once per query tile; no score matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.backends.systolic_tiling import TileProblem, TilingError
+from compiler.backends.systolic_vector import VectorPlan, emit_vector_op
+from compiler.fusion import FusedGroup
+from compiler.ir import Binary, Cast, Conv2d, Gemm, Norm, Pool
+from hw.chip import ChipConfig
+from hw.program import Kind, Location, Operand, ProgramBuilder
+from hw.vector.work import VectorWork
+
+__all__ = ["Epilogue", "epilogue", "AttentionPlan", "attention_plan", "emit_attention",
+           "add_norm_plan", "emit_add_norm", "combined_work", "online_softmax_work",
+           "RESCALE_WORK", "NORMALISE_WORK"]
+
+
+def combined_work(works: list[VectorWork], name: str | None = None) -> VectorWork:
+    """The work of element-wise ops applied one after another to the same elements (an
+    epilogue): their operations per element added up, in one pass."""
+    per_element: dict[str, float] = {}
+    for w in works:
+        for op, c in w.per_element:
+            per_element[op] = per_element.get(op, 0.0) + c
+    return VectorWork(name or "+".join(w.name for w in works), per_element=per_element)
+
+
+def online_softmax_work(first: bool) -> VectorWork:
+    """The online softmax of one score tile (FlashAttention-2, Algorithm 1 lines 8-10; as
+    :func:`hw.vector.fused.flash_attention` computes it): per element the row max (a max),
+    ``(s - m) * scale`` (an fma: the softmax scale folded in, as FA-2's kernels do), its exp
+    and the row sum (an add); after a query tile's ``first`` step, per row also the new max
+    (a max), ``m_old - m_new`` (an add), its exp (the rescale factor ``alpha``) and the
+    running sum ``l = alpha l + rowsum`` (an fma). Two reduction trees (max and sum), two
+    passes over the tile (max, then exp and sum); ``P`` stays unnormalised."""
+    per_row = {} if first else {"max": 1, "add": 1, "exp": 1, "fma": 1}
+    return VectorWork("online_softmax", per_element={"max": 1, "fma": 1, "exp": 1, "add": 1},
+                      per_row=per_row, reductions=2, passes=2)
+
+
+#: Rescaling the output accumulators by the row's ``exp(m_old - m_new)``: a multiply each.
+RESCALE_WORK = VectorWork("rescale", per_element={"mul": 1})
+#: The final ``O / l``: a reciprocal per row, a multiply per element.
+NORMALISE_WORK = VectorWork("normalise", per_element={"mul": 1}, per_row={"rcp": 1})
+
+
+def _box(addr: int, nbytes: int) -> tuple:
+    return (addr, 1, 0, 1, 0, max(1, int(nbytes)))
+
+
+# ---------------------------------------------------------------------------------------------
+# epilogue and conv_pool
+
+@dataclass
+class Epilogue:
+    """What a fused anchor does to each finished output tile (module docstring).
+
+    ``work``: the element-wise ops' combined work (None: only a pool); ``out_bytes``: bytes per
+    element of the stored result; ``residual_addr``/``residual_deps``: the residual tensor and
+    the commands that make it readable; ``const_addr``/``const_bytes``: bias and scale vectors,
+    loaded once into the filter scratchpad, ``const_per_col`` bytes of them read per output
+    column; ``pool`` and ``pool_last``: the fused pool and, per pool output row (over all
+    images), the last conv row (over all images) it reads."""
+
+    work: VectorWork | None
+    out_bytes: int
+    residual_addr: int | None = None
+    residual_deps: tuple = ()
+    const_addr: int = 0
+    const_bytes: int = 0
+    const_per_col: int = 0
+    pool: Pool | None = None
+    pool_last: np.ndarray | None = None
+    pool_first: np.ndarray | None = None
+    _const_load: int | None = None
+
+    def emit_tile(self, pb: ProgramBuilder, layer: int, p: TileProblem, comp: int, tile: tuple,
+                  slot_free: int | None, c_addr: int, box_of, m_first: int, m_units: int,
+                  n0: int, nsz: int, gsz: int) -> int:
+        """The commands after output tile ``tile``'s last compute ``comp``; returns the one
+        after which its ofmap buffer is free. ``box_of(base, elem_bytes)``: the tile's box in
+        a tensor laid out as the output."""
+        pixels = gsz * m_units * p.unit_pixels
+        ab = p.acc_bytes
+        deps = [comp]
+        read = pixels * nsz * ab
+        if self.residual_addr is not None:
+            deps.append(pb.transfer(Kind.LOAD, Operand.RESIDUAL, Location.DRAM, layer,
+                                    box_of(self.residual_addr, p.elem_bytes),
+                                    deps=[slot_free, *self.residual_deps], tile=tile))
+            read += pixels * nsz * p.elem_bytes
+        if self.const_bytes:
+            if self._const_load is None:
+                self._const_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
+                                               _box(self.const_addr, self.const_bytes),
+                                               tile=tile)
+            deps.append(self._const_load)
+        last = comp
+        in_bytes = ab
+        if self.work is not None:
+            last = pb.vector(layer, self.work, pixels, nsz, read, nsz * self.const_per_col,
+                             pixels * nsz * self.out_bytes, deps=deps, tile=tile,
+                             source=Operand.OFMAP)
+            deps, in_bytes = [last], self.out_bytes
+        if self.pool is None:
+            return pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
+                               box_of(c_addr, self.out_bytes), deps=deps, tile=tile)
+        # the pool rows whose last input row this tile completes
+        w = p.out_w if p.lowering == "direct" else self.pool.in_w
+        r0 = m_first * p.unit_pixels // w
+        r1 = (m_first + m_units) * p.unit_pixels // w
+        q0, q1 = (int(x) for x in np.searchsorted(self.pool_last, (r0, r1), side="right"))
+        if q1 <= q0:
+            return last
+        pool = self.pool
+        rows_read = r1 - int(self.pool_first[q0])
+        out_w, eb = pool.out_w, self.out_bytes
+        last = pb.vector(layer, pool.work(), q1 - q0, out_w * nsz,
+                         rows_read * w * nsz * in_bytes, 0, (q1 - q0) * out_w * nsz * eb,
+                         deps=deps, tile=tile, source=Operand.OFMAP)
+        pixel = pool.channels * eb
+        at = c_addr + q0 * out_w * pixel + n0 * eb
+        box = (_box(at, (q1 - q0) * out_w * pixel) if nsz == pool.channels
+               else (at, 1, 0, (q1 - q0) * out_w, pixel, nsz * eb))
+        return pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer, box, deps=[last],
+                           tile=tile)
+
+
+def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, ready: dict,
+             alloc) -> tuple[Epilogue, int]:
+    """The :class:`Epilogue` of an ``epilogue`` or ``conv_pool`` group, and the residual's
+    bytes per output element the ofmap tile must also hold."""
+    eb = chip.array.precision.bits // 8
+    works, out_bytes = [], eb
+    residual, const_bytes, const_per_col = None, 0, 0
+    pool = None
+    tail = group.anchor
+    for name in group.fused:
+        op = by_name[name]
+        if isinstance(op, Pool):
+            pool = op
+            continue
+        works.append(op.work())
+        if isinstance(op, Cast):
+            out_bytes = op.output_bytes(eb) // op.elements
+        elif isinstance(op, Binary):
+            others = [s for s in op.inputs if s != tail]
+            if op.other_elements != op.elements:
+                const_bytes += op.other_elements * eb
+                const_per_col += eb
+            else:
+                residual = others[0]
+        tail = name
+    epi = Epilogue(combined_work(works) if works else None, out_bytes)
+    extra = 0
+    if residual is not None:
+        epi.residual_addr = addr[residual]
+        epi.residual_deps = tuple(d for d in (ready.get(residual),) if d is not None)
+        extra = eb
+    if const_bytes:
+        epi.const_addr, epi.const_bytes, epi.const_per_col = (alloc.alloc(const_bytes),
+                                                              const_bytes, const_per_col)
+    if pool is not None:
+        conv = by_name[group.anchor]
+        h = conv.out_h
+        pr = np.arange(pool.out_h)
+        first = np.maximum(0, pr * pool.stride_h - pool.pad_top)
+        last = np.minimum(h - 1, pr * pool.stride_h - pool.pad_top + pool.kernel_h - 1)
+        images = np.arange(pool.batch)[:, None] * h
+        epi.pool = pool
+        # "completed before row r" = last < r: searchsorted over last + 1
+        epi.pool_last = (images + last[None, :]).ravel() + 1
+        epi.pool_first = (images + first[None, :]).ravel()
+    return epi, extra
+
+
+def pool_fusable(conv: Conv2d, problem: TileProblem) -> bool:
+    """A pool runs on the conv's output tiles when the conv is one GEMM (no groups) whose
+    output channels are the tiles' N."""
+    return problem.count == 1 and isinstance(conv, Conv2d)
+
+
+# ---------------------------------------------------------------------------------------------
+# add + norm
+
+def add_norm_plan(add: Binary, norm: Norm, chip: ChipConfig, store_sum: bool) -> VectorPlan:
+    """Whole-row tiles of the norm, reading both addends (the second streamed through the
+    filter scratchpad beside the kept scale and shift) and writing the norm's output (and the
+    sum when ``store_sum``). Raises ``TilingError`` when one row does not fit."""
+    eb = chip.array.precision.bits // 8
+    cols = norm.cols
+    weights = norm.weight_elements * eb
+    cap_a = chip.ifmap_sram.tile_capacity_bytes
+    cap_b = chip.filter_sram.tile_capacity_bytes - weights
+    cap_c = chip.ofmap_sram.tile_capacity_bytes
+    out_row = cols * eb * (2 if store_sum else 1)
+    fit = min(cap_a // (cols * eb), cap_b // (cols * eb) if cap_b > 0 else 0, cap_c // out_row)
+    if fit < 1:
+        raise TilingError(f"add_norm {add.name!r}+{norm.name!r}: one row does not fit")
+    n = norm.work()
+    a = add.work()
+    work = VectorWork(f"{a.name}+{n.name}",
+                      per_element={o: c for o, c in combined_work([a, n]).per_element},
+                      per_row=dict(n.per_row), reductions=n.reductions, passes=n.passes)
+    return VectorPlan(work, norm.rows, cols, min(norm.rows, fit), cols, eb, cols * eb,
+                      eb, True, weights)
+
+
+def emit_add_norm(pb: ProgramBuilder, layer: int, plan: VectorPlan, norm: Norm, chip, *,
+                  a_addr: int, b_addr: int, w_addr: int, c_addr: int, sum_addr: int | None,
+                  input_deps: list[int]) -> int:
+    """The tiles of an add_norm group (:func:`add_norm_plan`); returns the last store."""
+    return emit_vector_op(pb, layer, norm, plan, chip, a_addr=a_addr, b_addr=b_addr,
+                          c_addr=c_addr, input_deps=input_deps, once_addr=w_addr,
+                          sum_addr=sum_addr)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """Tile sizes of a fused attention: ``br`` query rows and ``bc`` key rows per tile, for
+    ``heads`` GEMM pairs of ``sq`` queries, ``sk`` keys, head size ``d`` (scores' K) and ``dv``
+    (the context's N)."""
+
+    heads: int
+    sq: int
+    sk: int
+    d: int
+    dv: int
+    br: int
+    bc: int
+
+    @property
+    def query_tiles(self) -> int:
+        return -(-self.sq // self.br)
+
+    @property
+    def key_tiles(self) -> int:
+        return -(-self.sk // self.bc)
+
+    def dram_bytes(self, eb: int) -> tuple[int, int]:
+        """The closed form (module docstring): bytes read (Q once, K and V once per query
+        tile) and written (O once)."""
+        h = self.heads
+        reads = h * (self.sq * self.d + self.query_tiles * self.sk * (self.d + self.dv)) * eb
+        return reads, h * self.sq * self.dv * eb
+
+
+def attention_plan(scores: Gemm, context: Gemm, chip: ChipConfig) -> AttentionPlan:
+    """``B_c``: the array's column count (each score tile fills the array's columns; FA-2's
+    64-128 on a GPU), fewer when K and V tiles of that many rows do not fit a filter buffer;
+    ``B_r``: as many query rows as the ifmap buffer (Q and P tiles) and the ofmap buffer (S,
+    P and the output accumulators) hold, rounded down to a multiple of the array's rows: the
+    larger ``B_r``, the fewer times K and V are read. Raises ``TilingError`` when not even
+    one row fits."""
+    eb = chip.array.precision.bits // 8
+    ab = -(-chip.array.acc_bits // 8)
+    sq, sk, d, dv = scores.m, scores.n, scores.k, context.n
+    cap_a = chip.ifmap_sram.tile_capacity_bytes
+    cap_b = chip.filter_sram.tile_capacity_bytes
+    cap_c = chip.ofmap_sram.tile_capacity_bytes
+    bc = min(sk, max(chip.array.cols, 1), cap_b // ((d + dv) * eb))
+    if bc < 1:
+        raise TilingError(f"attention {scores.name!r}: one key/value row does not fit")
+    br = min(sq, cap_a // ((d + bc) * eb), cap_c // (bc * (ab + eb) + dv * ab))
+    if br < 1:
+        raise TilingError(f"attention {scores.name!r}: one query row does not fit")
+    rows = chip.array.rows
+    if br < sq and br >= rows:
+        br -= br % rows
+    return AttentionPlan(scores.batch, sq, sk, d, dv, int(br), int(bc))
+
+
+def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: ChipConfig,
+                   strides, *, q_addr: int, k_addr: int, v_addr: int, o_addr: int,
+                   q_deps: list, k_deps: list, v_deps: list) -> tuple[int, int]:
+    """The FlashAttention loop (module docstring); returns (last compute, last store).
+    ``strides(m, n, k)``: the edge strides of a compute of that shape."""
+    eb = chip.array.precision.bits // 8
+    ab = -(-chip.array.acc_bits // 8)
+    soft = (online_softmax_work(True), online_softmax_work(False))
+    dbl_a, dbl_b = chip.ifmap_sram.double_buffer, chip.filter_sram.double_buffer
+    q_use, f_use = [None, None], [None, None]
+    qs = fs = 0
+    q_started = f_started = False
+    s_free = p_free = o_free = None
+    last_store = last_compute = None
+    p = plan
+    for g in range(p.heads):
+        for qi, q0 in enumerate(range(0, p.sq, p.br)):
+            br = min(p.br, p.sq - q0)
+            if q_started and dbl_a:
+                qs ^= 1
+            q_started = True
+            q_load = pb.transfer(Kind.LOAD, Operand.IFMAP, Location.DRAM, layer,
+                                 _box(q_addr + (g * p.sq + q0) * p.d * eb, br * p.d * eb),
+                                 deps=[*q_deps, q_use[qs]], tile=(g, qi, 0, 0))
+            prev_pv = None
+            for j, k0 in enumerate(range(0, p.sk, p.bc)):
+                bc = min(p.bc, p.sk - k0)
+                tile = (g, qi, j, 0)
+                if f_started and dbl_b:
+                    fs ^= 1
+                f_started = True
+                k_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
+                                     _box(k_addr + (g * p.sk + k0) * p.d * eb, bc * p.d * eb),
+                                     deps=[*k_deps, f_use[fs]], tile=tile)
+                v_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
+                                     _box(v_addr + (g * p.sk + k0) * p.dv * eb, bc * p.dv * eb),
+                                     deps=[*v_deps, f_use[fs]], tile=tile)
+                s = pb.compute(layer, 1, br, bc, p.d, *strides(br, bc, p.d),
+                               deps=[q_load, k_load, s_free], tile=tile)
+                sm = pb.vector(layer, soft[j > 0], br, bc, br * bc * ab, 0, br * bc * eb,
+                               deps=[s], tile=tile, source=Operand.OFMAP)
+                s_free = sm
+                move = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
+                                   _box(0, br * bc * eb), deps=[sm, p_free], tile=tile)
+                deps = [move, v_load]
+                if j:
+                    deps.append(pb.vector(layer, RESCALE_WORK, br, p.dv, br * p.dv * ab, 0,
+                                          br * p.dv * ab, deps=[sm, prev_pv], tile=tile,
+                                          source=Operand.OFMAP))
+                else:
+                    deps.append(o_free)
+                pv = pb.compute(layer, 1, br, p.dv, bc, *strides(br, p.dv, bc), deps=deps,
+                                tile=tile)
+                p_free = prev_pv = last_compute = pv
+                f_use[fs] = pv
+                q_use[qs] = s
+            fin = pb.vector(layer, NORMALISE_WORK, br, p.dv, br * p.dv * ab, 0, br * p.dv * eb,
+                            deps=[prev_pv], tile=(g, qi, 0, 0), source=Operand.OFMAP)
+            last_store = o_free = pb.transfer(
+                Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
+                _box(o_addr + (g * p.sq + q0) * p.dv * eb, br * p.dv * eb), deps=[fin],
+                tile=(g, qi, 0, 0))
+    return last_compute, last_store
+
+
+def attention_tiling_fields(plan: AttentionPlan, chip: ChipConfig) -> dict:
+    """The layer's :class:`~hw.program.Tiling` fields for a fused attention."""
+    eb = chip.array.precision.bits // 8
+    ab = -(-chip.array.acc_bits // 8)
+    return dict(lowering="gemm", group_tile=1, m_tile=plan.br, n_tile=plan.bc, k_tile=plan.d,
+                order="flash", tiles=plan.heads * plan.query_tiles * plan.key_tiles * 2,
+                ifmap_tile_bytes=plan.br * (plan.d + plan.bc) * eb,
+                filter_tile_bytes=plan.bc * (plan.d + plan.dv) * eb,
+                ofmap_tile_bytes=plan.br * (plan.bc * (ab + eb) + plan.dv * ab),
+                input_resident=False, output_resident=False, estimated_cycles=0)
+

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backends.systolic_tiling import TileProblem, TilingError
+from compiler.backends.systolic_tiling import DRAM_EFFICIENCY, TileProblem, TilingError
 from compiler.backends.systolic_vector import VectorPlan, emit_vector_op
 from compiler.fusion import FusedGroup
 from compiler.ir import Binary, Cast, Conv2d, Gemm, Norm, Pool
@@ -273,44 +273,78 @@ class AttentionPlan:
         return reads, h * self.sq * self.dv * eb
 
 
+def _attention_estimate(p: AttentionPlan, chip: ChipConfig, eb: int, ab: int) -> float:
+    """Cycles plan ``p`` needs on the vector engine (the busier of its ALU and special-function
+    paths, as :mod:`hw.vector.timing` charges them, and its scratchpad read port) plus DRAM's
+    for the K/V stream: a sum, not a max, as the stream runs only one tile ahead of the work
+    (double buffering) and the softmax chain waits for each tile. What the tile sizes trade:
+    more query rows, fewer K/V reads; more key rows, fewer rescales of the output."""
+    v = chip.vector
+    h, sq, sk, dv = p.heads, p.sq, p.sk, p.dv
+    later = p.key_tiles - 1
+    scores = sq * sk
+    alu = (scores * 3 + sq * later * (dv + 3) + sq * dv) / v.ops_per_cycle("add")
+    sfu = (scores + sq * later) / v.ops_per_cycle("exp")
+    port = (2 * scores * ab + 2 * sq * later * dv * ab) / max(1, v.read_bytes_per_cycle)
+    reads, writes = p.dram_bytes(eb)
+    dram = (reads + writes) / (h * chip.dram_bytes_per_cycle * DRAM_EFFICIENCY)
+    return h * (max(alu, sfu, port) + dram)
+
+
 def attention_plan(scores: Gemm, context: Gemm, chip: ChipConfig) -> AttentionPlan:
-    """``B_c``: the array's column count (each score tile fills the array's columns; FA-2's
-    64-128 on a GPU), fewer when K and V tiles of that many rows do not fit a filter buffer;
-    ``B_r``: as many query rows as the ifmap buffer (Q and P tiles) and the ofmap buffer (S,
-    P and the output accumulators) hold, rounded down to a multiple of the array's rows: the
-    larger ``B_r``, the fewer times K and V are read. Raises ``TilingError`` when not even
-    one row fits."""
+    """Tile sizes of a fused attention. ``B_c`` (key rows) from the array's column count
+    doubling up to the keys, each as large as a filter buffer holds K and V tiles; for each,
+    ``B_r``: as many query rows as the ifmap buffer (Q and P tiles) and the ofmap buffer (two
+    score tiles, P and the output accumulators) hold, rounded down to a multiple of the array's
+    rows. The pair with the lowest estimate (:func:`_attention_estimate`; ties: fewer steps)
+    wins. Raises ``TilingError`` when not even one query and one key row fit."""
     eb = chip.array.precision.bits // 8
     ab = -(-chip.array.acc_bits // 8)
     sq, sk, d, dv = scores.m, scores.n, scores.k, context.n
     cap_a = chip.ifmap_sram.tile_capacity_bytes
     cap_b = chip.filter_sram.tile_capacity_bytes
     cap_c = chip.ofmap_sram.tile_capacity_bytes
-    bc = min(sk, max(chip.array.cols, 1), cap_b // ((d + dv) * eb))
-    if bc < 1:
-        raise TilingError(f"attention {scores.name!r}: one key/value row does not fit")
-    br = min(sq, cap_a // ((d + bc) * eb), cap_c // (bc * (ab + eb) + dv * ab))
-    if br < 1:
-        raise TilingError(f"attention {scores.name!r}: one query row does not fit")
-    rows = chip.array.rows
-    if br < sq and br >= rows:
-        br -= br % rows
-    return AttentionPlan(scores.batch, sq, sk, d, dv, int(br), int(bc))
+    top = min(sk, cap_b // ((d + dv) * eb))
+    cands, bc = set(), max(1, chip.array.cols)
+    while bc < top:
+        cands.add(bc)
+        bc *= 2
+    cands.add(top)
+    best = None
+    for bc in sorted(c for c in cands if c >= 1):
+        br = min(sq, cap_a // ((d + bc) * eb), cap_c // (bc * (2 * ab + eb) + dv * ab))
+        if br < 1:
+            continue
+        if br < sq and br >= chip.array.rows:
+            br -= br % chip.array.rows
+        plan = AttentionPlan(scores.batch, sq, sk, d, dv, int(br), int(bc))
+        key = (_attention_estimate(plan, chip, eb, ab), plan.query_tiles * plan.key_tiles)
+        if best is None or key < best[0]:
+            best = (key, plan)
+    if best is None:
+        raise TilingError(f"attention {scores.name!r}: one query and one key row do not fit "
+                          f"{chip.name}'s scratchpads")
+    return best[1]
 
 
 def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: ChipConfig,
                    strides, *, q_addr: int, k_addr: int, v_addr: int, o_addr: int,
                    q_deps: list, k_deps: list, v_deps: list) -> tuple[int, int]:
     """The FlashAttention loop (module docstring); returns (last compute, last store).
-    ``strides(m, n, k)``: the edge strides of a compute of that shape."""
+    ``strides(m, n, k)``: the edge strides of a compute of that shape.
+
+    Software-pipelined as the TPU's and FlashAttention-3's kernels are: the array computes the
+    next score tile (into the other of two score buffers) while the vector engine runs the
+    softmax of this one, so neither waits for the other more than the dependencies force."""
     eb = chip.array.precision.bits // 8
     ab = -(-chip.array.acc_bits // 8)
     soft = (online_softmax_work(True), online_softmax_work(False))
     dbl_a, dbl_b = chip.ifmap_sram.double_buffer, chip.filter_sram.double_buffer
     q_use, f_use = [None, None], [None, None]
+    s_free = [None, None]
     qs = fs = 0
     q_started = f_started = False
-    s_free = p_free = o_free = None
+    p_free = o_free = None
     last_store = last_compute = None
     p = plan
     for g in range(p.heads):
@@ -322,8 +356,12 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
             q_load = pb.transfer(Kind.LOAD, Operand.IFMAP, Location.DRAM, layer,
                                  _box(q_addr + (g * p.sq + q0) * p.d * eb, br * p.d * eb),
                                  deps=[*q_deps, q_use[qs]], tile=(g, qi, 0, 0))
-            prev_pv = None
-            for j, k0 in enumerate(range(0, p.sk, p.bc)):
+            keys = list(range(0, p.sk, p.bc))
+            issued = []                 # per key tile: (score compute, V load, filter half)
+
+            def score(j):
+                nonlocal fs, f_started
+                k0 = keys[j]
                 bc = min(p.bc, p.sk - k0)
                 tile = (g, qi, j, 0)
                 if f_started and dbl_b:
@@ -336,10 +374,20 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                                      _box(v_addr + (g * p.sk + k0) * p.dv * eb, bc * p.dv * eb),
                                      deps=[*v_deps, f_use[fs]], tile=tile)
                 s = pb.compute(layer, 1, br, bc, p.d, *strides(br, bc, p.d),
-                               deps=[q_load, k_load, s_free], tile=tile)
+                               deps=[q_load, k_load, s_free[j % 2]], tile=tile)
+                q_use[qs] = s
+                issued.append((s, v_load, fs, bc))
+
+            score(0)
+            prev_pv = None
+            for j in range(len(keys)):
+                if j + 1 < len(keys):
+                    score(j + 1)
+                s, v_load, half, bc = issued[j]
+                tile = (g, qi, j, 0)
                 sm = pb.vector(layer, soft[j > 0], br, bc, br * bc * ab, 0, br * bc * eb,
                                deps=[s], tile=tile, source=Operand.OFMAP)
-                s_free = sm
+                s_free[j % 2] = sm
                 move = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
                                    _box(0, br * bc * eb), deps=[sm, p_free], tile=tile)
                 deps = [move, v_load]
@@ -352,8 +400,7 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                 pv = pb.compute(layer, 1, br, p.dv, bc, *strides(br, p.dv, bc), deps=deps,
                                 tile=tile)
                 p_free = prev_pv = last_compute = pv
-                f_use[fs] = pv
-                q_use[qs] = s
+                f_use[half] = pv
             fin = pb.vector(layer, NORMALISE_WORK, br, p.dv, br * p.dv * ab, 0, br * p.dv * eb,
                             deps=[prev_pv], tile=(g, qi, 0, 0), source=Operand.OFMAP)
             last_store = o_free = pb.transfer(
@@ -371,6 +418,6 @@ def attention_tiling_fields(plan: AttentionPlan, chip: ChipConfig) -> dict:
                 order="flash", tiles=plan.heads * plan.query_tiles * plan.key_tiles * 2,
                 ifmap_tile_bytes=plan.br * (plan.d + plan.bc) * eb,
                 filter_tile_bytes=plan.bc * (plan.d + plan.dv) * eb,
-                ofmap_tile_bytes=plan.br * (plan.bc * (ab + eb) + plan.dv * ab),
+                ofmap_tile_bytes=plan.br * (plan.bc * (2 * ab + eb) + plan.dv * ab),
                 input_resident=False, output_resident=False, estimated_cycles=0)
 

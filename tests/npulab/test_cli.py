@@ -254,3 +254,27 @@ def test_run_onnx_model(capsys, tmp_path):
     code, out, _ = run(capsys, "run", "--onnx", str(path), "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["totals"]["macs"] == 32 * 32 * 16 * 27
+
+
+def test_no_fusion_runs_every_op_alone_in_every_view(capsys):
+    """--no-fusion: no fused column, one kernel per op; fused (default): the terminal table,
+    CSV and JSON name the same groups."""
+    def out(*argv):
+        code, text, err = run(capsys, "run", "--model", "bert_base_layer", "--seq-len", "32",
+                              "-q", *argv)
+        assert code == 0, err
+        return text
+
+    fused = json.loads(out("--format", "json"))
+    alone = json.loads(out("--format", "json", "--no-fusion"))
+    groups = {x["fused"] for x in fused["layers"] if x["fused"]}
+    assert {g.split(":")[0] for g in groups} == {"attention", "add_norm", "epilogue"}
+    members = sum(1 for x in fused["layers"] if x["engine"] == "fused")
+    assert fused["totals"]["layers_fused"] == members
+    assert fused["totals"]["kernels"] == alone["totals"]["kernels"] - members
+    assert not any(x["fused"] for x in alone["layers"]) and alone["totals"]["layers_fused"] == 0
+    rows = list(csv.DictReader(io.StringIO(out("--format", "csv"))))
+    assert [r["fused"] or None for r in rows] == [x["fused"] for x in fused["layers"]]
+    table = out()
+    assert all(g in table for g in groups) and f"{members} fused into them" in table
+    assert " fused" not in out("--no-fusion").splitlines()[3]

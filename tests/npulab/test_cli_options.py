@@ -60,6 +60,8 @@ def test_run_conv_takes_maps_spec_grammar(capsys):
      "--loop-order applies to --timing native"),
     (["run", "--gemm", "8,8,8", "--timing", "scalesim", "--no-keep-on-chip"],
      "--no-keep-on-chip applies to --timing native"),
+    (["run", "--gemm", "8,8,8", "--timing", "compute", "--no-fusion"],
+     "--no-fusion applies to --timing native"),
     (["run", "--gemm", "8,8,8", "--image-size", "32"], "apply to zoo models"),
 ])
 def test_a_flag_that_needs_another_says_so(capsys, argv, hint):

@@ -238,15 +238,21 @@ def _layer_rows(summary: dict) -> tuple[list[str], list[str]]:
     quantities = [q for q in layer_columns(metric_layers)
                   if not q.key.startswith("energy_") or q.key == "energy_uj"]
     cols = ["#", "layer", "op", "engine"] + [h for h, _ in measured] + [q.label for q in quantities]
-    text_cols = {"layer", "op", "engine", "bound", "roofline bound"}
+    fused = any(layer.get("fused") for layer, _ in pairs)
+    if fused:       # the group each fused op ran in, as in the terminal table and the CSV
+        cols.append("fused")
+    text_cols = {"layer", "op", "engine", "bound", "roofline bound", "fused"}
     head = [f'<th class="t">{_e(c)}</th>' if c in text_cols else f"<th>{_e(c)}</th>" for c in cols]
     rows = []
     for index, (layer, x) in enumerate(pairs):
         cells = [_td(index, index), _td(layer["name"], cls="t"), _td(layer["op"], cls="t"),
                  _td(layer.get("engine", "-"), cls="t")]
+        tail = [_td(layer.get("fused") or "-", cls="t")] if fused else []
         if x is None:
-            cells += [_td("not simulated" if i == 0 else "-", "") for i in range(len(cols) - 4)]
-            rows.append('<tr class="idle">' + "".join(cells) + "</tr>")
+            why = "in its fused group" if layer.get("engine") == "fused" else "not simulated"
+            cells += [_td(why if i == 0 else "-", "")
+                      for i in range(len(cols) - 4 - len(tail))]
+            rows.append('<tr class="idle">' + "".join(cells + tail) + "</tr>")
             continue
         for _, get in measured:
             v = get(layer, x)
@@ -255,7 +261,7 @@ def _layer_rows(summary: dict) -> tuple[list[str], list[str]]:
             v = q.value(x)
             cells.append(_td(q.text(x), v if v is not None else "",
                              cls="t" if q.fmt == "s" else None))
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        rows.append("<tr>" + "".join(cells + tail) + "</tr>")
     return head, rows
 
 

@@ -256,7 +256,7 @@ def test_run_onnx_model(capsys, tmp_path):
     assert code == 0 and doc["totals"]["macs"] == 32 * 32 * 16 * 27
 
 
-def test_no_fusion_runs_every_op_alone_in_every_view(capsys):
+def test_no_fusion_runs_every_op_alone_in_every_view(capsys, tmp_path):
     """--no-fusion: no fused column, one kernel per op; fused (default): the terminal table,
     CSV and JSON name the same groups."""
     def out(*argv):
@@ -275,6 +275,9 @@ def test_no_fusion_runs_every_op_alone_in_every_view(capsys):
     assert not any(x["fused"] for x in alone["layers"]) and alone["totals"]["layers_fused"] == 0
     rows = list(csv.DictReader(io.StringIO(out("--format", "csv"))))
     assert [r["fused"] or None for r in rows] == [x["fused"] for x in fused["layers"]]
-    table = out()
+    table = out("-o", str(tmp_path))
     assert all(g in table for g in groups) and f"{members} fused into them" in table
+    html = (tmp_path / "report.html").read_text()
+    assert all(html.count(g) >= 2 for g in groups)      # the anchor and each member
+    assert html.count("in its fused group") == members
     assert " fused" not in out("--no-fusion").splitlines()[3]

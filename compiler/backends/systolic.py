@@ -286,7 +286,8 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
         _, last = emit_attention(
             pb, index, plan, chip, lambda m, n, k_: _edge_strides(df, options, m, n, k_, eb),
             q_addr=addr[q], k_addr=addr[k], v_addr=addr[v], o_addr=addr[tail.name],
-            q_deps=deps(q), k_deps=deps(k), v_deps=deps(v))
+            q_deps=deps(q), k_deps=deps(k), v_deps=deps(v),
+            extra=members[2].work() if len(members) == 4 else None)   # a dropout on P
         macs = sum(m.macs for m in members if m.gemm_shape() is not None)
         tiling = Tiling(**attention_tiling_fields(plan, chip))
     else:

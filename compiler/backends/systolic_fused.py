@@ -50,17 +50,23 @@ def combined_work(works: list[VectorWork], name: str | None = None) -> VectorWor
     return VectorWork(name or "+".join(w.name for w in works), per_element=per_element)
 
 
-def online_softmax_work(first: bool) -> VectorWork:
+def online_softmax_work(first: bool, extra: VectorWork | None = None) -> VectorWork:
     """The online softmax of one score tile (FlashAttention-2, Algorithm 1 lines 8-10; as
     :func:`hw.vector.fused.flash_attention` computes it): per element the row max (a max),
     ``(s - m) * scale`` (an fma: the softmax scale folded in, as FA-2's kernels do), its exp
     and the row sum (an add); after a query tile's ``first`` step, per row also the new max
     (a max), ``m_old - m_new`` (an add), its exp (the rescale factor ``alpha``) and the
     running sum ``l = alpha l + rowsum`` (an fma). Two reduction trees (max and sum), two
-    passes over the tile (max, then exp and sum); ``P`` stays unnormalised."""
+    passes over the tile (max, then exp and sum); ``P`` stays unnormalised. ``extra``: the
+    element-wise work of a fused dropout on ``P``, in the second pass."""
     per_row = {} if first else {"max": 1, "add": 1, "exp": 1, "fma": 1}
-    return VectorWork("online_softmax", per_element={"max": 1, "fma": 1, "exp": 1, "add": 1},
-                      per_row=per_row, reductions=2, passes=2)
+    per_element = {"max": 1, "fma": 1, "exp": 1, "add": 1}
+    name = "online_softmax"
+    if extra is not None:
+        for op, c in extra.per_element:
+            per_element[op] = per_element.get(op, 0) + c
+        name += "+" + extra.name
+    return VectorWork(name, per_element=per_element, per_row=per_row, reductions=2, passes=2)
 
 
 #: Rescaling the output accumulators by the row's ``exp(m_old - m_new)``: a multiply each.
@@ -329,16 +335,18 @@ def attention_plan(scores: Gemm, context: Gemm, chip: ChipConfig) -> AttentionPl
 
 def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: ChipConfig,
                    strides, *, q_addr: int, k_addr: int, v_addr: int, o_addr: int,
-                   q_deps: list, k_deps: list, v_deps: list) -> tuple[int, int]:
+                   q_deps: list, k_deps: list, v_deps: list,
+                   extra: VectorWork | None = None) -> tuple[int, int]:
     """The FlashAttention loop (module docstring); returns (last compute, last store).
-    ``strides(m, n, k)``: the edge strides of a compute of that shape.
+    ``strides(m, n, k)``: the edge strides of a compute of that shape; ``extra``: a fused
+    dropout's work per probability (:func:`online_softmax_work`).
 
     Software-pipelined as the TPU's and FlashAttention-3's kernels are: the array computes the
     next score tile (into the other of two score buffers) while the vector engine runs the
     softmax of this one, so neither waits for the other more than the dependencies force."""
     eb = chip.array.precision.bits // 8
     ab = -(-chip.array.acc_bits // 8)
-    soft = (online_softmax_work(True), online_softmax_work(False))
+    soft = (online_softmax_work(True, extra), online_softmax_work(False, extra))
     dbl_a, dbl_b = chip.ifmap_sram.double_buffer, chip.filter_sram.double_buffer
     q_use, f_use = [None, None], [None, None]
     s_free = [None, None]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.attention import transformer_block_ops
 from compiler.backends.systolic import compile_graph
 from compiler.backends.systolic_fused import attention_plan
 from compiler.frontends import zoo
@@ -165,3 +166,21 @@ def test_no_fusion_on_an_ideal_vector_engine_or_when_asked():
     assert not any(ls.fused for ls in compile_graph(graph, CHIP, UNFUSED).layers)
     assert {ls.fused.split(":")[0] for ls in compile_graph(graph, CHIP).layers
             if ls.fused} == {"attention", "add_norm", "epilogue"}
+
+
+def test_a_dropout_on_the_probabilities_runs_in_the_softmax_pass():
+    """GPT-2 training's attention dropout joins the fused attention: its compare, select and
+    scale run on every probability, inside the online softmax's tiles."""
+    seq, heads = 64, 4
+    ops = transformer_block_ops("h", seq_len=seq, d_model=64, heads=heads, pre_norm=True,
+                                attn_dropout=True)
+    graph = Graph("gpt2", tuple(ops))
+    program = compile_graph(graph, CHIP)
+    run = execute(program, CHIP)
+    ls, c = _layer(program, run, "h.attn.scores")
+    assert ls.fused == "attention:h.attn.scores"
+    assert _layer(program, run, "h.attn.dropout")[0].fused == ls.fused
+    assert c["vector_select_ops"] == c["vector_cmp_ops"] == heads * seq * seq
+    unfused = execute(compile_graph(graph, CHIP, UNFUSED), CHIP)
+    drop = next(i for i, op in enumerate(graph.ops) if op.name == "h.attn.dropout")
+    assert unfused.layers[drop]["vector_select_ops"] == heads * seq * seq

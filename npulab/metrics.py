@@ -489,7 +489,10 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         "bound_counts": _count(x["bound"] for x in layers),
         "roofline_bound_counts": _count(x["roofline"]["bound"] for x in layers),
         "layers_costed": len(layers),
-        "layers_not_costed": len(run.layers) - len(layers),
+        # ops no engine ran (an op fused into another's schedule is costed in its anchor's)
+        "layers_not_costed": sum(1 for x in run.layers
+                                 if x.engine != "fused" and (x.cycles is None
+                                                             or x.actions is None)),
     }
     return Metrics(network=network, layers=layers, chip=chip, technology=tech.to_dict())
 

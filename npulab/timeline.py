@@ -75,7 +75,7 @@ NVDLA_UNIT_TRACKS = {"cdma": (10, "CDMA"), "rdma": (11, "RDMA"), "bdma": (12, "B
 _NVDLA_READERS = ("cdma", "bdma")
 
 _OPERAND_TILES = {Operand.IFMAP: "mk", Operand.FILTER: "nk", Operand.OFMAP: "mn",
-                  Operand.PSUM: "mn", Operand.NONE: "mnk"}
+                  Operand.PSUM: "mn", Operand.RESIDUAL: "mn", Operand.NONE: "mnk"}
 _KIND_WORD = {Kind.LOAD: "load", Kind.STORE: "store", Kind.COMPUTE: "compute", Kind.MOVE: "move",
               Kind.HOST_IN: "host_in", Kind.HOST_OUT: "host_out", Kind.VECTOR: "vector"}
 _PHASE_RANK = {"M": -1, "b": 0, "X": 1, "B": 1, "C": 1, "E": 2, "e": 3}

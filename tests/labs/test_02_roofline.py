@@ -80,8 +80,10 @@ def test_bound_is_intensity_vs_ridge(runs, name):
 
 def test_dram_bytes_are_the_layer_bus_counter():
     """The lab's bytes are the simulator's DRAM bus bits / 8 for the layer (its own counter)."""
+    from compiler.options import CompileOptions
     from npulab import load_chip_config, simulate, zoo
-    result = simulate(zoo.get("resnet18"), load_chip_config(None))
+    result = simulate(zoo.get("resnet18"), load_chip_config(None),
+                      options=CompileOptions(fusion=False))
     run = roofline.run_config("resnet18", [])
     bus = {x.name: x.actions.dram_bits // 8 for x in result.layers if x.macs}
     assert {x["name"]: x["dram_bytes"] for x in run["layers"]} == bus

@@ -82,7 +82,9 @@ def test_launch_overhead_is_added_once_per_kernel(capsys):
     slow = _json(capsys, "--model", "bert_base_layer", "--seq-len", "16",
                  "--set", "chip.launch_overhead_us=45")
     t, s = base["totals"], slow["totals"]
-    kernels = len(zoo.get("bert_base_layer", seq_len=16).ops)
+    # one kernel per op, a fused group being one: 14 ops, 5 of them fused into 4 groups
+    kernels = len(zoo.get("bert_base_layer", seq_len=16).ops) - t["layers_fused"]
+    assert t["layers_fused"] == 5 and kernels == 9
     assert s["kernels"] == kernels == t["kernels"] and t["launch_overhead_s"] == 0
     assert s["cycles"] == t["cycles"]
     assert s["latency_s"] == pytest.approx(t["latency_s"] + kernels * 45e-6, rel=1e-12)

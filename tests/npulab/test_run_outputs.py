@@ -32,7 +32,9 @@ def test_run_writes_every_output_and_they_agree(tmp_path, capsys):
     rows = list(csv.DictReader((tmp_path / "layers.csv").read_text().splitlines()))
     assert [r["name"] for r in rows] == [x["name"] for x in summary["run"]["layers"]]
     costed = [r for r in rows if r["energy_uj"]]
-    assert len(costed) == net["layers_costed"] == 31      # 21 on the array, 10 vector ops
+    # 21 on the array, the 10 vector ops fused into their layers
+    assert len(costed) == net["layers_costed"] == 31 - summary["run"]["totals"]["layers_fused"]
+    assert summary["run"]["totals"]["layers_fused"] == 10
     assert sum(float(r["energy_uj"]) for r in costed) == pytest.approx(1e6 * (
         net["energy_j"] - net["energy_breakdown_j"]["static"]
         + sum(x["energy_breakdown_j"]["static"] for x in summary["metrics"]["layers"])))

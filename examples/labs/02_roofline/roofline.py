@@ -10,7 +10,8 @@ roofline from ``npulab.metrics.compute_metrics``:
 * attainable = ``min(P, I x B)`` (and the host link's ceiling, far higher here); the
   layer is *memory-bound on the roofline* when ``I < P / B``, the ridge point.
 
-Next to it is the simulator's own verdict: the resource that was busiest during the layer
+Every op runs alone (``--no-fusion``): a fused layer's row would also hold its epilogue's
+bytes (lab 7). Next to it is the simulator's own verdict: the resource that was busiest during the layer
 (``LayerResult.bound``: ``compute`` or ``dram``), which also sees DRAM running below its peak
 and loads that double buffering could not hide.
 
@@ -46,7 +47,10 @@ def run_config(model: str, sets: list[str], objective: str = "latency") -> dict:
     per byte, attainable and achieved MACs/s, roofline bound, simulated bound, cycles, tiling)
     and ``cycles`` (the whole run)."""
     chip = load_chip_config(None, sets)
-    result = simulate(zoo.get(model), chip, options=CompileOptions(objective=objective))
+    # every op alone (no fusion): each layer's row holds its own bytes, the roofline's view;
+    # lab 7 shows what fusing them changes
+    result = simulate(zoo.get(model), chip,
+                      options=CompileOptions(objective=objective, fusion=False))
     metrics = compute_metrics(result, "16nm")
     peak_macs = metrics.chip["peak_ops_per_s"] / 2
     dram_bps = metrics.chip["dram"]["peak_bytes_per_s"]

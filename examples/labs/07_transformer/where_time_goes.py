@@ -51,16 +51,28 @@ def kind_of(layer_name: str) -> str:
 
 
 def run_one(graph, chip, fusion: bool) -> dict:
-    """One simulation: cycles, DRAM bytes (read + write), energy, cycles per kind, the bytes the
-    ``scores`` layer writes to DRAM, and every layer (``LayerResult`` by op name)."""
+    """One simulation: cycles, DRAM bytes (read + write), energy, cycles per kind, the split of
+    the attention ops' windows (``attention``: cycles, array compute, vector engine and DRAM
+    stall cycles, vector operations), the bytes the ``scores`` layer writes to DRAM, and every
+    layer (``LayerResult`` by op name)."""
     result = simulate(graph, chip, options=CompileOptions(fusion=fusion))
     t = result.totals
     by_kind = dict.fromkeys(KINDS, 0)
+    attention = dict.fromkeys(("cycles", "array", "vector", "dram_stall", "vector_ops"), 0)
     for layer in result.layers:
-        by_kind[kind_of(layer.name)] += layer.cycles or 0      # a fused member has no window
+        if layer.cycles is None:                                # a fused member: no window
+            continue
+        by_kind[kind_of(layer.name)] += layer.cycles
+        if kind_of(layer.name) in ("attention", "softmax"):
+            for key, value in (("cycles", layer.cycles), ("array", layer.compute_cycles),
+                               ("vector", layer.stall_vector_cycles),
+                               ("dram_stall", layer.stall_dram_cycles),
+                               ("vector_ops", layer.actions.vector_ops)):
+                attention[key] += value
     scores = next(x for x in result.layers if x.name.endswith(".scores"))
     return {"cycles": t["cycles"], "dram_bytes": t["dram_read_bytes"] + t["dram_write_bytes"],
             "energy_j": result.metrics().network["energy_j"], "by_kind": by_kind,
+            "attention": attention,
             "scores_write_bytes": scores.dram_write_bytes, "layers_fused": t["layers_fused"],
             "layers": {x.name: x for x in result.layers}}
 
@@ -113,6 +125,22 @@ def share_table(rows) -> list[str]:
     return lines
 
 
+def attention_table(rows) -> list[str]:
+    """The windows of the attention ops (scores, softmax, context) split into array compute,
+    vector engine and DRAM stall cycles (the rest: SRAM stalls, fills, on-chip moves)."""
+    head = (f"{'seq':>5}  {'run':<7}  {'cycles':>11}  {'array':>11}  {'vector':>11}  "
+            f"{'DRAM stall':>11}  {'other':>10}  {'vector ops':>13}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        for mode in ("fused", "unfused"):
+            a = r[mode]["attention"]
+            other = a["cycles"] - a["array"] - a["vector"] - a["dram_stall"]
+            lines.append(f"{r['seq_len']:>5}  {mode:<7}  {a['cycles']:>11,}  {a['array']:>11,}  "
+                         f"{a['vector']:>11,}  {a['dram_stall']:>11,}  {other:>10,}  "
+                         f"{a['vector_ops']:>13,}")
+    return lines
+
+
 def write_csv(rows, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -159,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     print("share of the block's cycles by op kind (fused: a group's cycles are on its first op); "
           "attn MACs = share of the MACs in scores and context")
     print("\n".join(share_table(rows)))
+    print()
+    print("the attention ops' windows (scores + softmax + context; fused: the one group): array "
+          "compute, vector engine, DRAM stalls")
+    print("\n".join(attention_table(rows)))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "where_time_goes.csv")

@@ -42,7 +42,12 @@ __all__ = [
     "googlenet",
     "bert_base_layer",
     "gpt2_block",
+    "transformer_block",
 ]
+
+#: Longest ``seq_len`` of :func:`transformer_block`: the long contexts of current models
+#: (16K tokens); one block at 16K has 12 x 16384^2 = 3.2 G attention scores.
+TRANSFORMER_BLOCK_MAX_SEQ = 16384
 
 _IMAGENET_CLASSES = 1000
 
@@ -245,6 +250,21 @@ def gpt2_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
     return Graph("gpt2_block", tuple(ops), batch=batch, tokens=seq_len)
 
 
+def transformer_block(*, seq_len: int = 1024, batch: int = 1) -> Graph:
+    """A GPT-2 small shaped block (d_model 768, 12 heads, FFN 3072, pre-norm; the same ops as
+    :func:`gpt2_block`) at contexts up to ``TRANSFORMER_BLOCK_MAX_SEQ`` (16384) tokens.
+
+    A block's ops do not depend on a learned position table (GPT-2's 1024 and BERT's 512
+    positions limit the models, not the block; rotary or ALiBi models have none), and long
+    context is where attention's ``s^2`` terms take over, which is what lab 7 studies.
+    """
+    _check_int("transformer_block", "seq_len", seq_len, 1, TRANSFORMER_BLOCK_MAX_SEQ)
+    _check_int("transformer_block", "batch", batch, 1)
+    ops = transformer_block_ops("h.0", seq_len=seq_len, d_model=768, heads=12, ffn_dim=3072,
+                                batch=batch, pre_norm=True)
+    return Graph("transformer_block", tuple(ops), batch=batch, tokens=seq_len)
+
+
 def _builders() -> dict[str, Callable[..., Graph]]:
     # Built per call, so the zoo holds no module-level mutable state.
     return {
@@ -256,6 +276,7 @@ def _builders() -> dict[str, Callable[..., Graph]]:
         "googlenet": googlenet,
         "bert_base_layer": bert_base_layer,
         "gpt2_block": gpt2_block,
+        "transformer_block": transformer_block,
     }
 
 

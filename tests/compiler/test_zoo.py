@@ -12,7 +12,7 @@ from compiler.frontends import _cnn_blocks, zoo
 from compiler.ir import Binary, Conv2d, Eltwise, Gemm, Graph, Norm, Pool, Softmax
 
 CNNS = ("alexnet", "vgg16", "resnet18", "resnet50", "mobilenetv2", "googlenet")
-TRANSFORMERS = ("bert_base_layer", "gpt2_block")
+TRANSFORMERS = ("bert_base_layer", "gpt2_block", "transformer_block")
 
 
 def weight_count(graph: Graph) -> int:
@@ -164,6 +164,7 @@ def test_residual_add_count(name, adds):
 @pytest.mark.parametrize("name, stem", [(name, ()) for name in CNNS] + [
     ("bert_base_layer", ("layer.0.attn.q_proj", "layer.0.attn.k_proj", "layer.0.attn.v_proj")),
     ("gpt2_block", ("h.0.ln1",)),
+    ("transformer_block", ("h.0.ln1",)),
 ])
 def test_graph_is_connected_from_the_input_to_one_output(name, stem):
     g = zoo.get(name)
@@ -310,6 +311,22 @@ def test_gpt2_block_macs_closed_form():
     assert zoo.get("gpt2_block").macs == 8_858_370_048
 
 
+@pytest.mark.parametrize("seq_len", [1, 128, 1024])
+def test_transformer_block_is_gpt2_block_without_its_context_limit(seq_len):
+    # Within GPT-2's 1024 positions the long-context block has exactly GPT-2 small's ops.
+    block, gpt2 = zoo.get("transformer_block", seq_len=seq_len), zoo.get("gpt2_block",
+                                                                          seq_len=seq_len)
+    assert block.ops == gpt2.ops and block.name == "transformer_block"
+
+
+def test_transformer_block_at_16k_tokens():
+    g = zoo.get("transformer_block", seq_len=16384)
+    assert g.macs == transformer_macs(16384, 768, 3072)
+    scores = g.op("h.0.attn.scores")   # 12 heads x 16384^2 scores: 3.2 G
+    assert (scores.batch, scores.m, scores.n, scores.k) == (12, 16384, 16384, 64)
+    assert g.op("h.0.attn.softmax").elements == 12 * 16384 ** 2 == 3_221_225_472
+
+
 @pytest.mark.parametrize("name", TRANSFORMERS)
 def test_transformer_weights_match_published_per_layer_params(name):
     # HF bert-base-uncased BertModel has 109,482,240 parameters: embeddings
@@ -380,6 +397,10 @@ def test_unknown_parameter_lists_allowed_ones():
     ("mobilenetv2", {"image_size": "224"}, "image_size = '224'"),
     ("gpt2_block", {"seq_len": 1025}, "seq_len = 1025: must be an integer in 1..1024"),
     ("bert_base_layer", {"seq_len": 513}, "seq_len = 513: must be an integer in 1..512"),
+    ("transformer_block", {"seq_len": 16385},
+     "seq_len = 16385: must be an integer in 1..16384"),
+    ("transformer_block", {"seq_len": 1.5}, "seq_len = 1.5"),
+    ("transformer_block", {"batch": 0}, "batch = 0: must be an integer >= 1"),
     ("bert_base_layer", {"seq_len": 0}, "seq_len = 0"),
 ])
 def test_invalid_parameter_value_is_named(name, params, expected):

@@ -15,7 +15,8 @@ from npulab.simulate import simulate
 SMALL = {"alexnet": {"image_size": 63}, "vgg16": {"image_size": 32},
          "resnet18": {"image_size": 16}, "resnet50": {"image_size": 16},
          "mobilenetv2": {"image_size": 16}, "googlenet": {"image_size": 16},
-         "bert_base_layer": {"seq_len": 8}, "gpt2_block": {"seq_len": 8}}
+         "bert_base_layer": {"seq_len": 8}, "gpt2_block": {"seq_len": 8},
+         "transformer_block": {"seq_len": 8}}
 SYSTOLIC = [name for name in chip_preset_names() if not name.startswith("nv_")]
 
 

@@ -48,7 +48,7 @@ GOLDEN_DIR = ROOT / "tests" / "golden"
 
 ZOO = ("alexnet", "vgg16", "resnet18", "resnet50", "mobilenetv2", "googlenet",
        "bert_base_layer", "gpt2_block")
-CHIPS = ("default", "eyeriss_like", "gemmini_like", "tpu_v1_like")
+CHIPS = ("default", "eyeriss_like", "gemmini_like", "tpu_v1_like", "tpu_v5e_like")
 NVDLA = ("nv_full", "nv_large", "nv_medium_1024", "nv_medium_512", "nv_small", "nv_small_256")
 TIMINGS = (("native", ()), ("native-best-energy", ("--map", "best-energy")),
            ("compute", ()), ("scalesim", ()))

@@ -22,7 +22,7 @@ SYSTOLIC = [name for name in chip_preset_names() if not name.startswith("nv_")]
 
 def test_the_table_covers_the_zoo_and_the_presets():
     assert set(SMALL) == set(zoo.names())
-    assert {"default", "gemmini_like", "tpu_v1_like", "eyeriss_like"} <= set(SYSTOLIC)
+    assert {"default", "gemmini_like", "tpu_v1_like", "eyeriss_like", "tpu_v5e_like"} <= set(SYSTOLIC)
 
 
 @pytest.mark.parametrize("preset", SYSTOLIC)
@@ -43,3 +43,10 @@ def test_no_op_is_left_unsimulated(model, preset):
         x.cycles for x in vector)
     assert busy > 0
     assert run.totals["cycles"] == sum(x.cycles or 0 for x in run.layers)
+
+
+def test_bert_on_the_transformer_preset_fuses_and_times_its_vector_work():
+    # the transformer-oriented single-core preset, native timing with fusion on (the default)
+    run = simulate(zoo.get("bert_base_layer", seq_len=128), load_chip_config("tpu_v5e_like"))
+    assert run.totals["layers_not_simulated"] == 0
+    assert run.totals["layers_fused"] > 0 and run.totals["vector_busy_cycles"] > 0

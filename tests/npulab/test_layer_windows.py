@@ -12,7 +12,7 @@ from compiler.frontends import zoo
 from hw.configfile import load_chip_config
 from npulab.simulate import simulate
 
-PRESETS = ("default", "eyeriss_like", "gemmini_like", "tpu_v1_like")
+PRESETS = ("default", "eyeriss_like", "gemmini_like", "tpu_v1_like", "tpu_v5e_like")
 # Small inputs keep every example around a second. AlexNet and VGG-16 are left out: their
 # smallest accepted inputs (63, 32) take 2-50 s per run; the other zoo models cover the same
 # layer kinds (conv, grouped/depthwise conv, GEMM, batched attention GEMMs).

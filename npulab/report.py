@@ -260,9 +260,12 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         ]
     vec = [x for x in result.layers if x.engine == "vector"]
     if t.get("vector_busy_cycles") is not None and t["cycles"]:
+        # every layer's vector work: the vector ops' own and the fused groups' (in the
+        # layers of their anchors, often on the array)
         lines.append(f"vector engine         busy {t['vector_busy_cycles']:,} cycles "
                      f"({100 * t['vector_busy_cycles'] / t['cycles']:.1f} % of the run), "
-                     f"{sum(x.actions.vector_ops for x in vec if x.actions):,} operations")
+                     f"{sum(x.actions.vector_ops for x in result.layers if x.actions):,} "
+                     f"operations")
     why = ("SCALE-Sim has no vector unit" if result.timing == "scalesim"
            else "ideal vector engine" if result.spec.config.vector.ideal else "views: no bytes move")
     idle = t["layers_not_simulated"]

@@ -45,7 +45,9 @@ def test_an_ideal_vector_engine_gives_the_matrix_only_numbers(model, cycles):
     assert ideal.totals["cycles"] == cycles
     assert all(x.engine != "vector" and x.fused is None for x in ideal.layers)
     assert ideal.totals["vector_busy_cycles"] == 0
-    for fusion in (True, False):
+    # fused (the default) and, on the transformer, unfused too (the CNNs' unfused runs are
+    # sampled elsewhere: test_executor's compute-only equality)
+    for fusion in (True, False) if model == "bert_base_layer" else (True,):
         real = simulate(zoo.get(model), CHIP, options=CompileOptions(fusion=fusion))
         assert real.totals["cycles"] > cycles
         assert real.totals["vector_busy_cycles"] > 0

@@ -35,7 +35,7 @@ def ci_slice() -> list[str]:
     """Each zoo model once, on the presets in turn and every timing twice (the mapper's
     best-energy search on the two models where it is quick), two NVDLA builds, and every
     other kind of case."""
-    names = [f"run/{model}/{golden.CHIPS[i % 4]}/{LATIN[i]}" for i, model in enumerate(golden.ZOO)]
+    names = [f"run/{model}/{golden.CHIPS[i % len(golden.CHIPS)]}/{LATIN[i]}" for i, model in enumerate(golden.ZOO)]
     names += ["run/resnet18/nv_small", "run/gpt2_block/nv_full"]
     names += [name for name, _, _ in golden.cases("quick") if not name.startswith("run/")
               or name.split("/")[1] in ("gemm", "conv", "topology")

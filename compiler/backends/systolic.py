@@ -477,6 +477,11 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                         Kind.LOAD, Operand.PSUM, Location.DRAM, layer,
                         _psum_box(psum_addr, p, choice, mi, ni, trips, mt, nsz, gsz, ab),
                         deps=[c_slot_free[s], last_store], tile=tile))
+                elif not visits and epi is not None and epi.preload:
+                    # the residual initialises the accumulators (C = A B + D)
+                    cdeps.append(epi.preload_tile(
+                        pb, layer, p, c_slot_free[s], tile,
+                        _c_box(p, epi.residual_addr, g0, gsz, m_first, m_units, n0, nsz)))
                 c_visits[key] = visits + 1
                 c_key = key
             left, top = _edge_strides(choice.dataflow or chip.array.dataflow, options, mt, nsz, kt, eb)
@@ -490,8 +495,8 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
             if last_k and epi is not None:
                 last_store = epi.emit_tile(
                     pb, layer, p, comp, tile, c_was_free, c_addr,
-                    lambda base, e: _c_box(replace(p, elem_bytes=e), base, g0, gsz, m_first,
-                                           m_units, n0, nsz),
+                    lambda base, e: _c_box(p if e == p.elem_bytes else _with_bytes(p, e), base,
+                                           g0, gsz, m_first, m_units, n0, nsz),
                     m_first, m_units, n0, nsz, gsz)
                 c_slot_free[cur["c"]] = last_store
             elif last_k and not output_resident:
@@ -508,6 +513,12 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                     deps=[comp], tile=tile)
                 c_slot_free[cur["c"]] = last_store
     return last_compute, (last_store if last_store is not None else last_compute)
+
+
+@functools.lru_cache(maxsize=64)
+def _with_bytes(p: TileProblem, elem_bytes: int) -> TileProblem:
+    """``p`` with another element size (an epilogue that casts its output)."""
+    return replace(p, elem_bytes=elem_bytes)
 
 
 def _leaves_c_tile(order: str, trips: dict[str, int], idx: dict[str, int]) -> bool:

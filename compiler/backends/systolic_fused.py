@@ -91,11 +91,15 @@ class Epilogue:
     the commands that make it readable; ``const_addr``/``const_bytes``: bias and scale vectors,
     loaded once into the filter scratchpad, ``const_per_col`` bytes of them read per output
     column; ``pool`` and ``pool_last``: the fused pool and, per pool output row (over all
-    images), the last conv row (over all images) it reads."""
+    images), the last conv row (over all images) it reads. ``preload``: the residual add comes
+    first, so the residual tile initialises the accumulators before the tile's first product
+    (``C = A B + D``, Gemmini's preload of D; :meth:`preload_tile`) and needs neither room
+    beside them nor a vector add."""
 
     work: VectorWork | None
     out_bytes: int
     residual_addr: int | None = None
+    preload: bool = False
     residual_deps: tuple = ()
     const_addr: int = 0
     const_bytes: int = 0
@@ -104,6 +108,13 @@ class Epilogue:
     pool_last: np.ndarray | None = None
     pool_first: np.ndarray | None = None
     _const_load: int | None = None
+
+    def preload_tile(self, pb: ProgramBuilder, layer: int, p: TileProblem, slot_free,
+                     tile: tuple, box: tuple) -> int:
+        """The ``LOAD`` of the residual tile ``box`` into the accumulators of an output tile
+        (before its first compute, once its ofmap buffer is free)."""
+        return pb.transfer(Kind.LOAD, Operand.RESIDUAL, Location.DRAM, layer, box,
+                           deps=[slot_free, *self.residual_deps], tile=tile)
 
     def emit_tile(self, pb: ProgramBuilder, layer: int, p: TileProblem, comp: int, tile: tuple,
                   slot_free: int | None, c_addr: int, box_of, m_first: int, m_units: int,
@@ -115,7 +126,7 @@ class Epilogue:
         ab = p.acc_bytes
         deps = [comp]
         read = pixels * nsz * ab
-        if self.residual_addr is not None:
+        if self.residual_addr is not None and not self.preload:
             deps.append(pb.transfer(Kind.LOAD, Operand.RESIDUAL, Location.DRAM, layer,
                                     box_of(self.residual_addr, p.elem_bytes),
                                     deps=[slot_free, *self.residual_deps], tile=tile))
@@ -166,12 +177,12 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
     residual, const_bytes, const_per_col = None, 0, 0
     pool = None
     tail = group.anchor
+    preload = False
     for name in group.fused:
         op = by_name[name]
         if isinstance(op, Pool):
             pool = op
             continue
-        works.append(op.work())
         if isinstance(op, Cast):
             out_bytes = op.output_bytes(eb) // op.elements
         elif isinstance(op, Binary):
@@ -181,13 +192,18 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
                 const_per_col += eb
             else:
                 residual = others[0]
+                if tail == group.anchor and op.fn == "add":
+                    preload = True          # added by the accumulators: no vector work
+                    tail = name
+                    continue
+        works.append(op.work())
         tail = name
-    epi = Epilogue(combined_work(works) if works else None, out_bytes)
+    epi = Epilogue(combined_work(works) if works else None, out_bytes, preload=preload)
     extra = 0
     if residual is not None:
         epi.residual_addr = addr[residual]
         epi.residual_deps = tuple(d for d in (ready.get(residual),) if d is not None)
-        extra = eb
+        extra = 0 if preload else eb
     if const_bytes:
         epi.const_addr, epi.const_bytes, epi.const_per_col = (alloc.alloc(const_bytes),
                                                               const_bytes, const_per_col)

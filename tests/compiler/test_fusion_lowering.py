@@ -184,3 +184,25 @@ def test_a_dropout_on_the_probabilities_runs_in_the_softmax_pass():
     unfused = execute(compile_graph(graph, CHIP, UNFUSED), CHIP)
     drop = next(i for i, op in enumerate(graph.ops) if op.name == "h.attn.dropout")
     assert unfused.layers[drop]["vector_select_ops"] == heads * seq * seq
+
+
+def test_a_residual_add_right_after_a_conv_preloads_the_accumulators():
+    """ResNet's ``conv -> add``: the residual tile initialises the accumulators (C = A B + D, as
+    Gemmini preloads D), so the conv keeps the tiling it has alone, the vector engine adds
+    nothing, and the residual is read from DRAM once."""
+    from compiler.ir import conv2d
+    ops = (conv2d("x", 14, 32, 64, 1), conv2d("c", 14, 64, 64, 3, padding=1, inputs=("x",)),
+           Binary(name="add", fn="add", elements=14 * 14 * 64, inputs=("c", "x")))
+    graph = Graph("res", ops)
+    program = compile_graph(graph, CHIP)
+    run = execute(program, CHIP)
+    alone = compile_graph(graph, CHIP, UNFUSED)
+    assert program.layers[1].fused == "epilogue:c"
+    assert program.layers[1].tiling == alone.layers[1].tiling
+    c = run.layers[1]
+    assert c["dram_residual_read_bytes"] == c["ofmap_sram_fill_bytes"] == 14 * 14 * 64
+    assert c["vectors"] == 0 and c["vector_add_ops"] == 0
+    assert c["dram_ofmap_write_bytes"] == 14 * 14 * 64
+    unfused = execute(alone, CHIP)
+    assert unfused.layers[2]["vector_add_ops"] == 14 * 14 * 64
+    assert run.cycles < unfused.cycles

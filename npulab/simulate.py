@@ -230,6 +230,20 @@ def _mapping_efficiency(cfg, shape, folds: int) -> float:
     return 100.0 * shape.count * mp.spatial_rows * mp.spatial_cols / (folds * cfg.pes)
 
 
+def _traffic(c: dict, chip: ChipConfig) -> tuple:
+    """A layer's executor counters as moved bytes: DRAM read, DRAM written, host link, the
+    scratchpad fills and drains (:func:`array_actions`' ``fills``) and the DRAM bytes energy is
+    charged for (those on the bus, whole column accesses; an ideal DRAM has no bus, so the bytes
+    asked for)."""
+    rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
+    wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
+    fills = (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"], c["ofmap_sram_drain_bytes"],
+             c["ofmap_sram_fill_bytes"])
+    energy_bytes = (c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
+                    if not chip.dram.is_ideal else rd + wr)
+    return rd, wr, c["link_in_bytes"] + c["link_out_bytes"], fills, energy_bytes
+
+
 def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerResult:
     """A vector op's layer from its counters: the executor's (``native``) or the engine alone
     (``compute``, :func:`_vector_compute`)."""
@@ -243,14 +257,7 @@ def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerRe
     dram_bytes = 0
     demand = {"vector": busy}
     if native:
-        dram_rd = (c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"]
-                   + c["dram_psum_read_bytes"])
-        dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
-        link = c["link_in_bytes"] + c["link_out_bytes"]
-        fills = (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
-                 c["ofmap_sram_drain_bytes"])
-        dram_bytes = (c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
-                      if not chip.dram.is_ideal else dram_rd + dram_wr)
+        dram_rd, dram_wr, link, fills, dram_bytes = _traffic(c, chip)
         demand.update(dram=c["dram_transfer_cycles"], link=c["link_transfer_cycles"])
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="vector", gemm_count=None, gemm_m=None,
@@ -365,10 +372,7 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                      + c["sram_bandwidth_cycles"],
                      c["dram_transfer_cycles"], c["link_transfer_cycles"],
                      *(c[f"{s}_{d}_port_cycles"] for s in SRAM_NAMES for d in ("read", "write")))
-        dram_rd = c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] + c["dram_psum_read_bytes"]
-        dram_wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
-        link = c["link_in_bytes"] + c["link_out_bytes"]
-        dram_bytes = dram_rd + dram_wr
+        dram_rd, dram_wr, link, fills, dram_bytes = _traffic(c, chip)
         # The busiest resource: array compute, DRAM transfers or link transfers (cycles each
         # spent working for this layer).
         demand = {"compute": c["array_busy_cycles"], "dram": c["dram_transfer_cycles"],
@@ -395,13 +399,7 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                     f"{' ' + t.dataflow if t.dataflow else ''}"),
             actions=array_actions(
                 lchip.array, ls.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
-                c["ofmap_sram_writes"], c["ofmap_sram_reads"],
-                (c["ifmap_sram_fill_bytes"], c["filter_sram_fill_bytes"],
-                 c["ofmap_sram_drain_bytes"], c["ofmap_sram_fill_bytes"]),
-                # DRAM energy is charged for the bytes on the bus (whole column accesses);
-                # an ideal DRAM has no bus, so the bytes asked for.
-                dram_bytes=(c["dram_bus_read_bytes"] + c["dram_bus_write_bytes"]
-                            if not chip.dram.is_ideal else dram_bytes),
+                c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip)),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused))

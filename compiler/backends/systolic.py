@@ -34,8 +34,7 @@ import functools
 from dataclasses import replace
 
 from compiler.backends.systolic_fused import (
-    Epilogue, add_norm_plan, attention_plan, attention_tiling_fields, emit_add_norm,
-    emit_attention, epilogue, pool_fusable,
+    Epilogue, add_norm_plan, attention_plan, attention_tiling_fields, emit_attention, epilogue,
 )
 from compiler.backends.systolic_vector import emit_vector_op, is_vector_op, vector_plan
 from compiler.backends.systolic_tiling import (
@@ -122,11 +121,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         if group is not None and group.kind in ("attention", "add_norm"):
             layer = _emit_group(pb, index, group, by_name, consumers, chip, options, alloc,
                                 addr, ready, graph_input)
-            tail = group.members[-1]
-            if not consumers[tail] and chip.model_output == "host":
-                pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
-                            (addr[tail], 1, 0, 1, 0, by_name[tail].output_bytes(eb)),
-                            deps=[ready[tail]])
+            _to_host(pb, index, by_name[group.members[-1]], consumers, chip, addr, ready, eb)
             planned_resident_input = False
             pb.layers.append(replace(layer, first=first_cmd, last=len(pb), fused=_label(group)))
             continue
@@ -142,9 +137,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                 ready[op.name] = emit_vector_op(pb, index, op, plan, chip,
                                                 a_addr=addr.get(src, 0), b_addr=b_addr,
                                                 c_addr=addr[op.name], input_deps=deps)
-                if not consumers[op.name] and chip.model_output == "host":
-                    pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
-                                (addr[op.name], 1, 0, 1, 0, out_bytes), deps=[ready[op.name]])
+                _to_host(pb, index, op, consumers, chip, addr, ready, eb)
             else:
                 ready[op.name] = max(deps) if deps else None
             planned_resident_input = False
@@ -201,10 +194,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                 ready[name] = last_store
             out_name = group.members[-1]
         planned_resident_input = keep_out
-        if not consumers[out_name] and chip.model_output == "host":
-            pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
-                        (addr[out_name], 1, 0, 1, 0, by_name[out_name].output_bytes(eb)),
-                        deps=[ready[out_name]])
+        _to_host(pb, index, by_name[out_name], consumers, chip, addr, ready, eb)
         pb.layers.append(LayerSchedule(
             index, op.name, type(op).__name__, first_cmd, len(pb), op.macs,
             Tiling(lowering=problem.lowering, group_tile=choice.group_tile,
@@ -216,6 +206,14 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    dataflow=None if choice.dataflow is None else choice.dataflow.value),
             _label(group)))
     return pb.build()
+
+
+def _to_host(pb: ProgramBuilder, index: int, op, consumers: dict, chip: ChipConfig, addr: dict,
+             ready: dict, eb: int) -> None:
+    """Send ``op``'s output back over the link when no op reads it (``model_output = host``)."""
+    if not consumers[op.name] and chip.model_output == "host":
+        pb.transfer(Kind.HOST_OUT, Operand.OFMAP, Location.HOST, index,
+                    (addr[op.name], 1, 0, 1, 0, op.output_bytes(eb)), deps=[ready[op.name]])
 
 
 def _on_vector_engine(op, chip: ChipConfig) -> bool:
@@ -240,8 +238,8 @@ def _fusable_groups(graph: Graph, chip: ChipConfig, options: CompileOptions) -> 
             elif group.kind == "add_norm":
                 add_norm_plan(by_name[members[0]], by_name[members[1]], chip,
                               len(readers[members[0]]) > 1)
-            elif group.kind == "conv_pool" and not pool_fusable(
-                    by_name[members[0]], tile_problem(by_name[members[0]], chip, options)):
+            elif (group.kind == "conv_pool"       # pools per output tile: one GEMM (no groups)
+                  and tile_problem(by_name[members[0]], chip, options).count != 1):
                 members = members[:-1]
                 group = FusedGroup("epilogue", group.anchor, members)
         except TilingError:
@@ -264,8 +262,8 @@ def _tiled_alone(group: FusedGroup | None, name: str) -> bool:
 
 
 def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict,
-                readers: dict, chip: ChipConfig, options: CompileOptions, alloc: _Allocator, addr: dict,
-                ready: dict, graph_input: str) -> LayerSchedule:
+                readers: dict, chip: ChipConfig, options: CompileOptions, alloc: _Allocator,
+                addr: dict, ready: dict, graph_input: str) -> LayerSchedule:
     """Emit a fused attention or add + norm group; sets every member's ``addr`` and
     ``ready``; returns the anchor's layer schedule (its command range is set by the caller)."""
     eb = chip.array.precision.bits // 8
@@ -301,11 +299,10 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
         if store_sum:
             addr[add.name] = alloc.alloc(add.output_bytes(eb))
         addr[norm.name] = alloc.alloc(norm.output_bytes(eb))
-        last = emit_add_norm(
-            pb, index, plan, norm, chip, a_addr=addr[a], b_addr=addr[b],
-            w_addr=alloc.alloc(max(1, plan.b_once_bytes)), c_addr=addr[norm.name],
-            sum_addr=addr[add.name] if store_sum else None,
-            input_deps=deps(a) + deps(b))
+        last = emit_vector_op(
+            pb, index, norm, plan, chip, a_addr=addr[a], b_addr=addr[b], c_addr=addr[norm.name],
+            input_deps=deps(a) + deps(b), once_addr=alloc.alloc(max(1, plan.b_once_bytes)),
+            sum_addr=addr[add.name] if store_sum else None)
         macs, tiling = 0, None
     for m in group.members:
         addr.setdefault(m, addr[tail.name])
@@ -479,9 +476,9 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                         deps=[c_slot_free[s], last_store], tile=tile))
                 elif not visits and epi is not None and epi.preload:
                     # the residual initialises the accumulators (C = A B + D)
-                    cdeps.append(epi.preload_tile(
-                        pb, layer, p, c_slot_free[s], tile,
-                        _c_box(p, epi.residual_addr, g0, gsz, m_first, m_units, n0, nsz)))
+                    cdeps.append(epi.load_residual(
+                        pb, layer, _c_box(p, epi.residual_addr, g0, gsz, m_first, m_units, n0, nsz),
+                        c_slot_free[s], tile))
                 c_visits[key] = visits + 1
                 c_key = key
             left, top = _edge_strides(choice.dataflow or chip.array.dataflow, options, mt, nsz, kt, eb)

@@ -28,15 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.backends.systolic_tiling import DRAM_EFFICIENCY, TileProblem, TilingError
-from compiler.backends.systolic_vector import VectorPlan, emit_vector_op
+from compiler.backends.systolic_vector import VectorPlan, flat_box, pixel_box
 from compiler.fusion import FusedGroup
-from compiler.ir import Binary, Cast, Conv2d, Gemm, Norm, Pool
+from compiler.ir import Binary, Cast, Gemm, Norm, Pool
 from hw.chip import ChipConfig
 from hw.program import Kind, Location, Operand, ProgramBuilder
 from hw.vector.work import VectorWork
 
 __all__ = ["Epilogue", "epilogue", "AttentionPlan", "attention_plan", "emit_attention",
-           "add_norm_plan", "emit_add_norm", "combined_work", "online_softmax_work",
+           "add_norm_plan", "combined_work", "online_softmax_work",
            "RESCALE_WORK", "NORMALISE_WORK"]
 
 
@@ -75,10 +75,6 @@ RESCALE_WORK = VectorWork("rescale", per_element={"mul": 1})
 NORMALISE_WORK = VectorWork("normalise", per_element={"mul": 1}, per_row={"rcp": 1})
 
 
-def _box(addr: int, nbytes: int) -> tuple:
-    return (addr, 1, 0, 1, 0, max(1, int(nbytes)))
-
-
 # ---------------------------------------------------------------------------------------------
 # epilogue and conv_pool
 
@@ -90,10 +86,11 @@ class Epilogue:
     element of the stored result; ``residual_addr``/``residual_deps``: the residual tensor and
     the commands that make it readable; ``const_addr``/``const_bytes``: bias and scale vectors,
     loaded once into the filter scratchpad, ``const_per_col`` bytes of them read per output
-    column; ``pool`` and ``pool_last``: the fused pool and, per pool output row (over all
-    images), the last conv row (over all images) it reads. ``preload``: the residual add comes
-    first, so the residual tile initialises the accumulators before the tile's first product
-    (``C = A B + D``, Gemmini's preload of D; :meth:`preload_tile`) and needs neither room
+    column; ``pool``, ``pool_first`` and ``pool_done``: the fused pool and, per pool output row
+    (over all images), the first conv row (over all images) it reads and the number of conv
+    rows that must be complete before it can be computed (its last row + 1). ``preload``: the
+    residual add comes first, so the residual tile initialises the accumulators before the
+    tile's first product (``C = A B + D``, Gemmini's preload of D) and needs neither room
     beside them nor a vector add."""
 
     work: VectorWork | None
@@ -105,14 +102,15 @@ class Epilogue:
     const_bytes: int = 0
     const_per_col: int = 0
     pool: Pool | None = None
-    pool_last: np.ndarray | None = None
+    pool_done: np.ndarray | None = None
     pool_first: np.ndarray | None = None
     _const_load: int | None = None
 
-    def preload_tile(self, pb: ProgramBuilder, layer: int, p: TileProblem, slot_free,
-                     tile: tuple, box: tuple) -> int:
-        """The ``LOAD`` of the residual tile ``box`` into the accumulators of an output tile
-        (before its first compute, once its ofmap buffer is free)."""
+    def load_residual(self, pb: ProgramBuilder, layer: int, box: tuple, slot_free,
+                      tile: tuple) -> int:
+        """The ``LOAD`` of the residual tile ``box`` into the ofmap scratchpad, once the output
+        tile's buffer is free: into its accumulators before the first product (``preload``)
+        or beside them for the epilogue."""
         return pb.transfer(Kind.LOAD, Operand.RESIDUAL, Location.DRAM, layer, box,
                            deps=[slot_free, *self.residual_deps], tile=tile)
 
@@ -127,14 +125,13 @@ class Epilogue:
         deps = [comp]
         read = pixels * nsz * ab
         if self.residual_addr is not None and not self.preload:
-            deps.append(pb.transfer(Kind.LOAD, Operand.RESIDUAL, Location.DRAM, layer,
-                                    box_of(self.residual_addr, p.elem_bytes),
-                                    deps=[slot_free, *self.residual_deps], tile=tile))
+            deps.append(self.load_residual(pb, layer, box_of(self.residual_addr, p.elem_bytes),
+                                           slot_free, tile))
             read += pixels * nsz * p.elem_bytes
         if self.const_bytes:
             if self._const_load is None:
                 self._const_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                               _box(self.const_addr, self.const_bytes),
+                                               flat_box(self.const_addr, self.const_bytes),
                                                tile=tile)
             deps.append(self._const_load)
         last = comp
@@ -151,7 +148,7 @@ class Epilogue:
         w = p.out_w if p.lowering == "direct" else self.pool.in_w
         r0 = m_first * p.unit_pixels // w
         r1 = (m_first + m_units) * p.unit_pixels // w
-        q0, q1 = (int(x) for x in np.searchsorted(self.pool_last, (r0, r1), side="right"))
+        q0, q1 = (int(x) for x in np.searchsorted(self.pool_done, (r0, r1), side="right"))
         if q1 <= q0:
             return last
         pool = self.pool
@@ -161,9 +158,7 @@ class Epilogue:
                          rows_read * w * nsz * in_bytes, 0, (q1 - q0) * out_w * nsz * eb,
                          deps=deps, tile=tile, source=Operand.OFMAP)
         pixel = pool.channels * eb
-        at = c_addr + q0 * out_w * pixel + n0 * eb
-        box = (_box(at, (q1 - q0) * out_w * pixel) if nsz == pool.channels
-               else (at, 1, 0, (q1 - q0) * out_w, pixel, nsz * eb))
+        box = pixel_box(c_addr + q0 * out_w * pixel + n0 * eb, (q1 - q0) * out_w, pixel, nsz * eb)
         return pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer, box, deps=[last],
                            tile=tile)
 
@@ -215,16 +210,9 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
         last = np.minimum(h - 1, pr * pool.stride_h - pool.pad_top + pool.kernel_h - 1)
         images = np.arange(pool.batch)[:, None] * h
         epi.pool = pool
-        # "completed before row r" = last < r: searchsorted over last + 1
-        epi.pool_last = (images + last[None, :]).ravel() + 1
+        epi.pool_done = (images + last[None, :]).ravel() + 1
         epi.pool_first = (images + first[None, :]).ravel()
     return epi, extra
-
-
-def pool_fusable(conv: Conv2d, problem: TileProblem) -> bool:
-    """A pool runs on the conv's output tiles when the conv is one GEMM (no groups) whose
-    output channels are the tiles' N."""
-    return problem.count == 1 and isinstance(conv, Conv2d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,20 +234,10 @@ def add_norm_plan(add: Binary, norm: Norm, chip: ChipConfig, store_sum: bool) ->
         raise TilingError(f"add_norm {add.name!r}+{norm.name!r}: one row does not fit")
     n = norm.work()
     a = add.work()
-    work = VectorWork(f"{a.name}+{n.name}",
-                      per_element={o: c for o, c in combined_work([a, n]).per_element},
-                      per_row=dict(n.per_row), reductions=n.reductions, passes=n.passes)
+    work = VectorWork(f"{a.name}+{n.name}", per_element=combined_work([a, n]).per_element,
+                      per_row=n.per_row, reductions=n.reductions, passes=n.passes)
     return VectorPlan(work, norm.rows, cols, min(norm.rows, fit), cols, eb, cols * eb,
                       eb, True, weights)
-
-
-def emit_add_norm(pb: ProgramBuilder, layer: int, plan: VectorPlan, norm: Norm, chip, *,
-                  a_addr: int, b_addr: int, w_addr: int, c_addr: int, sum_addr: int | None,
-                  input_deps: list[int]) -> int:
-    """The tiles of an add_norm group (:func:`add_norm_plan`); returns the last store."""
-    return emit_vector_op(pb, layer, norm, plan, chip, a_addr=a_addr, b_addr=b_addr,
-                          c_addr=c_addr, input_deps=input_deps, once_addr=w_addr,
-                          sum_addr=sum_addr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +356,7 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                 qs ^= 1
             q_started = True
             q_load = pb.transfer(Kind.LOAD, Operand.IFMAP, Location.DRAM, layer,
-                                 _box(q_addr + (g * p.sq + q0) * p.d * eb, br * p.d * eb),
+                                 flat_box(q_addr + (g * p.sq + q0) * p.d * eb, br * p.d * eb),
                                  deps=[*q_deps, q_use[qs]], tile=(g, qi, 0, 0))
             keys = list(range(0, p.sk, p.bc))
             issued = []                 # per key tile: (score compute, V load, filter half)
@@ -392,10 +370,10 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                     fs ^= 1
                 f_started = True
                 k_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     _box(k_addr + (g * p.sk + k0) * p.d * eb, bc * p.d * eb),
+                                     flat_box(k_addr + (g * p.sk + k0) * p.d * eb, bc * p.d * eb),
                                      deps=[*k_deps, f_use[fs]], tile=tile)
                 v_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     _box(v_addr + (g * p.sk + k0) * p.dv * eb, bc * p.dv * eb),
+                                     flat_box(v_addr + (g * p.sk + k0) * p.dv * eb, bc * p.dv * eb),
                                      deps=[*v_deps, f_use[fs]], tile=tile)
                 s = pb.compute(layer, 1, br, bc, p.d, *strides(br, bc, p.d),
                                deps=[q_load, k_load, s_free[j % 2]], tile=tile)
@@ -413,7 +391,7 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                                deps=[s], tile=tile, source=Operand.OFMAP)
                 s_free[j % 2] = sm
                 move = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
-                                   _box(0, br * bc * eb), deps=[sm, p_free], tile=tile)
+                                   flat_box(0, br * bc * eb), deps=[sm, p_free], tile=tile)
                 deps = [move, v_load]
                 if j:
                     deps.append(pb.vector(layer, RESCALE_WORK, br, p.dv, br * p.dv * ab, 0,
@@ -429,7 +407,7 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                             deps=[prev_pv], tile=(g, qi, 0, 0), source=Operand.OFMAP)
             last_store = o_free = pb.transfer(
                 Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
-                _box(o_addr + (g * p.sq + q0) * p.dv * eb, br * p.dv * eb), deps=[fin],
+                flat_box(o_addr + (g * p.sq + q0) * p.dv * eb, br * p.dv * eb), deps=[fin],
                 tile=(g, qi, 0, 0))
     return last_compute, last_store
 

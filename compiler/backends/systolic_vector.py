@@ -32,7 +32,8 @@ from hw.chip import ChipConfig
 from hw.program import Kind, Location, Operand, ProgramBuilder
 from hw.vector.work import VectorWork
 
-__all__ = ["VectorPlan", "vector_plan", "emit_vector_op", "tile_list", "is_vector_op"]
+__all__ = ["VectorPlan", "vector_plan", "emit_vector_op", "tile_list", "is_vector_op",
+           "flat_box", "pixel_box"]
 
 
 
@@ -154,14 +155,15 @@ class _Tile:
         return n2 * n1 * chunk
 
 
-def _box(addr: int, nbytes: int) -> tuple:
+def flat_box(addr: int, nbytes: int) -> tuple:
+    """A DRAM box of ``nbytes`` contiguous bytes at ``addr`` (at least one)."""
     return (addr, 1, 0, 1, 0, max(1, int(nbytes)))
 
 
-def _pixels(addr: int, pixels: int, pixel_bytes: int, chunk: int) -> tuple:
+def pixel_box(addr: int, pixels: int, pixel_bytes: int, chunk: int) -> tuple:
     """``pixels`` NHWC pixels from ``addr``, ``chunk`` bytes of each (all when it is the pixel)."""
     if chunk == pixel_bytes:
-        return _box(addr, pixels * pixel_bytes)
+        return flat_box(addr, pixels * pixel_bytes)
     return (addr, 1, 0, pixels, pixel_bytes, chunk)
 
 
@@ -182,20 +184,20 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
                     a_bytes = (bottom - top) * op.in_w * cn * eb
                     a_at = a_addr + (image * in_h + top) * op.in_w * pixel + c0 * eb
                     c_at = c_addr + (image * op.out_h + r0) * op.out_w * pixel + c0 * eb
-                    yield _Tile(_pixels(a_at, (bottom - top) * op.in_w, pixel, cn * eb), None,
+                    yield _Tile(pixel_box(a_at, (bottom - top) * op.in_w, pixel, cn * eb), None,
                                 p.work, r, op.out_w * cn, a_bytes, 0,
-                                _pixels(c_at, r * op.out_w, pixel, cn * eb), (c0, t, 0, 0))
+                                pixel_box(c_at, r * op.out_w, pixel, cn * eb), (c0, t, 0, 0))
                     t += 1
         return
     if p.chunk == p.cols:
         for t, r0 in enumerate(range(0, p.rows, p.tile_rows)):
             r = min(p.tile_rows, p.rows - r0)
             n = r * p.cols
-            b_box = (_box(b_addr + r0 * p.cols * p.b_per_elem, n * p.b_per_elem)
+            b_box = (flat_box(b_addr + r0 * p.cols * p.b_per_elem, n * p.b_per_elem)
                      if p.b_stream else None)
-            yield _Tile(_box(a_addr + r0 * p.cols * p.a_per_elem, n * p.a_per_elem), b_box,
+            yield _Tile(flat_box(a_addr + r0 * p.cols * p.a_per_elem, n * p.a_per_elem), b_box,
                         p.work, r, p.cols, n * p.a_per_elem, n * p.b_per_elem,
-                        _box(c_addr + r0 * p.out_per_row, r * p.out_per_row), (0, t, 0, 0))
+                        flat_box(c_addr + r0 * p.out_per_row, r * p.out_per_row), (0, t, 0, 0))
         return
     # chunked rows: every pass re-reads the row from DRAM; the last pass writes the output
     share = _split(p.work)
@@ -208,14 +210,14 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
             for c0 in range(0, p.cols, p.chunk):
                 n = min(p.chunk, p.cols - c0)
                 base = row * p.cols + c0
-                b_box = (_box(b_addr + base * p.b_per_elem, n * p.b_per_elem)
+                b_box = (flat_box(b_addr + base * p.b_per_elem, n * p.b_per_elem)
                          if p.b_stream else None)
                 c_box = None
                 if final and not reduce_out:
-                    c_box = _box(c_addr + base * per_elem_out, n * per_elem_out)
+                    c_box = flat_box(c_addr + base * per_elem_out, n * per_elem_out)
                 elif final and c0 + n == p.cols:
-                    c_box = _box(c_addr + row * p.out_per_row, p.out_per_row)
-                yield _Tile(_box(a_addr + base * p.a_per_elem, n * p.a_per_elem), b_box, share,
+                    c_box = flat_box(c_addr + row * p.out_per_row, p.out_per_row)
+                yield _Tile(flat_box(a_addr + base * p.a_per_elem, n * p.a_per_elem), b_box, share,
                             1, n, n * p.a_per_elem, n * p.b_per_elem, c_box, (0, t, pas, 0))
                 t += 1
 
@@ -256,7 +258,7 @@ def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: C
         if plan.b_once_bytes and (tl.b_box is None or once_addr is not None):
             if kept_b is None:
                 kept_b = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     _box(b_addr if once_addr is None else once_addr,
+                                     flat_box(b_addr if once_addr is None else once_addr,
                                           plan.b_once_bytes), deps=deps0, tile=tl.index)
             deps.append(kept_b)
         sc = next_slot("ofmap")

@@ -29,6 +29,8 @@ File format (every key optional; missing keys take the defaults of :class:`~hw.c
 
     [host_link]            # hw.memory.link.HostLinkConfig
     [dma]                  # hw.memory.dma.DmaConfig
+    [l2]                   # hw.memory.l2.L2Config: the L2 the cores share (none by default)
+    [noc]                  # hw.memory.noc.NocConfig: the network between cores and L2
 
 The full list with defaults is ``sim_configs/default.toml`` and ``docs/configs.md``. Overrides
 are ``SECTION.KEY=VALUE``, ``sram.NAME.KEY=VALUE`` or ``vector.cost.OP=VALUE``.
@@ -46,7 +48,9 @@ from typing import Any, Iterable
 from hw.chip import SRAM_NAMES, ChipConfig
 from hw.memory.dma import dma_config_from_dict, dma_config_to_dict
 from hw.memory.dram import dram_config_from_dict, dram_config_to_dict
+from hw.memory.l2 import l2_config_from_dict, l2_config_to_dict
 from hw.memory.link import host_link_from_dict, host_link_to_dict
+from hw.memory.noc import noc_config_from_dict, noc_config_to_dict
 from hw.memory.sram import sram_config_from_dict, sram_config_to_dict
 from hw.nvdla.config import is_nvdla_config, nvdla_config_from_dict, nvdla_config_to_dict
 from hw.presets import chip_preset_names, looks_like_path, nvdla_preset_names, preset_path
@@ -60,8 +64,9 @@ __all__ = ["load_chip", "load_chip_config", "chip_spec_from_dict", "chip_spec_to
            "chip_config_to_toml", "chip_spec_to_toml", "parse_override", "override_text", "SECTIONS"]
 
 #: Allowed top-level sections, in the order they are written.
-SECTIONS = ("chip", "array", "vector", "sram", "dram", "host_link", "dma")
-_CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output", "launch_overhead_us")
+SECTIONS = ("chip", "array", "vector", "sram", "dram", "host_link", "dma", "l2", "noc")
+_CHIP_KEYS = ("name", "clock_mhz", "model_input", "model_output", "launch_overhead_us",
+              "launch_overhead_by_op", "cores")
 _ARRAY_KEYS = tuple(f.name for f in fields(ArrayConfig))
 
 
@@ -114,6 +119,8 @@ def chip_config_from_dict(data: dict[str, Any], where: str = "<config>",
         host_link=host_link_from_dict(data.get("host_link", {}), where, prefix="host_link."),
         dma=dma_config_from_dict(data.get("dma", {}), where, prefix="dma."),
         vector=vector_config_from_dict(data.get("vector", {}), where),
+        l2=l2_config_from_dict(data.get("l2", {}), where),
+        noc=noc_config_from_dict(data.get("noc", {}), where),
     )
     return config_from_table(ChipConfig, chip_values, where, "chip.")
 
@@ -141,10 +148,11 @@ def parse_override(item) -> tuple[str, str, Any]:
         dotted, value = item
     parts = [part.strip() for part in dotted.split(".")]
     if not all(parts) or not (len(parts) == 2 or (len(parts) == 3 and parts[0] in ("sram",
-                                                                                   "vector"))):
+                                                                                   "vector",
+                                                                                   "chip"))):
         raise ConfigError(f"{where}: {dotted!r}: expected SECTION.KEY (e.g. array.rows), "
-                          f"sram.NAME.KEY (e.g. sram.ifmap.capacity_kib) or vector.TABLE.KEY "
-                          f"(e.g. vector.cost.exp)")
+                          f"sram.NAME.KEY (e.g. sram.ifmap.capacity_kib), vector.TABLE.KEY "
+                          f"(e.g. vector.cost.exp) or chip.launch_overhead_by_op.KIND")
     section, key = parts[0], ".".join(parts[1:])
     if section not in SECTIONS:
         raise ConfigError(f"{where}: [{section}]: unknown section; allowed sections: "
@@ -285,18 +293,27 @@ def _not_systolic(where: str) -> ConfigError:
 
 
 def chip_config_to_dict(cfg: ChipConfig) -> dict[str, dict[str, Any]]:
-    """The config as plain data, section by section (enums as their string values)."""
+    """The config as plain data, section by section (enums as their string values). A one-core
+    chip without an L2 leaves out ``chip.cores``, ``[l2]`` and ``[noc]`` (their defaults), so
+    its dump is what it was before chips had several cores."""
     def plain(value):
         return value.value if hasattr(value, "value") else value
 
+    chip_keys = tuple(k for k in _CHIP_KEYS
+                      if (k != "cores" or cfg.multicore)
+                      and (k != "launch_overhead_by_op" or cfg.launch_overhead_by_op))
+    extra = ({"l2": l2_config_to_dict(cfg.l2), "noc": noc_config_to_dict(cfg.noc)}
+             if cfg.multicore else {})
     return {
-        "chip": {k: plain(getattr(cfg, k)) for k in _CHIP_KEYS},
+        "chip": {k: (dict(cfg.launch_overhead_by_op) if k == "launch_overhead_by_op"
+                     else plain(getattr(cfg, k))) for k in chip_keys},
         "array": {k: plain(getattr(cfg.array, k)) for k in _ARRAY_KEYS},
         "vector": vector_config_to_dict(cfg.vector),
         "sram": {name: sram_config_to_dict(cfg.sram(name)) for name in SRAM_NAMES},
         "dram": dram_config_to_dict(cfg.dram),
         "host_link": host_link_to_dict(cfg.host_link),
         "dma": dma_config_to_dict(cfg.dma),
+        **extra,
     }
 
 

@@ -51,6 +51,7 @@ stall_link + stall_sram`` exactly.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -65,7 +66,7 @@ from hw.memory.dma_box import Clocks, dram_box_transfer
 from hw.memory.dram import DramConfig, DramModel
 from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
-from hw.program import Engine, Kind, Operand, Program
+from hw.program import Engine, Kind, Location, Operand, Program
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
@@ -76,7 +77,7 @@ from hw.vector.config import OPS as VECTOR_OPS
 from hw.vector.timing import T_ALU, T_CYCLES, T_SFU, TileTiming
 
 __all__ = ["ExecutionResult", "Trace", "execute", "execute_shared", "SharedExecution",
-           "LAYER_COUNTERS"]
+           "LAYER_COUNTERS", "PER_CORE_COUNTERS"]
 
 _STAT_INDEX = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_HITS,
                "row_misses": K.ST_ROW_MISSES, "row_conflicts": K.ST_ROW_CONFLICTS,
@@ -112,6 +113,23 @@ LAYER_COUNTERS = (
     "stall_vector_cycles", "vector_busy_cycles", "vector_alu_cycles", "vector_sfu_cycles",
     "vectors", "vector_elements", "ifmap_vector_read_bytes", "filter_vector_read_bytes",
     "ofmap_vector_read_bytes", "ofmap_vector_write_bytes",
+    *(f"vector_{op}_ops" for op in VECTOR_OPS),
+    # a multi-core chip (module docstring): bytes the shared L2 read and wrote, the bytes of
+    # loads it served (hits) and of those that came from DRAM (misses), bytes on the network;
+    # cycles booked on the L2's sides, on one core's network port (in: loads, out: stores) and
+    # on the whole network
+    "l2_read_bytes", "l2_write_bytes", "l2_hit_bytes", "l2_miss_bytes", "noc_bytes",
+    "l2_read_port_cycles", "l2_write_port_cycles", "noc_in_port_cycles", "noc_out_port_cycles",
+    "noc_network_in_cycles", "noc_network_out_cycles",
+)
+#: Counters of work each core does on its own share (the executor runs one core's commands):
+#: multiplied by the layer's cores in the results. Busy and port cycles are one core's time.
+PER_CORE_COUNTERS = (
+    "pe_busy_cycles", "ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes",
+    "ofmap_sram_reads", "ifmap_sram_fill_bytes", "filter_sram_fill_bytes",
+    "ofmap_sram_drain_bytes", "ofmap_sram_fill_bytes", "onchip_move_bytes", "loads", "stores",
+    "computes", "vectors", "vector_elements", "ifmap_vector_read_bytes",
+    "filter_vector_read_bytes", "ofmap_vector_read_bytes", "ofmap_vector_write_bytes",
     *(f"vector_{op}_ops" for op in VECTOR_OPS),
 )
 _N_ENGINES = len(Engine)
@@ -351,6 +369,20 @@ class _ChipRun:
         self._time_vectors(chip)
         self.done = np.zeros(n, np.bool_)
         self.left = n
+        # a multi-core chip: each layer's cores, the transfers' places, the shared resources
+        self.multicore = chip.multicore
+        self.layer_cores = np.array([ls.cores for ls in program.layers] or [1], np.int64)
+        self.locations = cols["location"]
+        self.res_free = dict.fromkeys(("l2_read", "l2_write", "noc_in", "noc_out", "net_in",
+                                       "net_out"), 0)
+        self.noc_latency = chip.noc.latency_cycles(chip.cores) if chip.multicore else 0
+        self.noc_aggregate = chip.noc.aggregate_bytes_per_cycle(chip.cores)
+        self.dram_cached = dram is not None and dram_cfg.model == "cached"
+        self.shape_cache: dict = {}
+        self.bus_free = 0
+        self.idle = None
+        self.first_latency: dict = {}
+        self.refresh_stretch = 1.0
 
     def _report(self, li: int) -> None:
         progress, layers = self.progress, self.program.layers
@@ -481,20 +513,18 @@ class _ChipRun:
                 row[col["ifmap_sram_fill_bytes"]] += nbytes
                 row[col["ofmap_sram_drain_bytes"]] += nbytes
             else:
-                t_dram = t0 + setup
-                dram = self.dram
-                if dram is not None and nbytes:
-                    before = dram.stats.copy()
-                    dram_done = dram_box_transfer(dram, int(cols["addr"][i]) + self.addr_offset,
-                                          int(cols["n2"][i]), int(cols["stride2"][i]),
-                                          int(cols["n1"][i]), int(cols["stride1"][i]),
-                                          int(cols["chunk_bytes"][i]), is_write,
-                                          self.clocks.to_dram(t0 + setup), self.max_out)
-                    t_dram = max(t_dram, self.clocks.to_core(dram_done))
-                    delta = dram.stats - before
-                    for key, c in zip(_STAT_KEYS, _STAT_COLS):
-                        value = int(delta[_STAT_INDEX[key]])
-                        row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
+                copies = int(cols["copies"][i]) if self.multicore else 1
+                if self.multicore and kind in (Kind.LOAD, Kind.STORE):
+                    t1, latency = self._shared(i, t0 + setup, kind, operand, nbytes, copies, row)
+                    start[i], finish[i] = t0, t1
+                    self.dram_finish[i] = t1
+                    # the DMA engine issues its next transfer while this one's first bytes are
+                    # on their way (its requests overlap the latency), not after them
+                    self.engine_free[e] = max(t0 + setup, t1 - latency)
+                    self._done(lay)
+                    return
+                t_dram = self._dram(i, t0 + setup, is_write, copies, row) if nbytes else t0 + setup
+                nbytes *= copies
                 t1 = t_dram
                 cause[i] = CAUSE_DRAM
                 if kind in (Kind.LOAD, Kind.STORE):   # the scratchpad side of the copy
@@ -536,10 +566,201 @@ class _ChipRun:
         start[i], finish[i] = t0, t1
         self.dram_finish[i] = t_dram if kind in (Kind.HOST_IN, Kind.HOST_OUT) else t1
         self.engine_free[e] = t1
+        self._done(lay)
+
+    def _done(self, lay: int) -> None:
         if self.progress is not None:
             self.cmds_left[lay] -= 1
             if self.cmds_left[lay] == 0:
                 self._report(lay)
+
+    def _dram(self, i: int, t_start: int, is_write: bool, copies: int, row) -> int:
+        """Command ``i``'s box in the DRAM model from core cycle ``t_start``, ``copies`` times
+        (the other cores' copies continue the box's outer dimension, each at its own
+        addresses); the core cycle the last request completes. Adds the DRAM's statistics to
+        ``row``. A ``cached`` DRAM (``dram.model``) times it with :meth:`_cached`."""
+        dram, cols = self.dram, self.cols
+        if dram is None:
+            return t_start
+        addr, n2, s2, n1, s1, chunk = (int(cols[c][i]) for c in (
+            "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
+        addr += self.addr_offset
+        if copies > 1 and n2 == 1:        # the copies are the outer dimension of one box
+            n2, s2 = copies, -(-((n1 - 1) * s1 + chunk) // 4096) * 4096
+        elif copies > 1:
+            n2 *= copies
+        t0 = self.clocks.to_dram(t_start)
+        if self.dram_cached:
+            done, delta = self._cached(addr, n2, s2, n1, s1, chunk, is_write, t0)
+        else:
+            before = dram.stats.copy()
+            done = dram_box_transfer(dram, addr, n2, s2, n1, s1, chunk, is_write, t0,
+                                     self.max_out)
+            delta = dram.stats - before
+        self._dram_stats(delta, row)
+        return max(t_start, self.clocks.to_core(done))
+
+    def _cached(self, addr, n2, s2, n1, s1, chunk, is_write, t0):
+        """A ``cached`` DRAM (``dram.model``): each box shape (and its address within an 8 KiB
+        stretch, which fixes its first channels and banks) is simulated once on an idle DRAM
+        without refresh, giving its time ``D`` and statistics. A box of more than 4 blocks and
+        4,096 requests is simulated for enough whole blocks to make 4,096 requests and scaled
+        to all of them (a stream's rate is steady). The data bus is held for the box's
+        *occupancy*: the time one more such box adds when they stream back to back (a short box
+        is simulated again four times over: ``(D4 - D) / 3``; a long one: ``D`` less one
+        request's latency); refresh stretches it by ``trefi / (trefi - trfc)``, the share of
+        time a channel is not refreshing. The transfer ends at ``max(start + D, bus free +
+        occupancy)``: alone it takes ``D``, behind others its latency overlaps them. ``(finish,
+        statistics)`` in DRAM cycles."""
+        key = (addr % 8192, n2, s2, n1, s1, chunk, is_write)
+        hit = self.shape_cache.get(key)
+        if hit is None:
+            first = self.first_latency.get(is_write)
+            if first is None:
+                first = self.first_latency[is_write] = dram_box_transfer(
+                    self._idle_dram(), 0, 1, 0, 1, 0, self.req_bytes, is_write, 0, self.max_out)
+            per_block = n1 * -(-chunk // self.req_bytes)
+            blocks = n2
+            if n2 > 4 and n2 * per_block > 4096:
+                blocks = max(2, -(-4096 // per_block))
+            idle = self._idle_dram()
+            done = dram_box_transfer(idle, addr, blocks, s2, n1, s1, chunk, is_write, 0,
+                                     self.max_out)
+            scale = n2 / blocks
+            stats = np.rint(idle.stats * scale).astype(np.int64)
+            if n2 * per_block >= 4096:
+                alone = first + (done - first) * scale
+                occupancy = alone - first
+            else:                 # short: its marginal time among boxes like it
+                span = -(-((n2 - 1) * s2 + (n1 - 1) * s1 + chunk) // 4096) * 4096
+                box4 = (4, span) if n2 == 1 else (4 * n2, s2)
+                four = dram_box_transfer(self._idle_dram(), addr, box4[0], box4[1], n1, s1,
+                                         chunk, is_write, 0, self.max_out)
+                alone = done
+                occupancy = max(1.0, (four - done) / 3)
+            hit = self.shape_cache[key] = (
+                round(first + (alone - first) * self.refresh_stretch),
+                max(1, round(occupancy * self.refresh_stretch)), stats)
+        alone, occupancy, stats = hit
+        end = max(t0 + alone, self.bus_free + occupancy)
+        self.bus_free = end
+        self.dram.stats += stats        # the DRAM's totals count it as if it had run there
+        return end, stats
+
+    def _idle_dram(self) -> DramModel:
+        """A DRAM model without refresh in its initial state (one model, reset: building one
+        costs ~1 ms)."""
+        if self.idle is None:
+            cfg = self.dram.cfg
+            self.idle = DramModel(replace(cfg, refresh=False))
+            self.idle_state = self.idle.state.copy()
+            self.refresh_stretch = (cfg.trefi / (cfg.trefi - cfg.trfc) if cfg.refresh else 1.0)
+        self.idle.state[:] = self.idle_state
+        self.idle.stats[:] = 0
+        return self.idle
+
+    def _dram_stats(self, delta, row) -> None:
+        col = self.col
+        for key, c in zip(_STAT_KEYS, _STAT_COLS):
+            value = int(delta[_STAT_INDEX[key]])
+            row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
+
+    def _res(self, name: str, start: int, nbytes: float, per_cycle: float, row, column: str) -> int:
+        """Book ``nbytes`` on shared resource ``name`` (``per_cycle`` bytes a cycle) from
+        ``start`` or when it is free; the cycle the booking ends."""
+        cycles = math.ceil(nbytes / per_cycle) if nbytes else 0
+        if cycles <= 0:
+            return start
+        end = max(start, self.res_free[name]) + cycles
+        self.res_free[name] = end
+        row[self.col[column]] += cycles
+        return end
+
+    def _shared(self, i: int, t_start: int, kind: int, operand: int, nbytes: int, copies: int,
+                row) -> tuple[int, int]:
+        """A load or store of a multi-core chip (module docstring): its DRAM copies, the L2 and
+        the network for every core of the layer, one core's scratchpad side. ``(finish,
+        latency)``: the latency is the part of the time to the first byte (network hops, L2
+        hit, DRAM) that the next transfer of the engine may overlap."""
+        col, lay = self.col, int(self.layers[i])
+        cores = int(self.layer_cores[lay])
+        l2, noc = self.chip.l2, self.chip.noc
+        location = int(self.locations[i])
+        load = kind == Kind.LOAD
+        t1 = t_dram = t_start
+        if kind == Kind.STORE and operand == Operand.NONE:     # an L2 write-back
+            t1 = self._res("l2_read", t_start, nbytes, l2.bytes_per_cycle, row,
+                           "l2_read_port_cycles")
+            t_dram = self._dram(i, t_start, True, 1, row)
+            row[col["l2_read_bytes"]] += nbytes
+            row[col["dram_ofmap_write_bytes"]] += nbytes
+            self.cause[i] = CAUSE_DRAM
+            return max(t1, t_dram), 0
+        every = nbytes * cores                  # all cores' bytes on the network
+        lat = self.noc_latency
+        # the network: this core's port and, in aggregate, every core's transfer
+        t_net = max(self._res("noc_in" if load else "noc_out", t_start + lat, nbytes,
+                              noc.link_bytes_per_cycle, row,
+                              "noc_in_port_cycles" if load else "noc_out_port_cycles"),
+                    self._res("net_in" if load else "net_out", t_start + lat, every,
+                              self.noc_aggregate, row,
+                              "noc_network_in_cycles" if load else "noc_network_out_cycles"))
+        row[col["noc_bytes"]] += every
+        self.cause[i] = CAUSE_DRAM
+        latency = lat
+        if location == Location.L2:           # served by the L2 / kept in it
+            latency += l2.latency_cycles
+            side = "l2_read" if load else "l2_write"
+            t1 = self._res(side, t_start + lat + l2.latency_cycles, every, l2.bytes_per_cycle,
+                           row, f"{side}_port_cycles")
+            row[col["l2_read_bytes" if load else "l2_write_bytes"]] += every
+            if load:
+                row[col["l2_hit_bytes"]] += every
+        else:
+            t_dram = self._dram(i, t_start, not load, copies, row) if nbytes else t_start
+            t1 = t_dram
+            if self.dram_cached:
+                latency += self.clocks.to_core(self.first_latency.get(not load, 0))
+            if l2.present:                    # through the L2: a fill, or a write-through
+                t1 = max(t1, self._res("l2_write", t_start, nbytes * copies, l2.bytes_per_cycle,
+                                       row, "l2_write_port_cycles"))
+                row[col["l2_write_bytes"]] += nbytes * copies
+                if load:                      # every core then reads its tile from the L2
+                    t1 = max(t1, self._res("l2_read", t_start + l2.latency_cycles, every,
+                                           l2.bytes_per_cycle, row, "l2_read_port_cycles"))
+                    row[col["l2_read_bytes"]] += every
+                    row[col["l2_miss_bytes"]] += nbytes * copies
+                    row[col["l2_hit_bytes"]] += every - nbytes * copies
+            row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t_start, self.dram_busy_until))
+            self.dram_busy_until = max(self.dram_busy_until, t_dram)
+            dram_bytes = nbytes * copies
+            if load:
+                name = {Operand.IFMAP: "ifmap", Operand.FILTER: "filter", Operand.PSUM: "psum",
+                        Operand.RESIDUAL: "ifmap"}[operand]
+                row[col[f"dram_{name}_read_bytes"]] += dram_bytes
+                if operand == Operand.RESIDUAL:
+                    row[col["dram_residual_read_bytes"]] += dram_bytes
+            else:
+                row[col["dram_psum_write_bytes" if operand == Operand.PSUM
+                        else "dram_ofmap_write_bytes"]] += dram_bytes
+        t1 = max(t1, t_net)
+        # this core's scratchpad side (the other cores' are theirs)
+        sram = (2 if not load or operand in (Operand.PSUM, Operand.RESIDUAL)
+                else 0 if operand == Operand.IFMAP else 1)
+        t_port = self._book(sram, _WRITE if load else _READ, t_start, 8 * nbytes, row)
+        if t_port > t1:
+            t1 = t_port
+            self.cause[i] = CAUSE_SRAM
+        if load:
+            if operand == Operand.RESIDUAL:
+                row[col["ofmap_sram_fill_bytes"]] += nbytes
+            elif operand != Operand.PSUM:
+                row[col[f"{_SRAMS[sram]}_sram_fill_bytes"]] += nbytes
+            row[col["loads"]] += 1
+        else:
+            row[col["ofmap_sram_drain_bytes"]] += nbytes
+            row[col["stores"]] += 1
+        return t1, latency
 
     def _charge_gap(self, hi: int, d: int) -> None:
         """Charge the array's idle cycles ``[array_free, hi)`` along the critical path that ends
@@ -623,6 +844,9 @@ class _ChipRun:
         # Tail of the array timeline: its critical path, as every other gap.
         if total > self.array_free:
             self._charge_gap(total, int(np.argmax(finish)))
+        if self.multicore and n_layers:
+            per_core = [col[name] for name in PER_CORE_COUNTERS]
+            counters[:, per_core] *= self.layer_cores[:n_layers, None]
         ends = layer_ends(program, finish, self.start, self.kinds, total)
         window_cycles(counters, col, ends)
         charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)

@@ -56,12 +56,14 @@ class Operand(enum.IntEnum):
     PSUM = 3      # partial sums spilled to / reloaded from DRAM at accumulator precision
     NONE = 4
     RESIDUAL = 5  # a fused epilogue's residual tile, loaded next to its accumulators (ofmap)
+    # (a STORE of operand NONE writes a tensor evicted from the shared L2 back to DRAM)
 
 
 class Location(enum.IntEnum):
     DRAM = 0
     HOST = 1
     ONCHIP = 2
+    L2 = 3        # the shared L2 of a multi-core chip (a load it serves, a store it keeps)
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,14 @@ class LayerSchedule:
     # ``"<kind>:<anchor>"`` when the op runs in a fused group (compiler.fusion): the anchor's
     # commands do the whole group's work, the other members have none
     fused: str | None = None
+    # cores running these commands, each on its own share of the op (compiler.backends.multicore)
+    cores: int = 1
 
 
 _INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", "stride2", "n1",
                 "stride1", "chunk_bytes", "count", "m", "n", "k", "left_stride", "top_stride",
-                "tile_g", "tile_m", "tile_n", "tile_k", "va_bytes", "vb_bytes", "vout_bytes")
+                "tile_g", "tile_m", "tile_n", "tile_k", "va_bytes", "vb_bytes", "vout_bytes",
+                "copies")
 
 
 @dataclass
@@ -119,6 +124,8 @@ class Program:
     with the byte strides of the vectors the array's left and top edges read per cycle
     (``left_stride``, ``top_stride``; element size = contiguous), the tile indices
     ``tile_g/m/n/k``, and the dependency lists in CSR form (``dep_ptr``, ``dep_idx``).
+    On a multi-core chip a transfer's ``copies`` is how many distinct copies of its box the
+    layer's cores move to or from DRAM (:mod:`compiler.backends.multicore`; 1 otherwise).
 
     A ``VECTOR`` command runs ``works[count]`` (a :class:`~hw.vector.work.VectorWork`) on ``m``
     rows of ``n`` elements, reading ``va_bytes`` per pass from the scratchpad named by
@@ -163,6 +170,8 @@ class ProgramBuilder:
         self.notes: list[str] = []
         self.works: list = []
         self._work_index: dict = {}
+        # a multi-core chip's compiler.backends.multicore.Placement: routes every transfer
+        self.placement = None
 
     def __len__(self) -> int:
         return len(self._dep_ptr) - 1
@@ -184,9 +193,24 @@ class ProgramBuilder:
         engine = Engine.STORE if kind in (Kind.STORE, Kind.HOST_OUT) else Engine.LOAD
         addr, n2, s2, n1, s1, chunk = box
         g, m, n, k = tile
-        return self._add(deps, engine=engine, kind=kind, operand=operand, location=location,
-                         layer=layer, addr=addr, n2=n2, stride2=s2, n1=n1, stride1=s1,
-                         chunk_bytes=chunk, tile_g=g, tile_m=m, tile_n=n, tile_k=k)
+        copies = 1
+        place = self.placement
+        if place is not None:
+            location, copies = place.route(kind, operand, location, box)
+        index = self._add(deps, engine=engine, kind=kind, operand=operand, location=location,
+                          layer=layer, addr=addr, n2=n2, stride2=s2, n1=n1, stride1=s1,
+                          chunk_bytes=chunk, tile_g=g, tile_m=m, tile_n=n, tile_k=k,
+                          copies=copies)
+        if place is not None:
+            if kind == Kind.STORE and location == Location.L2:
+                place.stored(index)
+            elif kind == Kind.LOAD and location == Location.DRAM and place.capacity:
+                place.pending(index, box, copies)
+            for w_addr, w_bytes, w_after in place.evicted():   # kept tensors written back
+                self._add([w_after], engine=Engine.STORE, kind=Kind.STORE,
+                          operand=Operand.NONE, location=Location.DRAM, layer=layer,
+                          addr=w_addr, n2=1, n1=1, chunk_bytes=w_bytes, copies=1)
+        return index
 
     def compute(self, layer: int, count: int, m: int, n: int, k: int, left_stride: int,
                 top_stride: int, deps=(), tile=(0, 0, 0, 0)) -> int:
@@ -208,6 +232,13 @@ class ProgramBuilder:
                          location=Location.ONCHIP, layer=layer, count=index, m=rows, n=cols,
                          va_bytes=a_bytes, vb_bytes=b_bytes, vout_bytes=out_bytes, tile_g=g,
                          tile_m=tm, tile_n=tn, tile_k=tk)
+
+    def settle(self) -> None:
+        """End of an op on a chip with an L2: the loads its L2 serves become ``L2`` loads."""
+        if self.placement is not None:
+            locations = self._rows["location"]
+            for index in self.placement.resolve():
+                locations[index] = Location.L2
 
     def build(self) -> Program:
         columns = {name: np.asarray(values, dtype=np.int64) for name, values in self._rows.items()}

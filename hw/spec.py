@@ -5,16 +5,17 @@ hardware that the compiler, the run pipeline, the SoC and the multi-chip layer a
   unit) and its local scratchpads.
 * A :class:`MemoryLevel` says how big it is, how it is banked, how many bytes a cycle it moves,
   which operands it holds and which cores share it (none: the core's own).
-* Below the cores: shared levels (none yet; the shared L2 of a multi-core chip goes here), DRAM,
-  the host link and the DMA engines.
+* Below the cores: shared levels (the L2 of a multi-core chip, :mod:`hw.memory.l2`, shared by
+  every core through the on-chip network), DRAM, the host link and the DMA engines.
 
 :func:`hw.configfile.load_chip` is the one loader: a shipped preset by name
 (:mod:`hw.presets`) or a TOML file of either kind (a systolic chip's ``[chip]``/``[array]``/
 ``[sram]``... tables or an NVDLA build's ``[nvdla]`` table), with ``--set`` style overrides;
 every error is a :class:`hw.errors.ConfigError`. :func:`chip_spec` describes an in-memory
 config the same way.
-Today's systolic chip is one core with one ``systolic`` engine and three scratchpads (ifmap,
-filter, ofmap); an NVDLA build is one core with one ``nvdla`` engine and its convolution buffer.
+A systolic chip is ``cores`` identical cores, each with a ``systolic`` engine, its ``vector``
+engine and three scratchpads (ifmap, filter, ofmap), and an ``l2`` level when it has one; an
+NVDLA build is one core with one ``nvdla`` engine and its convolution buffer.
 Each engine keeps its kind's own config (:attr:`Engine.config`), which that kind's compiler
 backend and timing model read; :attr:`ChipSpec.config` is the whole config of that kind.
 """
@@ -146,11 +147,17 @@ class ChipSpec:
         return tuple(m for core in self.cores for m in core.scratchpads) + self.levels
 
     def describe(self) -> str:
-        """One line: cores, engines, memory levels and DRAM."""
-        engines = ", ".join(f"{e.kind} {e.name} ({e.peak_macs_per_cycle} MAC/cycle)"
-                            for e in self.engines)
-        mem = ", ".join(f"{m.name} {m.capacity_bytes // 1024} KiB"
-                        for m in self.memory_levels())
+        """One line: cores, engines, memory levels and DRAM (identical cores listed once)."""
+        core = self.cores[0]
+        same = all(c.engines == core.engines and c.scratchpads == core.scratchpads
+                   for c in self.cores)
+        cores = [core] if same else list(self.cores)
+        per = f"{len(self.cores)} x " if same and len(self.cores) > 1 else ""
+        engines = ", ".join(f"{per}{e.kind} {e.name} ({e.peak_macs_per_cycle} MAC/cycle)"
+                            for c in cores for e in c.engines)
+        pads = tuple(m for c in cores for m in c.scratchpads) + self.levels
+        mem = ", ".join(f"{per if m.shared_by == () else ''}{m.name} "
+                        f"{m.capacity_bytes // 1024} KiB" for m in pads)
         dram = ((self.dram.preset or "custom DRAM") if self.dram is not None
                 else "bandwidth-only memory interface")
         return (f"{self.name}: {len(self.cores)} core(s) at {self.clock_mhz:g} MHz; {engines}; "
@@ -173,9 +180,15 @@ def _systolic(cfg: ChipConfig, source: str) -> ChipSpec:
         engines += (Engine(kind="vector", name=f"vector {vec.lanes} lanes",
                            peak_macs_per_cycle=0, config=vec,
                            label=f"{vec.lanes} lanes {vec.dtype}"),)
+    names = tuple(f"core{i}" for i in range(cfg.cores))
+    levels = ()
+    if cfg.l2.present:
+        levels = (MemoryLevel(name="l2", capacity_bytes=cfg.l2.capacity_bytes, banks=cfg.l2.banks,
+                              bank_width_bytes=cfg.l2.bank_width_bytes, ports=1,
+                              holds=OPERANDS, shared_by=names),)
     return ChipSpec(name=cfg.name, clock_mhz=cfg.clock_mhz,
-                    cores=(Core(name="core0", engines=engines, scratchpads=pads),),
-                    levels=(), dram=cfg.dram, host_link=cfg.host_link, dma=cfg.dma, config=cfg,
+                    cores=tuple(Core(name=n, engines=engines, scratchpads=pads) for n in names),
+                    levels=levels, dram=cfg.dram, host_link=cfg.host_link, dma=cfg.dma, config=cfg,
                     source=source)
 
 

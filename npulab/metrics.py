@@ -264,7 +264,9 @@ def chip_view(run, tech: Technology, dram_kind: str | None = None,
     facts = HardwareFacts.of(spec, totals.get("precision"))
     levels = {m.name: m for m in spec.memory_levels()}
     widths = {name: 8 * m.bank_width_bytes for name, m in levels.items()}
-    peaks = {name: _sram_peak(spec, m, run.timing) for name, m in levels.items()}
+    # a core's scratchpad: every core's together (the cores of a layer each read their own)
+    peaks = {name: _sram_peak(spec, m, run.timing) * (1 if m.shared_by else len(spec.cores))
+             for name, m in levels.items()}
     # the bandwidth of the memory path the runner timed (NVDLA: DBB x DRAM), else the DRAM's
     dram_gbps = totals.get("dram_available_gbps")
     if dram_gbps is None and spec.dram is not None and not spec.dram.is_ideal:
@@ -373,10 +375,11 @@ def _dram_level(bus: float, read: float, written: float, seconds: float, peak) -
 def _roofline(macs: float, levels: dict, chip: dict) -> dict:
     """The classic roofline on the chip's ceilings, in MACs: peak compute, and DRAM and
     host-link bandwidth x MACs per byte on that level's bus (the bytes its bandwidth limit
-    applies to; the off-chip levels whose bandwidth the timing models enforce)."""
+    applies to; the off-chip levels whose bandwidth the timing models enforce), and on a chip
+    with a shared L2 its bandwidth x MACs per L2 byte."""
     ceilings = {"compute": chip["peak_macs_per_cycle"] * chip["clock_hz"]}
     intensity = {}
-    for name in _OFF_CHIP:
+    for name in _OFF_CHIP + ("sram.l2",):
         lv = levels.get(name)
         if lv and lv["bytes"] > 0:
             intensity[name] = macs / lv["bytes"]

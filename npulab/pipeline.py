@@ -20,7 +20,7 @@ words it with its flags), as is a misspelt field (``RunOptions(timng=...)`` is a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -118,12 +118,21 @@ def _compile_choices(compile_options: CompileOptions):
             yield f"compile.{f.name}", value
 
 
+def _systolic_precision(spec: ChipSpec, precision: str | None) -> ChipSpec:
+    """A systolic chip with ``precision`` as its array's (``--precision`` is
+    ``--set array.precision=...``; the accumulators take that precision's default width
+    unless it is the chip's own precision)."""
+    if precision is None or spec.kind != "systolic":
+        return spec
+    cfg = spec.config
+    arr = cfg.array
+    if precision == arr.precision.value:
+        return spec
+    return chip_spec(replace(cfg, array=replace(arr, precision=precision, acc_bits=None)),
+                     spec.source)
+
+
 def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
-    if options.precision is not None:
-        raise OptionError("precision", options.precision,
-                          "{} applies to NVDLA builds; a systolic chip computes in its array's "
-                          "precision ({array})",
-                          {"array": ("array.precision", "int8|int16|fp16")})
     if options.skip_unsupported:
         raise OptionError("skip_unsupported", True, "{} applies to NVDLA builds")
     choice = next(_compile_choices(options.compile), None)
@@ -209,8 +218,8 @@ def run(workload: Graph, device=None, options: RunOptions | None = None, *,
     """Run ``workload`` on ``device`` (:func:`resolve_device`) with ``options``; returns the
     :class:`~npulab.simulate.RunResult`. ``progress(done, total, name)`` is called as layers
     finish."""
-    spec = resolve_device(device)
     options = options if options is not None else RunOptions()
+    spec = _systolic_precision(resolve_device(device), options.precision)
     runner = RUNNERS.get(spec.kind)
     if runner is None:
         raise ValueError(f"{spec.name}: engine kind {spec.kind!r} has no runner; registered: "

@@ -41,7 +41,8 @@ _LABEL_PITCH_IN = 0.15   # closest two rotated 7-pt tick labels may be
 _LABEL_CHARS = 24
 _HEIGHT_IN = 4.6
 
-BOUND_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", None: "#7f7f7f"}
+BOUND_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", "l2": "#17becf",
+                "noc": "#8c564b", None: "#7f7f7f"}
 STALL_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", "sram": "#ff7f0e",
                 "vector": "#2ca02c",
                 "unattributed": "#bcbd22"}
@@ -149,9 +150,16 @@ def roofline(summary: dict):
             xl = layer["roofline"]["intensity_macs_per_byte"].get("link")
             if xl and layer["macs_per_s"]:
                 link_points.append((i, layer, xl))
+    # a shared L2: its slope, and each layer at its MACs per L2 byte
+    l2 = (chip.get("srams") or {}).get("l2")
+    l2_bw = l2["peak_bytes_per_cycle"] * chip["clock_hz"] if l2 else None
+    l2_points = [(i, layer, layer["roofline"]["intensity_macs_per_byte"]["sram.l2"])
+                 for i, layer in enumerate(layers)
+                 if l2_bw and layer["macs_per_s"]
+                 and layer["roofline"]["intensity_macs_per_byte"].get("sram.l2")]
 
-    xs = [x for _, _, x in placed] + [x for _, _, x in link_points]
-    ridges = [peak / bw for bw in (dram_bw, link_bw) if bw]
+    xs = [x for _, _, x in placed + link_points + l2_points]
+    ridges = [peak / bw for bw in (dram_bw, link_bw, l2_bw) if bw]
     lo = min(xs + ridges) / 4 if xs or ridges else 0.1
     hi = max(xs + ridges) * 4 if xs or ridges else 1e4
     if not xs:
@@ -162,7 +170,9 @@ def roofline(summary: dict):
     ax.plot([lo, hi], [peak * tera] * 2, color="black", lw=2,
             label=f"peak compute {peak * tera:.3g} TMAC/s ({2 * peak * tera:.3g} TOPS)",
             gid="roofline-ceiling-compute")
-    for level, bw, style in (("dram", dram_bw, "-"), ("link", link_bw if link_points else None, "--")):
+    names = {"dram": "DRAM", "link": "host link", "l2": "L2"}
+    for level, bw, style in (("dram", dram_bw, "-"), ("link", link_bw if link_points else None, "--"),
+                             ("l2", l2_bw if l2_points else None, ":")):
         if not bw:
             continue
         ridge = peak / bw
@@ -170,8 +180,7 @@ def roofline(summary: dict):
         x1 = min(hi, ridge)
         ax.plot([x0, x1], [x0 * bw * tera, x1 * bw * tera], color=BOUND_COLORS[level], lw=2,
                 ls=style, gid=f"roofline-ceiling-{level}",
-                label=f"{'DRAM' if level == 'dram' else 'host link'} {bw / 1e9:.3g} GB/s "
-                      f"(ridge {ridge:.3g} MAC/B)")
+                label=f"{names[level]} {bw / 1e9:.3g} GB/s (ridge {ridge:.3g} MAC/B)")
 
     seen_bounds = set()
     for i, layer, x in placed:
@@ -184,16 +193,19 @@ def roofline(summary: dict):
         art.set_gid(gid)
         fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {x:.3g} MAC/B, "
                                     f"{layer['macs_per_s'] * tera:.3g} TMAC/s, bound {b}")
-    first = True
-    for i, layer, xl in link_points:
-        art = ax.scatter([xl], [layer["macs_per_s"] * tera], s=28, facecolors="none",
-                         edgecolors=BOUND_COLORS["link"], linewidths=0.9, zorder=3,
-                         label="layer at MACs per link byte" if first else None)
-        first = False
-        gid = f"roofline-link-{i}"
-        art.set_gid(gid)
-        fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {xl:.3g} MACs/link byte, "
-                                    f"{layer['macs_per_s'] * tera:.3g} TMAC/s")
+    # hollow points: each layer at its MACs per link byte, and per L2 byte
+    for points, level, marker, size, what in ((link_points, "link", "o", 28, "link"),
+                                              (l2_points, "l2", "D", 22, "L2")):
+        first = True
+        for i, layer, x in points:
+            art = ax.scatter([x], [layer["macs_per_s"] * tera], s=size, marker=marker,
+                             facecolors="none", edgecolors=BOUND_COLORS[level], linewidths=0.9,
+                             zorder=3, label=f"layer at MACs per {what} byte" if first else None)
+            first = False
+            gid = f"roofline-{level}-{i}"
+            art.set_gid(gid)
+            fig.npulab_tooltips[gid] = (f"{layer['name']} ({layer['op']}): {x:.3g} MACs/{what} "
+                                        f"byte, {layer['macs_per_s'] * tera:.3g} TMAC/s")
     xn = net["roofline"]["intensity_macs_per_byte"].get("dram")
     star = None
     if xn and net["macs_per_s"]:
@@ -223,11 +235,12 @@ def roofline(summary: dict):
         else:
             _empty(ax, text)
     ax.set_xlim(lo, hi)
-    ys = [layer["macs_per_s"] * tera for _, layer, _ in placed + link_points]
+    ys = [layer["macs_per_s"] * tera for _, layer, _ in placed + link_points + l2_points]
     ymin = min(ys + [peak * tera]) / (10 if ys else 1000)
     ax.set_ylim(ymin, peak * tera * 3)
-    ax.set_xlabel("arithmetic intensity (MACs per DRAM byte; hollow: per link byte)"
-                  if link_points else "arithmetic intensity (MACs per DRAM byte)")
+    ax.set_xlabel("arithmetic intensity (MACs per DRAM byte"
+                  + ("; hollow: per link byte" if link_points else "")
+                  + ("; diamonds: per L2 byte" if l2_points else "") + ")")
     ax.set_ylabel("achieved performance (TMAC/s; 1 MAC = 2 ops)")
     ax.set_title(_title(summary, "Roofline"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)

@@ -161,6 +161,8 @@ class LayerResult:
     fused: str | None = None
     # What the hardware did (:class:`LayerActions`); None for ops no engine runs.
     actions: LayerActions | None = None
+    # cores of a multi-core chip the op ran on, each on its share (None on one core)
+    cores: int | None = None
     # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
     # for the timeline; None where the runner has the command-level trace instead.
     units: dict | None = None
@@ -195,6 +197,8 @@ def _plain_copy(value):
 def _layer_dict(layer: LayerResult) -> dict:
     """``asdict(layer)``, faster."""
     out = {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
+    if layer.cores is None:         # a one-core chip's layers read as they always did
+        del out["cores"]
     if layer.actions is not None:
         out["actions"] = layer.actions.to_dict()
     return out

@@ -230,6 +230,8 @@ def _systolic_table(result: RunRecord, metrics) -> str:
     arr = result.spec.engine.config
     clock = result.spec.clock_mhz
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
+    if any(x.cores is not None for x in result.layers):    # a multi-core chip
+        columns = columns[:len(_SHAPE_COLUMNS)] + [("cores", "cores", ",")] + columns[len(_SHAPE_COLUMNS):]
     fused = any(x.fused for x in result.layers)
     if fused:       # the group each fused op ran in ("<kind>:<anchor>")
         columns = columns + [("fused", "fused", "s")]
@@ -240,7 +242,8 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         "",
         f"total cycles          {t['cycles']:,}",
         f"total MACs            {t['macs']:,}",
-        f"utilization           {t['utilization_pct']:.1f} % of {arr.rows * arr.cols} PEs",
+        f"utilization           {t['utilization_pct']:.1f} % of "
+        f"{t.get('cores', 1) * arr.rows * arr.cols} PEs",
         f"latency               {t['latency_s'] * 1e3:.4f} ms at {clock:g} MHz",
         f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak",
         f"SRAM ifmap reads      {t['ifmap_sram_reads']:,}",
@@ -257,6 +260,7 @@ def _systolic_table(result: RunRecord, metrics) -> str:
             *items[:2],
             f"host link traffic     {t['link_bytes']:,} B",
             *items[2:],
+            *_multicore_lines(result),
         ]
     vec = [x for x in result.layers if x.engine == "vector"]
     if t.get("vector_busy_cycles") is not None and t["cycles"]:
@@ -278,6 +282,29 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         + (f", {idle} not simulated ({why})" if idle else ""),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _multicore_lines(result: RunRecord) -> list[str]:
+    """A multi-core chip's cores, L2 and network (none on one core without an L2)."""
+    t, cfg = result.totals, result.spec.config
+    if "cores" not in t:
+        return []
+    lines = [f"cores                 {t['cores']} x {result._hardware()}: PE utilization "
+             f"min {t['core_utilization_min_pct']:.1f} %, mean "
+             f"{t['core_utilization_mean_pct']:.1f} %, max {t['core_utilization_max_pct']:.1f} %"
+             + (f", {t['cores_idle']} idle" if t["cores_idle"] else "")]
+    if cfg.l2.present:
+        lines.append(
+            f"L2                    {cfg.l2.capacity_kib:g} KiB: {t['l2_read_bytes']:,} B read, "
+            f"{t['l2_write_bytes']:,} B written, loads {t['l2_hit_pct']:.1f} % hits "
+            f"({t['l2_hit_bytes']:,} B) / {t['l2_miss_bytes']:,} B from DRAM, "
+            f"{t['l2_gbps']:.2f} GB/s of {t['l2_peak_gbps']:.2f} GB/s, busiest side "
+            f"{t['l2_utilization_pct']:.1f} % busy")
+    lines.append(
+        f"network               {cfg.noc.topology}, {cfg.noc.link_bytes_per_cycle:g} B/cycle "
+        f"links: {t['noc_bytes']:,} B, a core's port {t['noc_port_utilization_pct']:.1f} % "
+        f"busy, the network {t['noc_network_utilization_pct']:.1f} %")
+    return lines
 
 
 #: The terminal table of each engine kind (a kind not listed gets the generic one).
@@ -306,7 +333,8 @@ def csv_table(result: RunRecord, metrics=None) -> tuple[list[str], list[list]]:
     from the same rows."""
     from npulab.metrics import layer_columns
     metrics = _metrics_of(result, metrics)
-    names = [f.name for f in fields(LayerResult) if f.name not in _CSV_SKIP]
+    skip = _CSV_SKIP + (("cores",) if all(x.cores is None for x in result.layers) else ())
+    names = [f.name for f in fields(LayerResult) if f.name not in skip]
     by_name = {m["name"]: m for m in metrics.layers}
     cols = layer_columns(metrics.layers)
     rows = []

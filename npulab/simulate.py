@@ -10,6 +10,9 @@ Timing modes:
   previous layer's end and its own, so they add up to the network's; a window always holds
   the layer's own compute (it ends early where the next layer's compute starts under this
   layer's stores), so no layer shows fewer cycles than MACs / PEs.
+On a multi-core chip ``compute`` and ``scalesim`` time each op's share on one core (the split
+of :mod:`compiler.backends.multicore`; the layer's ``cores`` says how many run it).
+
 * ``compute``: compute only. Operands are assumed resident in SRAM with unlimited bandwidth;
   each layer starts on an empty array and its cycles are the timing engine's
   (:mod:`hw.systolic.timing`, which equals the register-level model cycle for cycle). A layer
@@ -32,8 +35,9 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from compiler.ir import Graph
+from compiler.ir import Conv2d, Graph
 from npulab.choices import TIMING_MODES
+from compiler.backends.multicore import share_graph
 from compiler.backends.systolic import compile_graph
 from compiler.backends.systolic_vector import is_vector_op
 from compiler.options import CompileOptions
@@ -178,7 +182,7 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
 def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
                   ofmap_reads: int, fills: tuple[int, ...] = (0, 0, 0), dram_bytes: int = 0,
                   link_bytes: int = 0, active_cycles: int | None = None,
-                  vector: dict | None = None) -> LayerActions:
+                  vector: dict | None = None, l2: tuple[int, int] | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -188,7 +192,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     (and, fourth, writes into ofmap: a fused epilogue's residual tiles).
     ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
     are taken over it; see :mod:`npulab.metrics`). ``vector``: the vector engine's part
-    (:func:`_vector_part`): its scratchpad bytes and operations by kind."""
+    (:func:`_vector_part`): its scratchpad bytes and operations by kind. ``l2``: bytes the
+    shared L2 read and wrote (a chip with an L2)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
     fill_in, fill_filter, drain, *fill_out = fills
@@ -203,7 +208,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
               "filter": SramAccess(int(filter_reads) * op + rd["filter"], 8 * int(fill_filter)),
               "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain) + rd["ofmap"],
                                   int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0))
-                                  + 8 * int(fill_out))},
+                                  + 8 * int(fill_out)),
+              **({"l2": SramAccess(8 * int(l2[0]), 8 * int(l2[1]))} if l2 is not None else {})},
         dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes),
         vector_ops=sum(by_op.values()) if by_op else 0,
         active_cycles=None if active_cycles is None else int(active_cycles),
@@ -244,6 +250,21 @@ def _traffic(c: dict, chip: ChipConfig) -> tuple:
     return rd, wr, c["link_in_bytes"] + c["link_out_bytes"], fills, energy_bytes
 
 
+def _l2(c: dict, chip: ChipConfig) -> tuple[int, int] | None:
+    """Bytes the shared L2 read and wrote in a layer (None without an L2)."""
+    return (c["l2_read_bytes"], c["l2_write_bytes"]) if chip.l2.present else None
+
+
+def _shared_busy(c: dict, chip: ChipConfig) -> dict:
+    """A multi-core chip's shared resources' busy cycles in a layer: the L2's busier side and
+    the network (a core's port or the whole network, the busier)."""
+    if not chip.multicore:
+        return {}
+    return {"l2": max(c["l2_read_port_cycles"], c["l2_write_port_cycles"]),
+            "noc": max(c["noc_in_port_cycles"], c["noc_out_port_cycles"],
+                       c["noc_network_in_cycles"], c["noc_network_out_cycles"])}
+
+
 def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerResult:
     """A vector op's layer from its counters: the executor's (``native``) or the engine alone
     (``compute``, :func:`_vector_compute`)."""
@@ -258,7 +279,9 @@ def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerRe
     demand = {"vector": busy}
     if native:
         dram_rd, dram_wr, link, fills, dram_bytes = _traffic(c, chip)
-        demand.update(dram=c["dram_transfer_cycles"], link=c["link_transfer_cycles"])
+        demand.update(dram=c["dram_transfer_cycles"], link=c["link_transfer_cycles"],
+                      **_shared_busy(c, chip))
+        active = max(active, *demand.values())
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="vector", gemm_count=None, gemm_m=None,
         gemm_n=None, gemm_k=None, macs=0, cycles=cycles, pe_busy_cycles=0,
@@ -273,7 +296,7 @@ def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerRe
         bound=max(demand, key=demand.get) if native else None,
         actions=array_actions(chip.array, 0, 0, 0, 0, 0, fills, dram_bytes=dram_bytes,
                               link_bytes=link or 0, active_cycles=active,
-                              vector=_vector_part(c, chip)),
+                              vector=_vector_part(c, chip), l2=_l2(c, chip) if native else None),
         units={"vector": busy},
     )
 
@@ -315,17 +338,30 @@ def _idle_layer(op, fused: str | None = None) -> LayerResult:
     )
 
 
-def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
-    run = [layer for layer in layers if layer.engine in ("array", "vector")]
+def launch_key(op) -> str:
+    """The kind of kernel ``op`` is, for ``chip.launch_overhead_by_op``: ``conv``, ``gemm``, or
+    a vector op's work name (``softmax``, ``layernorm``, ``gelu``, ``add``, ...)."""
+    if op.gemm_shape() is not None:
+        return "conv" if isinstance(op, Conv2d) else "gemm"
+    return op.work().name
+
+
+def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
+    ran = [(layer, op) for layer, op in zip(layers, ops or [None] * len(layers))
+           if layer.engine in ("array", "vector")]
+    run = [layer for layer, _ in ran]
     cycles = sum(layer.cycles for layer in run)
     macs = sum(layer.macs for layer in run)
-    launch_s = len(run) * chip.launch_overhead_us * 1e-6   # one kernel per op that ran
+    # one kernel per op that ran
+    launch_s = (sum(chip.launch_overhead_s(launch_key(op)) for _, op in ran)
+                if chip.launch_overhead_by_op and ops is not None
+                else len(run) * chip.launch_overhead_us * 1e-6)
     latency_s = cycles / chip.clock_hz + launch_s
     totals = {
         "cycles": cycles,
         "macs": macs,
         "pe_busy_cycles": sum(layer.pe_busy_cycles for layer in run),
-        "utilization_pct": 100.0 * macs / (chip.array.pes * cycles) if cycles else 0.0,
+        "utilization_pct": 100.0 * macs / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0,
         "ifmap_sram_reads": sum(layer.ifmap_sram_reads for layer in run),
         "filter_sram_reads": sum(layer.filter_sram_reads for layer in run),
         "ofmap_sram_writes": sum(layer.ofmap_sram_writes for layer in run),
@@ -333,8 +369,8 @@ def _totals(layers: list[LayerResult], chip: ChipConfig) -> dict:
         "latency_s": latency_s,
         # 2 ops per MAC (multiply and add), the usual TOPS convention.
         "effective_tops": 2 * macs / latency_s / 1e12 if cycles else 0.0,
-        "peak_tops": 2 * chip.array.pes * chip.clock_hz / 1e12,
-        "peak_macs_per_cycle": chip.array.pes,
+        "peak_tops": 2 * chip.peak_macs_per_cycle * chip.clock_hz / 1e12,
+        "peak_macs_per_cycle": chip.peak_macs_per_cycle,
         "layers_simulated": len(run),
         "kernels": len(run),
         "launch_overhead_s": launch_s,
@@ -356,7 +392,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
             continue
         if op.gemm_shape() is None:
             ran = ls.last > ls.first and (kinds[ls.first:ls.last] == Kind.VECTOR).any()
-            layers.append(replace(_vector_layer(op, chip, c), fused=ls.fused) if ran
+            layers.append(replace(_vector_layer(op, chip, c), fused=ls.fused,
+                                  cores=ls.cores if chip.multicore else None) if ran
                           else _idle_layer(op))
             continue
         t = ls.tiling
@@ -374,9 +411,10 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
                      *(c[f"{s}_{d}_port_cycles"] for s in SRAM_NAMES for d in ("read", "write")))
         dram_rd, dram_wr, link, fills, dram_bytes = _traffic(c, chip)
         # The busiest resource: array compute, DRAM transfers or link transfers (cycles each
-        # spent working for this layer).
+        # spent working for this layer); on a multi-core chip the L2 and the network too.
         demand = {"compute": c["array_busy_cycles"], "dram": c["dram_transfer_cycles"],
-                  "link": c["link_transfer_cycles"]}
+                  "link": c["link_transfer_cycles"], **_shared_busy(c, chip)}
+        active = max(active, *demand.values())
         # every field from the executor's counters and the layer's mapping: nothing is timed
         # twice (the folds and mapping efficiency are the GEMM's on the array, untiled)
         layers.append(LayerResult(
@@ -385,7 +423,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
             pe_busy_cycles=c["pe_busy_cycles"], folds=folds,
             mapping_efficiency_pct=_mapping_efficiency(lchip.array, shape, folds),
             # over the busy span, as npulab.metrics' compute_utilization
-            utilization_pct=100.0 * ls.macs / (chip.array.pes * active) if active else 0.0,
+            utilization_pct=(100.0 * ls.macs / (chip.peak_macs_per_cycle * active) if active
+                             else 0.0),
             ifmap_sram_reads=c["ifmap_sram_reads"], filter_sram_reads=c["filter_sram_reads"],
             ofmap_sram_writes=c["ofmap_sram_writes"], ofmap_sram_reads=c["ofmap_sram_reads"],
             compute_cycles=c["compute_cycles"], stall_dram_cycles=c["stall_dram_cycles"],
@@ -400,9 +439,10 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
             actions=array_actions(
                 lchip.array, ls.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
-                link_bytes=link, active_cycles=active, vector=_vector_part(c, chip)),
+                link_bytes=link, active_cycles=active, vector=_vector_part(c, chip),
+                l2=_l2(c, chip)),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
-            fused=ls.fused))
+            fused=ls.fused, cores=ls.cores if chip.multicore else None))
     return layers, run
 
 
@@ -428,16 +468,24 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
     else:
         layers = []
         vector = timing == "compute" and not chip.vector.ideal
-        for index, op in enumerate(graph.ops):
+        # a multi-core chip: each op's share on one core (compiler.backends.multicore)
+        shares, splits = share_graph(graph, chip) if chip.multicore else (graph, None)
+        for index, (whole, op) in enumerate(zip(graph.ops, shares.ops)):
             if op.gemm_shape() is not None:
-                layers.append(_array_layer(op, chip, timing))
+                layer = _array_layer(op, chip, timing)
             elif vector and is_vector_op(op):
-                layers.append(_vector_layer(op, chip, _vector_compute(op, chip), native=False))
+                layer = _vector_layer(op, chip, _vector_compute(op, chip), native=False)
             else:
-                layers.append(_idle_layer(op))
+                layer = _idle_layer(op)
+            if splits is not None and layer.cycles is not None:
+                layer = replace(layer, macs=whole.macs, cores=splits[op.name].cores,
+                                utilization_pct=(100.0 * whole.macs
+                                                 / (chip.peak_macs_per_cycle * layer.cycles)
+                                                 if layer.cycles else 0.0))
+            layers.append(layer)
             if progress is not None:
                 progress(index + 1, len(graph.ops), op.name)
-    totals = _totals(layers, chip)
+    totals = _totals(layers, chip, graph.ops)
     totals["batch"] = graph.batch
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
@@ -458,7 +506,8 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
     out.update(
         cycles=cycles, latency_s=latency_s,
         effective_tops=2 * totals["macs"] / latency_s / 1e12 if cycles else 0.0,
-        utilization_pct=100.0 * totals["macs"] / (chip.array.pes * cycles) if cycles else 0.0,
+        utilization_pct=(100.0 * totals["macs"] / (chip.peak_macs_per_cycle * cycles) if cycles
+                         else 0.0),
         compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
         stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],
         stall_vector_cycles=t["stall_vector_cycles"],
@@ -472,4 +521,43 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
     )
     for key in ("ifmap_sram_reads", "filter_sram_reads", "ofmap_sram_writes", "ofmap_sram_reads"):
         out[key] = t[key]
+    if chip.multicore:
+        out.update(_multicore_totals(t, layers, run, chip, latency_s))
     return out
+
+
+def _multicore_totals(t: dict, layers, run: ExecutionResult, chip: ChipConfig,
+                      latency_s: float) -> dict:
+    """A multi-core chip's totals: its cores' PE utilization (each core's MACs over the run;
+    the cores of a layer share its work), the L2's bytes, hits, bandwidth and busiest side, and
+    the network's bytes and busiest link (port or the whole network)."""
+    cycles = run.cycles
+    per_core = [0.0] * chip.cores
+    for x in layers:
+        if x.cores and x.pe_busy_cycles:
+            for core in range(x.cores):
+                per_core[core] += x.pe_busy_cycles / x.cores
+    peak = chip.array.pes * cycles
+    busy = [100.0 * b / peak if peak else 0.0 for b in per_core]
+    loads = t["l2_hit_bytes"] + t["l2_miss_bytes"]
+    seconds = cycles / chip.clock_hz
+
+    def pct(n):
+        return 100.0 * n / cycles if cycles else 0.0
+    return {
+        "cores": chip.cores,
+        "core_utilization_min_pct": min(busy), "core_utilization_mean_pct": sum(busy) / len(busy),
+        "core_utilization_max_pct": max(busy),
+        "cores_idle": sum(1 for b in per_core if not b),
+        "l2_read_bytes": t["l2_read_bytes"], "l2_write_bytes": t["l2_write_bytes"],
+        "l2_hit_bytes": t["l2_hit_bytes"], "l2_miss_bytes": t["l2_miss_bytes"],
+        "l2_hit_pct": 100.0 * t["l2_hit_bytes"] / loads if loads else 0.0,
+        "l2_gbps": ((t["l2_read_bytes"] + t["l2_write_bytes"]) / seconds / 1e9
+                    if seconds else 0.0),
+        "l2_peak_gbps": chip.l2.bytes_per_cycle * chip.clock_hz / 1e9 if chip.l2.present else None,
+        "l2_utilization_pct": pct(max(t["l2_read_port_cycles"], t["l2_write_port_cycles"])),
+        "noc_bytes": t["noc_bytes"],
+        "noc_port_utilization_pct": pct(max(t["noc_in_port_cycles"], t["noc_out_port_cycles"])),
+        "noc_network_utilization_pct": pct(max(t["noc_network_in_cycles"],
+                                               t["noc_network_out_cycles"])),
+    }

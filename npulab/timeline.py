@@ -32,6 +32,10 @@ One process (pid 1, named after the chip and the model) holds every track:
   window's DRAM bytes read and written (useful bytes, not bus bytes) over the window's
   duration, for native and NVDLA runs. The per-layer bus and useful bandwidths of the other
   views are over the layer's busy span (:mod:`npulab.metrics`).
+* a **multi-core** chip (:mod:`compiler.backends.multicore`): the engine tracks hold core 0's
+  commands (the layer's other cores run the same commands on their own shares, in lockstep);
+  one track per core, ``core N``, shows the window of each layer the core takes part in; counter
+  tracks ``L2 GB/s`` (``read``, ``write``) and ``network GB/s`` per layer window.
 
 :func:`validate_trace` checks a document against the format's rules that Perfetto relies on;
 :func:`write_trace` validates and writes compact JSON.
@@ -59,6 +63,7 @@ TID_ARRAY = 4
 TID_STORE = 5
 TID_LINK_OUT = 6
 TID_VECTOR = 7
+TID_CORE0 = 100     # core N's track: TID_CORE0 + N
 TRACK_NAMES = {TID_LAYERS: "layers", TID_LINK_IN: "host link in", TID_LOAD: "load DMA",
                TID_ARRAY: "array", TID_STORE: "store DMA", TID_LINK_OUT: "host link out",
                TID_VECTOR: "vector engine"}
@@ -113,8 +118,9 @@ class _Doc:
     def window(self, name: str, start: int, finish: int, args: dict) -> None:
         self.complete(TID_LAYERS, name, start, finish, {"window_of": name, **args})
 
-    def dram_counter(self, t: int, read_gbps: float, write_gbps: float) -> None:
-        self.events.append({"name": "DRAM useful GB/s", "ph": "C", "ts": self.time(t), "pid": PID,
+    def dram_counter(self, t: int, read_gbps: float, write_gbps: float,
+                     name: str = "DRAM useful GB/s") -> None:
+        self.events.append({"name": name, "ph": "C", "ts": self.time(t), "pid": PID,
                             "tid": 0, "args": {"read": read_gbps, "write": write_gbps}})
 
     def finish(self, process_name: str, other: dict) -> dict:
@@ -208,6 +214,12 @@ def _native(doc: _Doc, result) -> int:
                          f"{what} {label}", ls, lf,
                          {**args, "side": "link", "command_start_cycle": s,
                           "command_finish_cycle": f, "cycles": lf - ls})
+    # A multi-core chip: a track per core that runs any layer.
+    multicore = bool(getattr(result.spec.config, "multicore", False))
+    cores = [int(x.cores or 1) for x in result.layers]
+    if multicore:
+        for core in range(max(cores, default=1)):
+            doc.track(TID_CORE0 + core, f"core {core}")
     # Regions and the executor's accounting windows (E[i-1], E[i]].
     prev = 0
     for li, name in enumerate(tr.layer_names):
@@ -225,9 +237,21 @@ def _native(doc: _Doc, result) -> int:
         wr = c["dram_ofmap_write_bytes"] + c["dram_psum_write_bytes"]
         if end > prev:
             doc.dram_counter(prev, *_gbps(rd, wr, end - prev, 1.0 / doc.us))
+            if multicore:
+                doc.dram_counter(prev, *_gbps(c["l2_read_bytes"], c["l2_write_bytes"],
+                                              end - prev, 1.0 / doc.us), "L2 GB/s")
+                doc.dram_counter(prev, *_gbps(c["noc_bytes"], 0, end - prev, 1.0 / doc.us)[:1],
+                                 0.0, "network GB/s")
+        if multicore and end > prev:     # the layer's window on each of its cores
+            for core in range(cores[li]):
+                doc.complete(TID_CORE0 + core, name, prev, end,
+                             {"layer": name, "core": core, "cores": int(cores[li])})
         prev = end
     if prev:
         doc.dram_counter(prev, 0.0, 0.0)
+        if multicore:
+            doc.dram_counter(prev, 0.0, 0.0, "L2 GB/s")
+            doc.dram_counter(prev, 0.0, 0.0, "network GB/s")
     assert prev == run.cycles, (prev, run.cycles)
     return run.cycles
 

@@ -31,7 +31,9 @@ from compiler.options import CompileOptions  # noqa: E402
 from hw.chip import SRAM_NAMES, ChipConfig  # noqa: E402
 from hw.memory.dma import DmaConfig  # noqa: E402
 from hw.memory.dram import DRAM_PRESETS, DramConfig  # noqa: E402
+from hw.memory.l2 import L2Config  # noqa: E402
 from hw.memory.link import HostLinkConfig, HostMemory  # noqa: E402
+from hw.memory.noc import NocConfig  # noqa: E402
 from hw.memory.sram import SramConfig  # noqa: E402
 from hw.nvdla.config import NvdlaConfig, load_nvdla_config, nvdla_preset_names  # noqa: E402
 from hw.system.system import DEVICES, Protocol, RooflineDevice  # noqa: E402
@@ -67,6 +69,14 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("RooflineDevice", "mem_bytes"): "bytes",
     ("Protocol", "bandwidth_factor"): "fraction of link bandwidth",
     ("ChipConfig", "launch_overhead_us"): "µs per op",
+    ("ChipConfig", "launch_overhead_by_op"): "µs per op, by op kind",
+    ("ChipConfig", "cores"): "cores",
+    ("DramConfig", "model"): "-",
+    ("DramConfig", "channel_hash"): "-",
+    ("L2Config", "banks"): "banks",
+    ("L2Config", "keep_outputs"): "-",
+    ("NocConfig", "topology"): "-",
+    ("NocConfig", "link_bytes_per_cycle"): "bytes per core cycle per direction",
     ("VectorConfig", "lanes"): "32-bit lanes", ("VectorConfig", "dtype"): "-",
     ("VectorConfig", "pipeline_depth"): "core cycles",
     ("VectorConfig", "reduction_stage_cycles"): "core cycles per tree level",
@@ -235,7 +245,7 @@ def render() -> str:
         "Python: `hw.chip.ChipConfig`. The clock and where the network's input and output live.",
         "",
         *field_rows(ChipConfig, chip, skip=("array", "ifmap_sram", "filter_sram", "ofmap_sram",
-                                            "dram", "host_link", "dma", "vector")),
+                                            "dram", "host_link", "dma", "vector", "l2", "noc")),
         "",
         "### `[array]`",
         "",
@@ -289,6 +299,21 @@ def render() -> str:
         "Python: `hw.memory.dma.DmaConfig`. The DMA engine between DRAM/host and the scratchpads.",
         "",
         *field_rows(DmaConfig, chip.dma),
+        "",
+        "### `[l2]`",
+        "",
+        "Python: `hw.memory.l2.L2Config`. The L2 the cores share, between their scratchpads and "
+        "DRAM; `capacity_kib = 0` (the default) is a chip without one "
+        "([many cores](../multicore.md)).",
+        "",
+        *field_rows(L2Config, chip.l2),
+        "",
+        "### `[noc]`",
+        "",
+        "Python: `hw.memory.noc.NocConfig`. The on-chip network between the cores and the L2, "
+        "modelled when the chip has more than one core or an L2 ([many cores](../multicore.md)).",
+        "",
+        *field_rows(NocConfig, chip.noc),
         "",
         "## NVDLA config files (`npulab run --config nv_small`)",
         "",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+from compiler.backends.multicore import Placement, share_graph
 from compiler.backends.systolic_fused import (
     Epilogue, add_norm_plan, attention_plan, attention_tiling_fields, emit_attention, epilogue,
 )
@@ -84,10 +85,20 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
 
 
 def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None) -> Program:
-    """Tile every matrix op of ``graph`` for ``chip`` and emit the whole program."""
+    """Tile every matrix op of ``graph`` for ``chip`` and emit the whole program. On a chip
+    with several cores or an L2 (:mod:`compiler.backends.multicore`) the program is one core's
+    share of every op, each layer saying how many cores run it, and its transfers are placed in
+    the L2 or DRAM."""
     options = options or CompileOptions()
     eb = chip.array.precision.bits // 8
     pb = ProgramBuilder(graph.name)
+    whole = {op.name: op for op in graph.ops}
+    splits = None
+    if chip.multicore:
+        graph, splits = share_graph(graph, chip)
+        pb.placement = place = Placement(chip)
+        if chip.cores > 1:      # an op's output is not where the next op's share reads it
+            options = replace(options, keep_on_chip=False)
     alloc = _Allocator()
     ops = list(graph.ops)
     consumers = graph.readers()
@@ -109,9 +120,16 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     groups = _fusable_groups(graph, chip, options)
     by_name = {op.name: op for op in ops}
     planned_resident_input = False
+    last_reader = {src: i for i, o in enumerate(ops) for src in o.inputs}
     for index, op in enumerate(ops):
         first_cmd = len(pb)
         group = groups.get(op.name)
+        if splits is not None:
+            pb.settle()
+            for src in ops[index - 1].inputs if index else ():
+                if last_reader.get(src) == index - 1 and src in addr:
+                    place.release(addr[src])
+            place.begin(splits[op.name])
         if group is not None and group.anchor != op.name:
             # its commands are the anchor's (fused); addr and ready were set with them
             planned_resident_input = False
@@ -127,6 +145,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             continue
         out_bytes = op.output_bytes(eb)
         addr[op.name] = alloc.alloc(out_bytes)
+        _keep(pb, op, consumers, addr[op.name], eb)
         src = op.inputs[0] if op.inputs else graph_input
         if op.gemm_shape() is None:
             deps = [ready.get(name) for name in (op.inputs or (graph_input,))]
@@ -152,6 +171,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             problem = replace(problem, out_extra_bytes=extra)
             tail = group.members[-1]     # the tensor the group stores
             c_addr = addr[tail] = alloc.alloc(by_name[tail].output_bytes(eb))
+            _keep(pb, by_name[tail], consumers, c_addr, eb)
         input_resident = planned_resident_input and src in resident
         # Can this op's output stay on chip for the next op?
         keep_out = False
@@ -205,7 +225,17 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
                    dataflow=None if choice.dataflow is None else choice.dataflow.value),
             _label(group)))
+    if splits is not None:      # each layer: its cores, and the whole op's MACs
+        pb.settle()
+        pb.layers = [replace(ls, cores=splits[ls.name].cores, macs=whole[ls.name].macs)
+                     for ls in pb.layers]
     return pb.build()
+
+
+def _keep(pb: ProgramBuilder, op, consumers: dict, addr: int, eb: int) -> None:
+    """On a chip with an L2: ``op``'s output (at ``addr``) may stay in it for its readers."""
+    if pb.placement is not None and consumers[op.name]:
+        pb.placement.begin(pb.placement.split, (addr, op.output_bytes(eb)))
 
 
 def _to_host(pb: ProgramBuilder, index: int, op, consumers: dict, chip: ChipConfig, addr: dict,
@@ -280,6 +310,7 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
         q, k = (scores.inputs + (graph_input, graph_input))[:2]
         v = context.inputs[1]
         addr[tail.name] = alloc.alloc(tail.output_bytes(eb))
+        _keep(pb, tail, readers, addr[tail.name], eb)
         df = chip.array.dataflow
         _, last = emit_attention(
             pb, index, plan, chip, lambda m, n, k_: _edge_strides(df, options, m, n, k_, eb),
@@ -299,6 +330,7 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
         if store_sum:
             addr[add.name] = alloc.alloc(add.output_bytes(eb))
         addr[norm.name] = alloc.alloc(norm.output_bytes(eb))
+        _keep(pb, norm, readers, addr[norm.name], eb)
         last = emit_vector_op(
             pb, index, norm, plan, chip, a_addr=addr[a], b_addr=addr[b], c_addr=addr[norm.name],
             input_deps=deps(a) + deps(b), once_addr=alloc.alloc(max(1, plan.b_once_bytes)),

@@ -287,7 +287,7 @@ def _attention_estimate(p: AttentionPlan, chip: ChipConfig, eb: int, ab: int) ->
     sfu = (scores + sq * later) / v.ops_per_cycle("exp")
     port = (2 * scores * ab + 2 * sq * later * dv * ab) / max(1, v.read_bytes_per_cycle)
     reads, writes = p.dram_bytes(eb)
-    dram = (reads + writes) / (h * chip.dram_bytes_per_cycle * DRAM_EFFICIENCY)
+    dram = (reads + writes) / (h * chip.fetch_bytes_per_cycle * DRAM_EFFICIENCY)
     return h * (max(alu, sfu, port) + dram)
 
 

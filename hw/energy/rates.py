@@ -96,16 +96,20 @@ class HardwareFacts:
 
     @classmethod
     def systolic(cls, chip: ChipConfig) -> HardwareFacts:
-        """A systolic chip: its array and its ifmap, filter and ofmap scratchpads."""
+        """A systolic chip: its arrays and its ifmap, filter and ofmap scratchpads (every core's:
+        an access touches one bank of one core's, the area is all of them) and its L2."""
         from hw.chip import SRAM_NAMES
         pads = {}
         for name in SRAM_NAMES:
             s = chip.sram(name)
             capacity = int(s.capacity_kib * 1024)
-            pads[name] = (capacity, capacity / s.banks)
+            pads[name] = (capacity * chip.cores, capacity / s.banks)
+        if chip.l2.present:
+            pads["l2"] = (chip.l2.capacity_bytes, chip.l2.capacity_bytes / chip.l2.banks)
         a = chip.array
         return cls(precision=a.precision.value, operand_bits=a.precision.bits,
-                   acc_bits=a.acc_bits, dataflow=a.dataflow.value, macs_per_cycle=a.pes,
+                   acc_bits=a.acc_bits, dataflow=a.dataflow.value,
+                   macs_per_cycle=chip.peak_macs_per_cycle,
                    scratchpads=pads, dram_preset=chip.dram.preset,
                    vector_dtype=chip.vector.dtype)
 

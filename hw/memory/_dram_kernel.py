@@ -122,6 +122,7 @@ K_ACT, K_PRE, K_RD, K_WR, K_RDA, K_WRA, K_REF = 0, 1, 2, 3, 4, 5, 6
  P_WTRL, P_WTRS, P_WTRO, P_WTWL, P_WTWS, P_WTWO, P_WTP, P_WRA_ACT,
  P_RP, P_RC, P_RAS, P_RCDRD, P_RCDWR, P_RRDL, P_RRDS, P_FAW, P_RFC, P_REF_INTERVAL, P_PPD,
  P_CLOSED, P_PER_RANK, P_NQ, P_MASKED, P_QDEPTH, P_TQDEPTH, P_DUAL, P_REFRESH, P_IDEAL,
+ P_CH_BITS, P_CH_HASH,
  P_O_TIME, P_O_RR, P_O_REF_NEXT, P_O_REF_RANK, P_O_REF_HEAD, P_O_REF_LEN, P_O_REF_FIFO,
  P_O_QCOUNT, P_O_QMASK, P_O_SEQ, P_O_TQHEAD, P_O_TQLEN, P_O_FM_VALID, P_O_FM,
  P_O_SEL_VALID, P_O_SEL_T, P_O_SEL_Q, P_O_SEL_B, P_O_SEL_I, P_O_SEL_K, P_O_MAXFIN,
@@ -133,7 +134,7 @@ K_ACT, K_PRE, K_RD, K_WR, K_RDA, K_WRA, K_REF = 0, 1, 2, 3, 4, 5, 6
  P_O_FAW_IDX, P_O_RK_ROW_EPOCH, P_O_RK_COL_EPOCH, P_O_RBMASK, P_O_FAW, P_O_QLEN,
  P_O_BE_ROW, P_O_BE_WR, P_O_BE_REQ, P_O_BE_FLAG, P_O_BE_SEQ,
  P_O_TQ_BANK, P_O_TQ_ROW, P_O_TQ_WR, P_O_TQ_REQ, P_O_TQ_Q, P_O_TQ_ARR,
- P_O_SCRATCH, P_STATE_SIZE, N_PARAMS) = range(128)
+ P_O_SCRATCH, P_STATE_SIZE, N_PARAMS) = range(130)
 
 (ST_READS, ST_WRITES, ST_ROW_HITS, ST_ROW_MISSES, ST_ROW_CONFLICTS, ST_ACTIVATES,
  ST_PRECHARGES, ST_REFRESHES, ST_DATA_CYCLES, ST_REFRESH_CYCLES, N_STATS) = range(11)
@@ -155,9 +156,16 @@ def _ctz(x):
 
 @njit(cache=True, _nrt=False)
 def decode_address(p, address):
-    """(channel, channel-local bank = rank * B + bankgroup * banks_per_group + bank, row)."""
+    """(channel, channel-local bank = rank * B + bankgroup * banks_per_group + bank, row).
+    With ``channel_hash`` (``P_CH_HASH`` > 0: the address bits above the channel field) the
+    channel is XORed with those bits folded into channel-wide groups."""
     a = address >> p[P_SHIFT]
     ch = (a >> p[P_CH_POS]) & p[P_CH_MASK]
+    if p[P_CH_HASH] > 0:
+        rest = (a >> (p[P_CH_POS] + p[P_CH_BITS])) & ((ONE << p[P_CH_HASH]) - 1)
+        while rest:
+            ch ^= rest & p[P_CH_MASK]
+            rest >>= p[P_CH_BITS]
     ra = (a >> p[P_RA_POS]) & p[P_RA_MASK]
     bg = (a >> p[P_BG_POS]) & p[P_BG_MASK]
     ba = (a >> p[P_BA_POS]) & p[P_BA_MASK]

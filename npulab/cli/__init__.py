@@ -38,6 +38,8 @@ COMMANDS = {
     "system": ("system", "plan a training step over many chips"),
     "sweep": ("sweep", "run a design-space sweep (or report on one)"),
     "map": ("map", "search the mapping space of one op (tilings, loop orders, dataflows)"),
+    "validate": ("validate", "compare a chip's op latencies with measured ones (CSV in, error "
+                             "table out)"),
 }
 
 

@@ -74,8 +74,9 @@ def add_parser(sub) -> None:
                           "array.reconfigurable=true the dataflow too (default: the tiler's "
                           "latency heuristic)")
     run.add_argument("--precision", choices=("int8", "int16", "fp16"),
-                     help="NVDLA builds: data type of the network (default int8; int16/fp16 "
-                          "need nv_full); systolic chips take --set array.precision=...")
+                     help="data type of the network: NVDLA builds (default int8; int16/fp16 "
+                          "need nv_full); on a systolic chip the array's precision (as --set "
+                          "array.precision=...)")
     run.add_argument("--format", "-f", choices=RUN_FORMATS, default="table", help="stdout format")
     run.add_argument("--output", "-o", metavar="DIR",
                      help="also write summary.json, layers.csv, report.txt, report.html and "

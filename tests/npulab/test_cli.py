@@ -77,8 +77,12 @@ def test_config_show_prints_effective_toml(capsys):
     assert code == 0 and tomllib.loads(out)["array"]["cols"] == 7
     code, out, _ = run(capsys, "config", "list")
     lines = out.splitlines()
-    assert lines[:5] == ["default", "eyeriss_like", "gemmini_like", "tpu_v1_like", "tpu_v5e_like"]
-    assert lines[5] == ("# NVDLA builds (hw.nvdla.config.load_nvdla_config): nv_full, nv_large, "
+    from hw.presets import chip_preset_names
+    names = chip_preset_names()                 # every shipped chip file, sorted
+    assert lines[:len(names)] == names
+    assert {"default", "eyeriss_like", "gemmini_like", "tpu_v1_like", "tpu_v5e_like",
+            "a100_like"} <= set(names)
+    assert lines[len(names)] == ("# NVDLA builds (hw.nvdla.config.load_nvdla_config): nv_full, nv_large, "
                         "nv_medium_1024, nv_medium_512, nv_small, nv_small_256")
 
 

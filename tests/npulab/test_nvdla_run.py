@@ -133,7 +133,7 @@ def test_precision_and_skip_unsupported(capsys):
     (["-c", "nv_small", "--precision", "fp16"], "precision = 'fp16': nv_small supports int8"),
     (["-c", "nv_full", "--timing", "compute"], "--timing applies to systolic chips"),
     (["-c", "nv_full", "--loop-order", "mnk"], "--loop-order applies to systolic chips"),
-    (["--precision", "int16"], "--precision applies to NVDLA builds"),
+    (["--skip-unsupported"], "--skip-unsupported applies to --onnx models"),
     (["-c", "nv_full", "-m", "bert_base_layer"], "softmax"),
     (["-c", "nv_full", "--set", "nvdla.dram_gbps=-1"], "nvdla.dram_gbps = -1"),
     (["-c", "nv_tiny"], "NVDLA builds: nv_full"),

@@ -51,8 +51,11 @@ def test_options_are_typed_and_checked_for_the_chip_kind():
         RunOptions(timng="compute")                       # a misspelt option is an error
     with pytest.raises(ValueError, match="timing = 'fast'"):
         RunOptions(timing="fast")
-    with pytest.raises(ValueError, match="applies to NVDLA builds"):
-        run(GRAPH, "default", RunOptions(precision="int16"))
+    # on a systolic chip --precision is the array's (as --set array.precision=int16)
+    r16 = run(GRAPH, "default", RunOptions(precision="int16"))
+    assert r16.spec.config.array.precision.value == "int16"
+    assert r16.spec.config.array.acc_bits == 64          # int16's default accumulators
+    assert run(GRAPH, "default", RunOptions(precision="int8")).spec == run(GRAPH, "default").spec
     with pytest.raises(ValueError, match="NVDLA build"):
         run(GRAPH, "nv_small", RunOptions(timing="compute"))
     with pytest.raises(ValueError, match="does not tile"):
@@ -60,7 +63,6 @@ def test_options_are_typed_and_checked_for_the_chip_kind():
 
 
 @pytest.mark.parametrize("device, options, option, value", [
-    ("default", RunOptions(precision="int16"), "precision", "int16"),
     ("default", RunOptions(skip_unsupported=True), "skip_unsupported", True),
     ("default", RunOptions(timing="scalesim", compile=CompileOptions(loop_order="knm")),
      "compile.loop_order", "knm"),

@@ -32,6 +32,10 @@ def _pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
 
 
+#: How transfers are timed (DramConfig.model).
+DRAM_MODELS = ("cycle", "cached")
+
+
 @dataclass(frozen=True)
 class DramConfig:
     """One DRAM memory system: ``channels`` independent controllers of the same device.
@@ -81,6 +85,16 @@ class DramConfig:
     dual_command_issue: a row and a column command may issue in the same cycle (HBM).
     refresh: model refresh.
     ideal: zero latency, unlimited bandwidth (finish = offer cycle).
+    channel_hash: XOR the channel bits with the address bits above them, folded into
+        channel-wide groups, so strided streams (a row-major tile's rows, a power of two apart)
+        spread over every channel instead of landing on one: what GPUs and many SoCs do
+        (e.g. the permutation-based interleaving of Zhang et al., MICRO 2000). Default false:
+        the mapping's bit fields alone.
+    model: ``"cycle"`` (default): every request of every transfer goes through the
+        controller model. ``"cached"`` (a simulation-speed option for chips that move gigabytes,
+        such as an A100-scale chip): each distinct transfer shape (box, direction, alignment) is
+        simulated once on an idle DRAM; later transfers of that shape reuse its latency, data
+        time and statistics, and queue for the DRAM's data bus (:mod:`hw.executor`).
     """
 
     preset: str = "custom"
@@ -121,6 +135,8 @@ class DramConfig:
     dual_command_issue: bool = False
     refresh: bool = True
     ideal: bool = False
+    channel_hash: bool = False
+    model: str = "cycle"
 
     def __post_init__(self) -> None:
         self.validate("DramConfig")
@@ -180,9 +196,11 @@ class DramConfig:
             if not isinstance(v, str) or v.lower() not in allowed:
                 fail(key, v, "one of " + ", ".join(repr(a) for a in allowed))
             object.__setattr__(self, key, v.lower())
+        if self.model not in DRAM_MODELS:
+            fail("model", self.model, "one of " + ", ".join(repr(m) for m in DRAM_MODELS))
         integer("queue_depth", 1, 4096)
         integer("transaction_queue_depth", 1, 4096)
-        for key in ("dual_command_issue", "refresh", "ideal"):
+        for key in ("dual_command_issue", "refresh", "ideal", "channel_hash"):
             v = getattr(self, key)
             if not _is_bool(v):
                 fail(key, v, "true or false")
@@ -260,5 +278,11 @@ def decode_address(cfg: DramConfig, address: int) -> dict[str, int]:
     a = int(address) >> int(math.log2(cfg.request_bytes))
     widths, pos = cfg.field_widths(), cfg.field_positions()
     value = {f: (a >> pos[f]) & ((1 << widths[f]) - 1) for f in MAPPING_FIELDS}
+    above = sum(widths.values()) - pos["ch"] - widths["ch"]
+    if cfg.channel_hash and widths["ch"] and above > 0:     # the kernel's XOR fold
+        rest = (a >> (pos["ch"] + widths["ch"])) & ((1 << above) - 1)
+        while rest:
+            value["ch"] ^= rest & ((1 << widths["ch"]) - 1)
+            rest >>= widths["ch"]
     return {"channel": value["ch"], "rank": value["ra"], "bankgroup": value["bg"],
             "bank": value["ba"], "row": value["ro"], "column": value["co"]}

@@ -50,6 +50,9 @@ def _kernel_params(cfg: DramConfig) -> np.ndarray:
         K.P_QDEPTH: cfg.queue_depth, K.P_TQDEPTH: cfg.transaction_queue_depth,
         K.P_DUAL: cfg.dual_command_issue, K.P_REFRESH: cfg.refresh, K.P_IDEAL: cfg.ideal,
         K.P_LG_BANKS: cfg.banks.bit_length() - 1, K.P_LG_BPG: cfg.banks_per_group.bit_length() - 1,
+        K.P_CH_BITS: widths["ch"],
+        K.P_CH_HASH: (sum(widths.values()) - pos["ch"] - widths["ch"]
+                      if cfg.channel_hash and widths["ch"] else 0),
     }
     for name, (ip, im) in {"ch": (K.P_CH_POS, K.P_CH_MASK), "ra": (K.P_RA_POS, K.P_RA_MASK),
                            "bg": (K.P_BG_POS, K.P_BG_MASK), "ba": (K.P_BA_POS, K.P_BA_MASK),

@@ -30,6 +30,16 @@ _PRESET_VALUES: dict[str, dict[str, Any]] = {
                  tccd_s=1, tccd_l=2, twtr_s=6, twtr_l=8, tfaw=30, twr=16, trtp=5, trfc=260,
                  trefi=3900, trtrs=2, address_mapping="rorabgbachco", queue_structure="per_rank",
                  queue_depth=32, transaction_queue_depth=16, dual_command_issue=True),
+    # HBM2E 3.2 Gb/s (JESD235C speed grade; the A100 80GB's HBM2e runs at 3.19 Gb/s): the
+    # organisation of hbm2 above (one stack, 8 channels x 128 bit, 409.6 GB/s) and DRAMsim3's
+    # HBM2 timings in ns at tCK 0.625 ns (ns values x 1.6 rounded up; tCCD_S/L scaled the same;
+    # trtrs as hbm2). No public JEDEC HBM2E AC table: as hbm3, the ns values carry over.
+    "hbm2e": dict(channels=8, ranks=1, rows=32768, columns=128, bus_width_bits=128,
+                  burst_length=4, tck_ns=0.625, cl=23, cwl=7, trcd=23, trcdwr=23, trp=23, tras=55,
+                  trrd_s=7, trrd_l=10, tccd_s=2, tccd_l=4, twtr_s=10, twtr_l=13, tfaw=48, twr=26,
+                  trtp=8, trfc=416, trefi=6240, trtrs=2, address_mapping="rorabacobgch",
+                  queue_structure="per_rank", queue_depth=32, transaction_queue_depth=16,
+                  dual_command_issue=True),
     # HBM3 6.4 Gb/s: Ramulator 2.0 src/dram/impl/HBM3.cpp, preset HBM3_6.4Gbps with org
     # HBM3_8Gb_1R (JESD238A organisation; its timings scale DRAMsim3's HBM2 ns values, since
     # JEDEC HBM3 AC timings are not public). One stack = 16 channels x 2 pseudo channels of
@@ -79,6 +89,7 @@ DRAM_PRESETS: dict[str, DramConfig] = {name: DramConfig(preset=name, **values)
 DRAM_PRESET_SOURCES: dict[str, str] = {
     "ddr4-3200": "DRAMsim3 configs/DDR4_8Gb_x8_3200.ini",
     "hbm2": "DRAMsim3 configs/HBM2_8Gb_x128.ini",
+    "hbm2e": "DRAMsim3 HBM2_8Gb_x128.ini organisation and ns timings at 3.2 Gb/s (JESD235C)",
     "hbm3": "Ramulator 2.0 HBM3.cpp, HBM3_6.4Gbps (JESD238A organisation)",
     "lpddr4-3200": "JEDEC JESD209-4 timings (ns) at tCK 0.625 ns",
     "lpddr5-6400": "Ramulator 2.0 LPDDR5.cpp, LPDDR5_6400; Micron MT62F datasheet",
@@ -86,6 +97,8 @@ DRAM_PRESET_SOURCES: dict[str, str] = {
 }
 DEFAULT_PRESET = "ddr4-3200"
 _FIELD_NAMES = [f.name for f in fields(DramConfig)]
+#: Fields a complete table may leave out (they take their defaults; dumps omit them then).
+_OPTIONAL = ("model", "channel_hash")
 
 
 def dram_preset(name: str) -> DramConfig:
@@ -107,11 +120,12 @@ def dram_config_from_dict(data: dict, where: str, prefix: str = "dram.") -> Dram
             raise ConfigError(f"{where}: {prefix}{key}: unknown key; allowed keys: "
                               f"{', '.join(_FIELD_NAMES)}")
     name = data.get("preset", DEFAULT_PRESET)
-    complete = all(f in data for f in _FIELD_NAMES)
+    complete = all(f in data for f in _FIELD_NAMES if f not in _OPTIONAL)
     if not complete and name not in DRAM_PRESETS:
         raise ConfigError(f"{where}: {prefix}preset = {name!r}: must be one of "
                           f"{', '.join(repr(n) for n in DRAM_PRESETS)} (or give every field)")
-    values = dataclasses.asdict(DRAM_PRESETS[name]) if not complete else {}
+    values = (dataclasses.asdict(DRAM_PRESETS[name]) if not complete
+              else {f.name: f.default for f in fields(DramConfig) if f.name in _OPTIONAL})
     values.update(data)
     values["preset"] = name
     cfg = object.__new__(DramConfig)
@@ -122,5 +136,12 @@ def dram_config_from_dict(data: dict, where: str, prefix: str = "dram.") -> Dram
 
 
 def dram_config_to_dict(cfg: DramConfig) -> dict[str, Any]:
-    """Every field as plain data; :func:`dram_config_from_dict` rebuilds an equal config."""
-    return dataclasses.asdict(cfg)
+    """Every field as plain data; :func:`dram_config_from_dict` rebuilds an equal config
+    (``model`` and ``channel_hash`` only when set: configs without them read as they always
+    did)."""
+    out = dataclasses.asdict(cfg)
+    if out["model"] == "cycle":
+        del out["model"]
+    if not out["channel_hash"]:
+        del out["channel_hash"]
+    return out

@@ -1,0 +1,122 @@
+"""Many cores: npulab next to Stream on the same 4-core workload, and the issue-24 speed goals.
+
+    python benchmarks/bench_multicore.py [--resnet] [--no-peer] [--repeat N]
+
+1. **Peer.** The same 4-core chip in both tools (``benchmarks/stream_inputs/``: four 32x32 int8
+   cores, one DDR4-3200 channel at 25.6 GB/s, 1 GHz, a ring of 1024-bit links; npulab: the
+   default chip with ``chip.cores = 4``, no L2, a 2 x 2 mesh of 128 B/cycle links, tensors in
+   DRAM) on a 512 x 1024 x 1024 GEMM (and, with ``--resnet``, ResNet-18 layer by layer and
+   fused: Stream takes ~20 min per mode). Printed side by side: each tool's latency, its ratio,
+   DRAM bytes and simulation time (Stream's: its ``optimize_allocation_ga`` call, venv and
+   imports excluded; npulab's: ``simulate`` in-process, warm). Stream runs in its own venv
+   (``benchmarks/stream_peer.py``, created on first use from the local mirror).
+2. **Speed goals** (issue 24), in-process, warm, best of ``--repeat``: ResNet-50 on the default
+   chip (goal < 0.3 s), ResNet-50 on ``a100_like`` (goal < 2 s), and ResNet-18 design points a
+   second (one process; goal >= 25 points/s on 2 cores, i.e. >= 12.5 per core).
+
+Results: ``benchmarks/results/bench_multicore.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchutil import write_results  # noqa: E402
+from compiler.frontends import zoo  # noqa: E402
+from compiler.ir import Gemm, Graph  # noqa: E402
+from hw.configfile import load_chip_config  # noqa: E402
+from npulab.simulate import simulate  # noqa: E402
+
+#: npulab's side of the peer's chip (stream_peer.py's inputs).
+PEER_CHIP = ['chip.cores=4', 'chip.model_input="dram"', 'chip.model_output="dram"',
+             'noc.topology="mesh"', 'noc.link_bytes_per_cycle=128']
+GEMM = Graph("gemm_512x1024x1024", (Gemm(name="gemm", m=512, n=1024, k=1024),))
+
+
+def _best(fn, repeat: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def npulab_side(graph: Graph, repeat: int) -> dict:
+    chip = load_chip_config(overrides=PEER_CHIP)
+    one = load_chip_config(overrides=PEER_CHIP[1:])
+    simulate(graph, chip)                                 # warm (kernel compile)
+    wall, r = _best(lambda: simulate(graph, chip), repeat)
+    r1 = simulate(graph, one)
+    t = r.totals
+    return {"cycles": t["cycles"], "one_core_cycles": r1.totals["cycles"],
+            "dram_bytes": t["dram_read_bytes"] + t["dram_write_bytes"], "wall_s": wall,
+            "core_utilization_mean_pct": t["core_utilization_mean_pct"]}
+
+
+def peer(resnet: bool, no_peer: bool, repeat: int) -> dict:
+    out = {}
+    jobs = [("gemm", GEMM, "lbl")] + ([("resnet18", zoo.get("resnet18"), "lbl"),
+                                      ("resnet18", zoo.get("resnet18"), "fused")] if resnet else [])
+    for name, graph, mode in jobs:
+        ours = npulab_side(graph, repeat)
+        row = {"npulab": ours}
+        if not no_peer:
+            from stream_peer import run_stream
+            theirs = run_stream(name, cores=4, mode=mode)
+            row["stream"] = {"cycles": theirs["latency_cycles"], "wall_s": theirs["stream_wall_s"],
+                             "energy_pj": theirs["energy_pj"]}
+        out[f"{name} {mode}"] = row
+        s = row.get("stream")
+        print(f"{name:9s} {mode:5s} npulab {ours['cycles']:>10,} cycles "
+              f"(1 core {ours['one_core_cycles']:,}; DRAM {ours['dram_bytes']:,} B) in "
+              f"{ours['wall_s']:.3f} s"
+              + (f" | Stream {s['cycles']:>10,} cycles in {s['wall_s']:.1f} s | latency "
+                 f"npulab/Stream {ours['cycles'] / s['cycles']:.2f}, sim time Stream/npulab "
+                 f"{s['wall_s'] / ours['wall_s']:.0f}x" if s else ""))
+    return out
+
+
+def speed(repeat: int) -> dict:
+    out = {}
+    r50 = zoo.get("resnet50")
+    for name, chip, goal in (("resnet50 default", load_chip_config(), 0.3),
+                             ("resnet50 a100_like", load_chip_config("a100_like"), 2.0)):
+        simulate(r50, chip)
+        wall, _ = _best(lambda: simulate(r50, chip), repeat)
+        out[name] = {"wall_s": wall, "goal_s": goal}
+        print(f"{name:22s} {wall:.3f} s (goal < {goal} s){'' if wall < goal else '  MISSED'}")
+    r18 = zoo.get("resnet18")
+    points = [[f"array.rows={r}", f"array.cols={r}", f"sram.ifmap.capacity_kib={s}"]
+              for r in (16, 32, 64) for s in (128, 256, 512, 1024)]
+    simulate(r18, load_chip_config())
+    t = time.perf_counter()
+    for p in points:
+        simulate(r18, load_chip_config(overrides=p))
+    per_s = len(points) / (time.perf_counter() - t)
+    out["resnet18 sweep points/s (1 process)"] = {"points_per_s": per_s, "goal_2_cores": 25}
+    print(f"resnet18 sweep         {per_s:.1f} points/s in one process "
+          f"(x2 cores ~ {2 * per_s:.1f}; goal >= 25 on 2 cores)")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--resnet", action="store_true", help="also ResNet-18 (Stream ~20 min/mode)")
+    ap.add_argument("--no-peer", action="store_true", help="skip Stream")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    doc = {"peer": peer(args.resnet, args.no_peer, args.repeat), "speed": speed(args.repeat)}
+    print(f"wrote {write_results('bench_multicore', doc).relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

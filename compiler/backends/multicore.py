@@ -1,0 +1,361 @@
+"""Many cores: split each op over the cores of a chip, and place its transfers in the shared L2.
+
+Split. Every op is divided into equal *shares*, one per core: a matrix op along its output rows
+(``m``: GEMM rows; a convolution's images, or its output rows when there are fewer images than
+parts), its output columns (``n``: GEMM columns, a convolution's output channels) and its
+independent GEMMs (``g``: a batched GEMM's batch, attention heads, a convolution's groups); a
+vector op along its rows (a pooling along its images or channels, an element-wise op along its
+elements). A share is ``ceil(extent / parts)`` along each split dimension. The split uses
+``cores_used = parts_m x parts_n x parts_g <= cores`` cores and is the one minimising::
+
+    max(share compute cycles, share bytes / (per-core network bandwidth x 0.8))
+
+(the share's compute from the systolic timing engine, its bytes read and written once, the
+tiler's streaming efficiency :data:`~compiler.backends.systolic_tiling.DRAM_EFFICIENCY`; ties:
+fewer bytes on the network in all, then fewer cores, then the smaller ``(m, n, g)``): the choice
+is deterministic and does not depend on the L2, so adding an L2 only changes where bytes come
+from. Ops of a fused group take their anchor's split, so the group still fuses.
+
+Symmetric cores. The cores of a split run the same commands on their own data, in lockstep, so
+the compiler emits the commands of ONE core's share (the largest; the other cores' shares are
+costed as that one) and the layer's :attr:`~hw.program.LayerSchedule.cores` says how many
+cores run them. The executor books every shared resource (the L2, the network, DRAM) for all of
+them: a transfer of ``b`` bytes is ``b x cores`` bytes on the network, and in DRAM it is
+``b x copies``, where ``copies`` counts the distinct tiles the cores fetch (:class:`Placement`):
+an ``m``-split shares the weights (B) between the cores of a row, an ``n``-split the inputs (A).
+A chip with one core and no L2 compiles exactly as before.
+
+L2 (:class:`Placement`, the compiler's bookkeeping of what the L2 holds; a least-recently-used
+set of whole tiles and tensors, each as big as all the cores' copies of it):
+
+* a load of a tile the L2 holds, or of bytes of a tensor kept there, is served by the L2
+  (``Location.L2``); otherwise it comes from DRAM and the tile is kept for its next use (its
+  other cores then read it from the L2: one DRAM copy per distinct tile);
+* an op's output stays in the L2 (its stores go to ``Location.L2``, no DRAM write) when it has
+  readers, all of it fits half the L2 and the chip keeps outputs (``l2.keep_outputs``); a kept
+  tensor evicted before its readers ran is written back to DRAM then;
+* without an L2 every core fetches its own copy from DRAM (``copies = cores``).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from compiler.backends.systolic_tiling import DRAM_EFFICIENCY
+from compiler.fusion import find_groups
+from compiler.ir import Binary, Conv2d, Gemm, Graph
+from compiler.ir.vector import Pool, _Elementwise, _Rows
+from hw.chip import ChipConfig
+from hw.program import Kind, Location, Operand
+from hw.systolic.mapping import K_CYCLES
+from hw.systolic.timing import tile_counters
+
+__all__ = ["Split", "ONE", "choose_split", "share_graph", "Placement"]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Parts along output rows (``m``), output columns (``n``) and independent GEMMs (``g``)."""
+
+    m: int = 1
+    n: int = 1
+    g: int = 1
+
+    @property
+    def cores(self) -> int:
+        return self.m * self.n * self.g
+
+    def copies(self, operand: int) -> int:
+        """Distinct tiles the cores fetch of ``operand`` (module docstring): inputs differ along
+        ``m`` and ``g``, weights along ``n`` and ``g``, outputs everywhere."""
+        if operand == Operand.IFMAP:
+            return self.m * self.g
+        if operand == Operand.FILTER:
+            return self.n * self.g
+        return self.cores
+
+
+#: One core does it all.
+ONE = Split()
+
+
+def _values(limit: int) -> list[int]:
+    """Part counts worth trying up to ``limit``: every ``floor(limit / i)`` (the counts that
+    use the cores best for each count of the other dimensions), ascending."""
+    return sorted({limit // i for i in range(1, limit + 1)})
+
+
+def _matrix_extents(op) -> tuple[int, int, int, int, int, int]:
+    """``(g, m_units, m_unit_elems, n, k, n_parts)``: what a matrix op splits along (a grouped
+    convolution keeps each group's channels together: ``n_parts = 1``)."""
+    if isinstance(op, Conv2d):
+        n = op.out_channels // op.groups
+        k = op.in_channels // op.groups * op.kernel_h * op.kernel_w
+        return op.groups, op.batch * op.out_h, op.out_w, n, k, n if op.groups == 1 else 1
+    return op.batch, op.m, 1, op.n, op.k, op.n
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_split(g: int, mu: int, unit: int, n: int, k: int, n_parts: int,
+                chip: ChipConfig) -> Split:
+    arr, eb, cores = chip.array, chip.array.precision.bits // 8, chip.cores
+    best, best_key = ONE, None
+    for pg in _values(min(cores, g)):
+        for pm in _values(min(cores // pg, mu)):
+            pn = max(1, min(cores // (pg * pm), n_parts))
+            gs, ms, ns = -(-g // pg), -(-mu // pm) * unit, -(-n // pn)
+            compute = int(tile_counters(arr, ms, ns, k, gs)[K_CYCLES])
+            used = pm * pn * pg
+            share_bytes = eb * gs * (ms * k + k * ns + ms * ns)
+            per_core = min(chip.noc.link_bytes_per_cycle,
+                           chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
+            est = max(compute, share_bytes / per_core)
+            key = (est, used * share_bytes, used, pm, pn, pg)
+            if best_key is None or key < best_key:
+                best, best_key = Split(m=pm, n=pn, g=pg), key
+    return best
+
+
+def choose_split(op, chip: ChipConfig) -> Split:
+    """The split of ``op`` over ``chip``'s cores (module docstring)."""
+    if chip.cores == 1:
+        return ONE
+    if op.gemm_shape() is not None:
+        return _best_split(*_matrix_extents(op), chip)
+    parts = min(chip.cores, _vector_units(op))
+    return Split(m=max(1, parts))
+
+
+def _vector_units(op) -> int:
+    """How many parts a vector op can be cut into."""
+    if isinstance(op, Pool):
+        return op.batch if op.batch > 1 else op.channels
+    if isinstance(op, _Rows):
+        return op.rows
+    if isinstance(op, _Elementwise):
+        return max(1, op.elements // 1024)   # at least a KiB-sized piece per core
+    return 1
+
+
+def _share(op, split: Split, fraction: float | None = None):
+    """``op``'s share under ``split`` (one core's part). ``fraction`` (of the elements) shares
+    an element-wise op like the op it follows in a fused group."""
+    if split.cores == 1 and fraction is None:
+        return op
+    if isinstance(op, Gemm):
+        return replace(op, batch=-(-op.batch // split.g), m=-(-op.m // split.m),
+                       n=-(-op.n // split.n))
+    if isinstance(op, Conv2d):
+        out = replace(op, groups=-(-op.groups // split.g),
+                      in_channels=op.in_channels // op.groups * -(-op.groups // split.g),
+                      out_channels=(op.out_channels // op.groups * -(-op.groups // split.g)
+                                    if op.groups > 1 else -(-op.out_channels // split.n)))
+        if split.m > 1 and op.batch >= split.m:
+            return replace(out, batch=-(-op.batch // split.m))
+        if split.m > 1:           # output rows: a middle share (no padding, its halo rows)
+            rows = -(-op.out_h // split.m)
+            in_h = min(op.in_h + op.pad_top + op.pad_bottom,
+                       (rows - 1) * op.stride_h + op.dilation_h * (op.kernel_h - 1) + 1)
+            return replace(out, in_h=in_h, pad_top=0, pad_bottom=0)
+        return out
+    if fraction is not None and isinstance(op, _Elementwise):
+        return _elements(op, max(1, math.ceil(op.elements * fraction)))
+    parts = split.cores
+    if isinstance(op, Pool):
+        if op.batch > 1:
+            return replace(op, batch=-(-op.batch // parts))
+        return replace(op, channels=-(-op.channels // parts))
+    if isinstance(op, _Rows):
+        return replace(op, rows=-(-op.rows // parts))
+    if isinstance(op, _Elementwise):
+        return _elements(op, -(-op.elements // parts))
+    return op
+
+
+def _elements(op, elements: int):
+    if isinstance(op, Binary) and op.other_elements == op.elements:
+        return replace(op, elements=elements, other_elements=elements)
+    if isinstance(op, Binary) and op.other_elements is not None:
+        return replace(op, elements=elements, other_elements=min(op.other_elements, elements))
+    return replace(op, elements=elements)
+
+
+def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]]:
+    """One core's share of every op (module docstring) and each op's split. A fused group's
+    members take the anchor's split; a group whose shares would no longer fuse (their sizes
+    stop matching) runs on one core."""
+    if chip.cores == 1:
+        return graph, {op.name: ONE for op in graph.ops}
+    by_name = {op.name: op for op in graph.ops}
+    groups = {g.anchor: g for g in find_groups(graph).values()}
+    splits: dict[str, Split] = {}
+    shares: dict[str, object] = {}
+    for op in graph.ops:
+        if op.name in splits:
+            continue
+        group = next((g for g in groups.values() if op.name in g.members), None)
+        if group is None:
+            splits[op.name] = choose_split(op, chip)
+            shares[op.name] = _share(op, splits[op.name])
+            continue
+        members = [by_name[m] for m in group.members]
+        split = _group_split(group.kind, members, chip)
+        anchor_share = _share(members[0], split)
+        fraction = (anchor_share.output_elements / members[0].output_elements
+                    if members[0].output_elements else 1.0)
+        for m in members:
+            splits[m.name] = split
+            shares[m.name] = (anchor_share if m is members[0]
+                              else _share(m, split, None if m.gemm_shape() is not None
+                                          or not isinstance(m, _Elementwise) else fraction))
+    out = Graph(graph.name, tuple(shares[op.name] for op in graph.ops), batch=graph.batch,
+                tokens=graph.tokens)
+    # groups must survive the split: any that does not runs unsplit
+    after = {g.anchor: g for g in find_groups(out).values()}
+    broken = [g for a, g in groups.items() if after.get(a) != g]
+    if broken:
+        for g in broken:
+            for m in g.members:
+                splits[m] = ONE
+                shares[m] = by_name[m]
+        out = Graph(graph.name, tuple(shares[op.name] for op in graph.ops), batch=graph.batch,
+                    tokens=graph.tokens)
+    return out, splits
+
+
+def _group_split(kind: str, members: list, chip: ChipConfig) -> Split:
+    """A fused group's split: attention along its heads (the GEMMs' batch), add + norm along
+    rows, an epilogue or conv + pool as its anchor (a pool only along images or channels)."""
+    anchor = members[0]
+    if kind == "attention":
+        return Split(g=max(1, min(chip.cores, anchor.batch)))
+    if kind == "add_norm":
+        return Split(m=max(1, min(chip.cores, members[1].rows)))
+    split = choose_split(anchor, chip)
+    if kind == "conv_pool" and isinstance(anchor, Conv2d) and split.m > 1 and anchor.batch < split.m:
+        # pooled rows must stay with their conv rows: split the channels instead
+        return Split(n=max(1, min(chip.cores, anchor.out_channels if anchor.groups == 1 else 1)))
+    return split
+
+
+class Placement:
+    """Where each transfer of a multi-core chip goes (module docstring): the current op's split
+    and the L2's contents. :class:`~hw.program.ProgramBuilder` asks :meth:`route` for every
+    transfer, reports the loads that may hit with :meth:`pending`, emits the write-backs of
+    :meth:`evicted`, and :meth:`resolve` (at the end of each op) says which of them the L2
+    serves.
+
+    Tiles: the compiler knows the whole schedule of an op, so the L2 keeps tiles as Belady's
+    optimal policy would (a miss is kept unless it is never read again; when the L2 is full
+    the tile read again farthest in the future leaves): what a tile schedule tuned for the L2
+    (cuBLAS's rasterisation, a TPU's CMEM allocation) achieves. Kept outputs (module
+    docstring) take the L2 first, least recently used leaving first, and leave when their last
+    reader has run (:meth:`release`)."""
+
+    def __init__(self, chip: ChipConfig):
+        self.capacity = chip.l2.capacity_bytes if chip.l2.present else 0
+        self.keep_outputs = chip.l2.present and chip.l2.keep_outputs
+        self.tensors: OrderedDict = OrderedDict()   # kept: addr -> (end, bytes, last store)
+        self.kept_bytes = 0
+        self.split = ONE
+        self.keep: tuple[int, int] | None = None   # the current op's kept output (addr, bytes)
+        self.writebacks: list[tuple[int, int, int]] = []
+        self.loads: list[tuple[int, tuple, int]] = []   # this op's (command, tile key, bytes)
+
+    def begin(self, split: Split, keep: tuple[int, int] | None = None) -> None:
+        """The next op's split, and its output ``(addr, share bytes)`` if it may stay in the
+        L2."""
+        self.split = split
+        self.keep = None
+        if keep is not None and self.keep_outputs and keep[1] * split.cores <= self.capacity // 2:
+            self.keep = keep
+
+    def route(self, kind: int, operand: int, location: int, box) -> tuple[int, int]:
+        """``(location, copies)`` of a transfer the op emits at ``location``."""
+        split = self.split
+        if kind in (Kind.HOST_IN, Kind.HOST_OUT):
+            return location, split.cores
+        if kind not in (Kind.LOAD, Kind.STORE) or location != Location.DRAM:
+            return location, 1
+        if not self.capacity:
+            return location, split.cores
+        addr = box[0]
+        if kind == Kind.STORE:
+            if (self.keep is not None and operand == Operand.OFMAP
+                    and self.keep[0] <= addr < self.keep[0] + self.keep[1]):
+                return Location.L2, split.cores
+            return location, split.cores
+        copies = split.copies(operand)
+        for start, (end, _, _) in self.tensors.items():
+            if start <= addr < end:
+                self.tensors.move_to_end(start)
+                return Location.L2, copies
+        return location, copies
+
+    def pending(self, index: int, box, copies: int) -> None:
+        """Load command ``index`` (from DRAM) may hit: :meth:`resolve` decides."""
+        self.loads.append((index, tuple(box), box[1] * box[3] * box[5] * copies))
+
+    def resolve(self) -> list[int]:
+        """The loads of the op just emitted that the L2 serves (Belady's policy over the
+        capacity the kept outputs leave)."""
+        loads, self.loads = self.loads, []
+        room = self.capacity - self.kept_bytes
+        if not loads or room <= 0:
+            return []
+        nxt = [math.inf] * len(loads)
+        seen: dict = {}
+        for j in range(len(loads) - 1, -1, -1):
+            key = loads[j][1]
+            nxt[j] = seen.get(key, math.inf)
+            seen[key] = j
+        held: dict = {}                # key -> (bytes, next use)
+        heap: list = []                # (-next use, key): the farthest first (lazy)
+        used = 0
+        hits = []
+        for j, (index, key, nbytes) in enumerate(loads):
+            if key in held:
+                hits.append(index)
+                held[key] = (held[key][0], nxt[j])
+            elif nxt[j] != math.inf and nbytes <= room:
+                held[key] = (nbytes, nxt[j])
+                used += nbytes
+            else:
+                continue
+            heapq.heappush(heap, (-nxt[j], j, key))
+            while used > room:
+                neg, _, old = heapq.heappop(heap)
+                if old in held and held[old][1] == -neg:
+                    used -= held.pop(old)[0]
+        return hits
+
+    def stored(self, index: int) -> None:
+        """Command ``index`` stored (part of) the kept output: the tensor is in the L2."""
+        addr, nbytes = self.keep
+        total = nbytes * self.split.cores
+        if addr not in self.tensors:
+            self.tensors[addr] = (addr + nbytes, total, index)
+            self.kept_bytes += total
+            while self.kept_bytes > self.capacity // 2:
+                old, (end, size, store) = self.tensors.popitem(last=False)
+                self.kept_bytes -= size
+                self.writebacks.append((old, size, store))
+        else:
+            end, size, _ = self.tensors[addr]
+            self.tensors[addr] = (end, size, index)
+            self.tensors.move_to_end(addr)
+
+    def release(self, addr: int) -> None:
+        """The tensor kept at ``addr`` has no reader left: it leaves the L2 unwritten."""
+        if addr in self.tensors:
+            self.kept_bytes -= self.tensors.pop(addr)[1]
+
+    def evicted(self) -> list[tuple[int, int, int]]:
+        """Kept tensors evicted since the last call: ``(addr, bytes of all copies, last
+        store)``, each to be written back to DRAM."""
+        out, self.writebacks = self.writebacks, []
+        return out

@@ -1,0 +1,270 @@
+"""Many cores: the config, the network's formulas, the split, the L2's placement and the
+executor's shared resources (compiler.backends.multicore, hw.memory.l2/noc, hw.executor)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from compiler.backends.multicore import Placement, Split, choose_split, share_graph
+from compiler.backends.systolic import compile_graph
+from compiler.frontends import zoo
+from compiler.ir import Gemm, Graph
+from hw.chip import ChipConfig
+from hw.configfile import chip_config_from_dict, chip_config_to_dict, chip_config_to_toml, load_chip_config
+from hw.errors import ConfigError
+from hw.executor import execute
+from hw.memory.dma import DmaConfig
+from hw.memory.dram import dram_preset
+from hw.memory.link import HostLinkConfig
+from hw.memory.noc import NocConfig
+from hw.memory.sram import SramConfig
+from hw.program import Kind, Location, Operand
+from hw.systolic.config import ArrayConfig
+from hw.systolic.mapping import K_CYCLES
+from hw.systolic.timing import tile_counters
+from npulab.simulate import simulate
+
+
+def _chip(cores=1, l2_kib=0, **kw) -> ChipConfig:
+    return load_chip_config(overrides=[f"chip.cores={cores}", f"l2.capacity_kib={l2_kib}",
+                                       *(f"{k}={v}" for k, v in kw.items())])
+
+
+# ---- config ---------------------------------------------------------------------------------
+
+def test_one_core_without_l2_dumps_as_before_and_a_multicore_chip_round_trips():
+    one = chip_config_to_dict(ChipConfig())
+    assert "cores" not in one["chip"] and "l2" not in one and "noc" not in one
+    chip = _chip(4, 2048, **{"noc.topology": "mesh", "noc.link_bytes_per_cycle": 32})
+    data = chip_config_to_dict(chip)
+    assert data["chip"]["cores"] == 4 and data["l2"]["capacity_kib"] == 2048
+    assert chip_config_from_dict(tomllib.loads(chip_config_to_toml(chip))) == chip
+    assert chip.peak_macs_per_cycle == 4 * chip.array.pes and chip.multicore
+    assert not ChipConfig().multicore
+
+
+@pytest.mark.parametrize("override, message", [
+    ("chip.cores=0", "chip.cores = 0: must be an integer in 1..4096"),
+    ("chip.cores=2.5", "chip.cores = 2.5: must be an integer"),
+    ("l2.capacity_kib=-1", "l2.capacity_kib = -1: must be a number in [0, "),
+    ("l2.banks=0", "l2.banks = 0: must be an integer in 1..4096"),
+    ("l2.latency_cycles=1e9", "l2.latency_cycles = 1000000000.0: must be an integer"),
+    ("l2.keep_outputs=2", "l2.keep_outputs = 2: must be true or false"),
+    ("noc.topology=ring", "noc.topology = 'ring': must be one of 'crossbar', 'mesh'"),
+    ("noc.link_bytes_per_cycle=0", "noc.link_bytes_per_cycle = 0: must be a number in (0, "),
+    ("l2.size=4", "l2.size: unknown key; allowed keys in [l2]: capacity_kib"),
+    ("chip.launch_overhead_by_op.softmax=-1",
+     "chip.launch_overhead_by_op.softmax = -1: must be a number in [0, 1e+06]"),
+])
+def test_bad_multicore_values_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError) as info:
+        load_chip_config(overrides=[override])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# ---- the network's formulas ------------------------------------------------------------------
+
+def _mesh_gold(cores: int) -> tuple[float, float]:
+    """Mean XY hops between every pair of nodes of the mesh (every node is a slice too), and
+    the largest load on one link when every node sends one byte to every node (uniform traffic,
+    XY routing): the bisection bound in a form counted link by link."""
+    noc = NocConfig(topology="mesh")
+    rows, cols = noc.dims(cores)
+    nodes = [(r, c) for r in range(rows) for c in range(cols)]
+    load: dict = {}
+    hops = 0
+    for (r0, c0), (r1, c1) in itertools.product(nodes, nodes):
+        hops += abs(r0 - r1) + abs(c0 - c1)
+        c = c0
+        while c != c1:                       # X first
+            step = 1 if c1 > c else -1
+            load[(r0, c, c + step)] = load.get((r0, c, c + step), 0) + 1
+            c += step
+        r = r0
+        while r != r1:
+            step = 1 if r1 > r else -1
+            load[(r, r + step, c1, "y")] = load.get((r, r + step, c1, "y"), 0) + 1
+            r += step
+    n = len(nodes)
+    return hops / (n * n), max(load.values()) / n     # bytes on the busiest link per node's byte
+
+
+@pytest.mark.parametrize("cores", [4, 9, 16, 64])
+def test_mesh_hops_and_throughput_match_an_enumeration_of_xy_routes(cores):
+    noc = NocConfig(topology="mesh", link_bytes_per_cycle=1.0)
+    mean_hops, busiest = _mesh_gold(cores)
+    assert noc.mean_hops(cores) == pytest.approx(mean_hops)
+    # every node injecting r bytes a cycle loads the busiest link with r * n * busiest / n...:
+    # the network saturates at n / (n * busiest) bytes a cycle per node, in aggregate n / busiest
+    # (k x k mesh: 4k bytes a cycle, Dally and Towles' 4b/k per node)
+    assert noc.aggregate_bytes_per_cycle(cores) == pytest.approx(min(cores, cores / (cores * busiest) * cores))
+
+
+def test_crossbar_is_one_hop_and_its_ports():
+    noc = NocConfig(link_bytes_per_cycle=48, hop_latency_cycles=3)
+    assert noc.mean_hops(108) == 1 and noc.latency_cycles(108) == 3
+    assert noc.aggregate_bytes_per_cycle(108) == 108 * 48
+
+
+# ---- split ----------------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 16), st.integers(1, 700), st.integers(1, 700), st.integers(1, 600),
+       st.integers(1, 6))
+def test_a_split_covers_the_op_with_at_most_the_cores(cores, m, n, k, batch):
+    chip = _chip(cores)
+    op = Gemm(name="g", m=m, n=n, k=k, batch=batch)
+    split = choose_split(op, chip)
+    assert 1 <= split.cores <= cores
+    share = share_graph(Graph("x", (op,)), chip)[0].ops[0]
+    assert share.m * split.m >= m and share.n * split.n >= n and share.batch * split.g >= batch
+    assert (share.m - 1) * split.m < m and (share.n - 1) * split.n < n   # shares are balanced
+    assert choose_split(op, chip) == split                                # deterministic
+
+
+def test_copies_follow_what_the_cores_share():
+    s = Split(m=3, n=4, g=2)
+    assert (s.copies(Operand.IFMAP), s.copies(Operand.FILTER), s.copies(Operand.OFMAP)) == (6, 8, 24)
+
+
+def test_fused_groups_keep_fusing_when_split():
+    chip = _chip(8)
+    graph = zoo.get("transformer_block", seq_len=256)
+    from compiler.fusion import find_groups
+    shares, splits = share_graph(graph, chip)
+    assert ({g.anchor: g for g in find_groups(shares).values()}
+            == {g.anchor: g for g in find_groups(graph).values()})
+    assert max(s.cores for s in splits.values()) == 8
+
+
+# ---- the L2's placement (Belady's policy) ----------------------------------------------------
+
+def _min_misses(keys: list, capacity: int) -> int:
+    """Fewest misses of a cache of ``capacity`` unit-size entries on ``keys`` (exhaustive over
+    every choice of what to keep: the gold model Belady's policy is optimal against)."""
+    best = [math.inf]
+
+    def walk(j: int, held: frozenset, misses: int) -> None:
+        if misses >= best[0]:
+            return
+        if j == len(keys):
+            best[0] = misses
+            return
+        key = keys[j]
+        if key in held:
+            walk(j + 1, held, misses)
+            return
+        walk(j + 1, held, misses + 1)                     # bypass
+        if len(held) < capacity:
+            walk(j + 1, held | {key}, misses + 1)
+        else:
+            for out in held:
+                walk(j + 1, (held - {out}) | {key}, misses + 1)
+    walk(0, frozenset(), 0)
+    return best[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=12), st.integers(1, 3))
+def test_the_l2_keeps_tiles_as_the_optimal_policy(keys, capacity):
+    place = Placement(_chip(2, l2_kib=capacity * 2))   # entries of 1 KiB: capacity x 2 KiB
+    place.capacity = capacity * 1024                      # the tiles' share (no kept tensors)
+    for index, key in enumerate(keys):
+        place.pending(index, (key * 4096, 1, 0, 1, 0, 1024), 1)
+    hits = place.resolve()
+    assert len(keys) - len(hits) == _min_misses(keys, capacity)
+
+
+# ---- the executor: shared resources and invariants -------------------------------------------
+
+HUGE = SramConfig(capacity_kib=1 << 20, banks=1024, bank_width_bytes=1024, ports=2)
+
+
+def test_cores_with_unlimited_memory_take_one_share_of_the_compute():
+    """Ideal DRAM, L2 and network: four cores finish in one share's compute time (the timing
+    engine's cycles of the share as one tile, plus one booking cycle per transfer side)."""
+    chip = ChipConfig(array=ArrayConfig(rows=16, cols=16), ifmap_sram=HUGE, filter_sram=HUGE,
+                      ofmap_sram=HUGE, dram=dram_preset("ideal"),
+                      host_link=HostLinkConfig(ideal=True), dma=DmaConfig(descriptor_setup_cycles=0),
+                      cores=4, noc=NocConfig(link_bytes_per_cycle=1e6, hop_latency_cycles=0))
+    graph = Graph("g", (Gemm(name="g", m=256, n=512, k=64),))
+    split = choose_split(graph.ops[0], chip)
+    share = share_graph(graph, chip)[0].ops[0]
+    cycles = execute(compile_graph(graph, chip), chip).cycles
+    compute = int(tile_counters(chip.array, share.m, share.n, share.k, 1)[K_CYCLES])
+    assert split.cores == 4 and 0 <= cycles - compute <= 4
+
+
+def test_the_l2_bandwidth_bounds_the_run():
+    """An L2 of 8 bytes a cycle: every load the L2 serves or fills books its bytes on it, so
+    the run lasts at least the L2's busiest side's bytes / 8 cycles, and never overbooks."""
+    chip = _chip(4, 4096, **{"l2.banks": 1, "l2.bank_width_bytes": 8})
+    graph = Graph("g", (Gemm(name="g", m=512, n=512, k=512),))
+    run = execute(compile_graph(graph, chip), chip)
+    t = run.totals
+    assert t["l2_read_port_cycles"] == pytest.approx(t["l2_read_bytes"] / 8, abs=len(run.trace.start))
+    assert run.cycles >= max(t["l2_read_bytes"], t["l2_write_bytes"]) / 8
+    assert t["l2_read_port_cycles"] <= run.cycles and t["noc_network_in_cycles"] <= run.cycles
+
+
+MODELS = [("resnet18", {"image_size": 64}), ("mobilenetv2", {"image_size": 64}),
+          ("transformer_block", {"seq_len": 128})]
+
+
+@pytest.mark.parametrize("model, params", MODELS)
+def test_invariants_cores_l2_and_utilizations(model, params):
+    graph = zoo.get(model, **params)
+    one = simulate(graph, _chip(1))
+    four = simulate(graph, _chip(4))
+    four_l2 = simulate(graph, _chip(4, 2048))
+    # N cores never beat N x one core, op by op
+    for a, b in zip(one.layers, four_l2.layers):
+        if a.cycles and b.cycles and not a.fused:
+            assert b.cycles >= a.cycles / 4 - 64, a.name
+    # the L2 never adds DRAM traffic: what it cannot serve it fetches once
+    assert four_l2.totals["dram_read_bytes"] <= four.totals["dram_read_bytes"]
+    assert four_l2.totals["dram_write_bytes"] <= four.totals["dram_write_bytes"]
+    for run in (four, four_l2):
+        t, cycles = run.execution.totals, run.totals["cycles"]
+        for key in ("l2_read_port_cycles", "l2_write_port_cycles", "noc_in_port_cycles",
+                    "noc_out_port_cycles", "noc_network_in_cycles", "noc_network_out_cycles",
+                    "array_busy_cycles"):
+            assert t[key] <= cycles, key
+        assert t["pe_busy_cycles"] <= cycles * run.totals["peak_macs_per_cycle"]
+        assert run.totals["utilization_pct"] <= 100.0
+
+
+def test_one_core_with_an_l2_serves_reuse_from_it():
+    graph = zoo.get("resnet18", image_size=64)
+    plain, l2 = simulate(graph, _chip(1)), simulate(graph, _chip(1, 4096))
+    assert l2.totals["dram_read_bytes"] < plain.totals["dram_read_bytes"]
+    e = l2.execution.totals
+    # every load passes the L2: its hits and misses add up to what the core received from
+    # memory (fills less the on-chip moves, plus partial sums)
+    assert e["l2_hit_bytes"] + e["l2_miss_bytes"] == (e["ifmap_sram_fill_bytes"]
+                                                      + e["filter_sram_fill_bytes"]
+                                                      + e["ofmap_sram_fill_bytes"]
+                                                      - e["onchip_move_bytes"]
+                                                      + e["dram_psum_read_bytes"])
+
+
+def test_kept_outputs_skip_dram_and_the_store_goes_to_the_l2():
+    graph = Graph("g", (Gemm(name="a", m=128, n=128, k=128),
+                        Gemm(name="b", m=128, n=128, k=128, inputs=("a",))))
+    chip = _chip(2, 4096, **{"chip.model_input": '"dram"', "chip.model_output": '"dram"'})
+    program = compile_graph(graph, chip)
+    c = program.columns
+    first = program.layers[0]
+    stores = [i for i in range(first.first, first.last) if c["kind"][i] == Kind.STORE]
+    assert stores and all(c["location"][i] == Location.L2 for i in stores)
+    second = program.layers[1]
+    a_loads = [i for i in range(second.first, second.last)
+               if c["kind"][i] == Kind.LOAD and c["operand"][i] == Operand.IFMAP]
+    assert a_loads and all(c["location"][i] == Location.L2 for i in a_loads)
+    run = execute(program, chip)
+    assert run.layers[0]["dram_ofmap_write_bytes"] == 0

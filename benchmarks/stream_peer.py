@@ -253,14 +253,17 @@ def run_stream(workload: str, cores: int = 4, *, mode: str = "lbl", split: str =
     per_core ({core id: tiles, layers, macs, busy_cycles, utilization}), settings, workdir.
     The GA and Python's hashing are seeded, so equal arguments give equal numbers.
     """
-    if workload not in WORKLOADS:
-        raise ValueError(f"workload {workload!r}: allowed {', '.join(WORKLOADS)}")
-    if mode not in MODES:
-        raise ValueError(f"mode {mode!r}: allowed {', '.join(MODES)}")
-    if split not in SPLITS:
-        raise ValueError(f"split {split!r}: allowed {', '.join(SPLITS)}")
+    for key, value, allowed in (("workload", workload, WORKLOADS), ("mode", mode, MODES),
+                                ("split", split, SPLITS)):
+        if value not in allowed:
+            raise ValueError(f"{key} {value!r}: allowed {', '.join(allowed)}")
     if cores < 1:
         raise ValueError(f"cores {cores}: must be >= 1")
+    if split == "layer" and workload == "gemm":
+        # Stream's GA keeps only core ids < the number of distinct flexible layers
+        # (genetic_algorithm_allocation.py) and its mutation needs two genes: one layer crashes it
+        raise ValueError("split 'layer' with workload 'gemm': Stream's GA needs several layers; "
+                         "allowed for gemm: split 'k'")
     _check_mirror()
     python = Path(python) if python else ensure_venv()
     settings = {"split": split, "generations": generations, "individuals": individuals, "seed": seed,

@@ -11,12 +11,13 @@ the shared DRAM link, and searches the layer -> core allocation with a genetic a
 Which Stream: on Python 3.11 (the only interpreter here) PyPI offers stream-dse <= 0.0.8, the
 2023 API (Python-module inputs, ``zigzag.classes`` imports) with an unpinned zigzag-dse that
 resolves to a 3.x without ``zigzag.classes``; 1.13 and later need Python >= 3.12. So
-:func:`ensure_venv` installs KULeuven-MICAS/stream at commit 70eb6751 (2025-07-04, the last
-commit before Python 3.12 and git-only dependencies) from the local mirror with ``git
-archive``, plus zigzag-dse 3.8.2 (its requirements.txt pin), ``six`` (imported by zigzag-dse,
-undeclared) and its other requirements. ``stream/api.py`` imports gurobipy at the top, so
-gurobipy is installed; the GA path needs no licence. The venv is
-``benchmarks/.venv-stream`` (git-ignored), about 1.5 minutes to create.
+:func:`ensure_venv` installs KULeuven-MICAS/stream at commit 70eb6751 (2025-07-04, "Major
+refactors and Docs rework") from the local mirror with ``git archive``, plus zigzag-dse 3.8.2
+(its requirements.txt pin), ``six`` (imported by zigzag-dse, undeclared) and its other
+requirements. Later commits up to 1c366065^ also allow Python 3.11 with PyPI-only packages
+(21e5ad80, for one, lets core file names start with "./"); they were not tried.
+``stream/api.py`` imports gurobipy at the top, so gurobipy is installed; the GA path needs no
+licence. The venv is ``benchmarks/.venv-stream`` (git-ignored), about 1.5 minutes to create.
 
 The hardware (``benchmarks/stream_inputs/``): N cores of ``cores/npulab_core.yaml`` (32x32 int8
 array, K x C unrolled as npulab's weight-stationary array, PE registers, one 2 MiB SRAM with a
@@ -36,6 +37,12 @@ Command line::
     python benchmarks/stream_peer.py                      # gemm lbl, resnet18 lbl and fused
     python benchmarks/stream_peer.py --workload gemm --mode lbl --cores 2
 
+Figures (2-core machine shared with other jobs, 27 Nov 2026; 4 cores, seed 0, split=k): GEMM
+lbl 262,150 cycles, cores 2-3 start when 0-1 end (a layer alone in its stack streams all
+operands from DRAM and reserves its DRAM bandwidth for its whole run), Stream 22-45 s;
+ResNet-18 lbl 3,057,594 cycles, 9.48 mJ, 21 min; fused 2,395,953 cycles, 6.60 mJ, 20 min.
+More than 95 % of Stream's time is ZigZag's LOMA search per distinct tile.
+
 It prints latency (cycles, and ms at 1 GHz), energy, Stream's wall time (the
 ``optimize_allocation_ga`` call; venv creation and imports excluded) per stage, and the per-core
 split, and writes ``benchmarks/results/stream_peer.json``. Exit status 2 if the mirror is
@@ -47,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -239,7 +247,8 @@ def run_stream(workload: str, cores: int = 4, *, mode: str = "lbl", split: str =
                generations: int = 4,
                individuals: int = 4, seed: int = 0, link_bits_per_cycle: int = 1024,
                gemm_mkn: tuple[int, int, int] = GEMM_MKN, python: PathLike | None = None,
-               workdir: PathLike = DEFAULT_WORKDIR, timeout: float | None = 3600) -> dict:
+               workdir: PathLike = DEFAULT_WORKDIR, reuse_cost_lut: bool = False,
+               timeout: float | None = 3600) -> dict:
     """Run Stream on ``workload`` ("resnet18" or "gemm") over ``cores`` identical cores; dict.
 
     ``split="k"``: every layer is cut into ``cores`` parts along K and part i runs on core i
@@ -252,6 +261,10 @@ def run_stream(workload: str, cores: int = 4, *, mode: str = "lbl", split: str =
     process_wall_s (the whole subprocess: imports and input writing too), layers, tiles, macs,
     per_core ({core id: tiles, layers, macs, busy_cycles, utilization}), settings, workdir.
     The GA and Python's hashing are seeded, so equal arguments give equal numbers.
+    Stream keeps ZigZag's per-tile results in ``outputs/run/cost_lut.pickle`` and skips every
+    tile already there, so a rerun takes seconds instead of minutes; the experiment's
+    ``outputs`` is deleted first unless ``reuse_cost_lut`` (then stream_wall_s is not a
+    simulation time).
     """
     for key, value, allowed in (("workload", workload, WORKLOADS), ("mode", mode, MODES),
                                 ("split", split, SPLITS)):
@@ -266,7 +279,7 @@ def run_stream(workload: str, cores: int = 4, *, mode: str = "lbl", split: str =
                          "allowed for gemm: split 'k'")
     _check_mirror()
     python = Path(python) if python else ensure_venv()
-    settings = {"split": split, "generations": generations, "individuals": individuals, "seed": seed,
+    settings = {"reuse_cost_lut": reuse_cost_lut, "split": split, "generations": generations, "individuals": individuals, "seed": seed,
                 "link_bits_per_cycle": link_bits_per_cycle, "dram_bits_per_cycle": 205,
                 "stacks": layer_stacks(workload, mode), "stream_commit": STREAM_COMMIT}
     if workload == "gemm":
@@ -274,6 +287,8 @@ def run_stream(workload: str, cores: int = 4, *, mode: str = "lbl", split: str =
     exp = Path(workdir).resolve() / f"{workload}_{mode}_{split}_{cores}c"
     exp.mkdir(parents=True, exist_ok=True)
     (exp / "result.json").unlink(missing_ok=True)
+    if not reuse_cost_lut:
+        shutil.rmtree(exp / "outputs", ignore_errors=True)
     args = {"workload": workload, "mode": mode, "split": split, "cores": cores, "seed": seed,
             "generations": generations, "individuals": individuals, "link_bits":
             link_bits_per_cycle, "stacks": settings["stacks"], "gemm": list(gemm_mkn),

@@ -515,12 +515,10 @@ class _ChipRun:
             else:
                 copies = int(cols["copies"][i]) if self.multicore else 1
                 if self.multicore and kind in (Kind.LOAD, Kind.STORE):
-                    t1, latency = self._shared(i, t0 + setup, kind, operand, nbytes, copies, row)
+                    t1, release = self._shared(i, t0 + setup, kind, operand, nbytes, copies, row)
                     start[i], finish[i] = t0, t1
                     self.dram_finish[i] = t1
-                    # the DMA engine issues its next transfer while this one's first bytes are
-                    # on their way (its requests overlap the latency), not after them
-                    self.engine_free[e] = max(t0 + setup, t1 - latency)
+                    self.engine_free[e] = max(t0 + setup, min(t1, release))
                     self._done(lay)
                     return
                 t_dram = self._dram(i, t0 + setup, is_write, copies, row) if nbytes else t0 + setup
@@ -680,8 +678,10 @@ class _ChipRun:
                 row) -> tuple[int, int]:
         """A load or store of a multi-core chip (module docstring): its DRAM copies, the L2 and
         the network for every core of the layer, one core's scratchpad side. ``(finish,
-        latency)``: the latency is the part of the time to the first byte (network hops, L2
-        hit, DRAM) that the next transfer of the engine may overlap."""
+        release)``: the core's DMA engine is free for its next transfer once this one's bytes
+        have passed its network port (its requests are issued; their latency and the shared
+        resources' queues overlap the next transfer, as a GPU SM keeps many loads in
+        flight)."""
         col, lay = self.col, int(self.layers[i])
         cores = int(self.layer_cores[lay])
         l2, noc = self.chip.l2, self.chip.noc
@@ -695,21 +695,20 @@ class _ChipRun:
             row[col["l2_read_bytes"]] += nbytes
             row[col["dram_ofmap_write_bytes"]] += nbytes
             self.cause[i] = CAUSE_DRAM
-            return max(t1, t_dram), 0
+            return max(t1, t_dram), max(t1, t_dram)
         every = nbytes * cores                  # all cores' bytes on the network
         lat = self.noc_latency
         # the network: this core's port and, in aggregate, every core's transfer
-        t_net = max(self._res("noc_in" if load else "noc_out", t_start + lat, nbytes,
-                              noc.link_bytes_per_cycle, row,
-                              "noc_in_port_cycles" if load else "noc_out_port_cycles"),
-                    self._res("net_in" if load else "net_out", t_start + lat, every,
-                              self.noc_aggregate, row,
-                              "noc_network_in_cycles" if load else "noc_network_out_cycles"))
+        t_port = self._res("noc_in" if load else "noc_out", t_start + lat, nbytes,
+                           noc.link_bytes_per_cycle, row,
+                           "noc_in_port_cycles" if load else "noc_out_port_cycles")
+        t_net = max(t_port, self._res("net_in" if load else "net_out", t_start + lat, every,
+                                      self.noc_aggregate, row,
+                                      "noc_network_in_cycles" if load
+                                      else "noc_network_out_cycles"))
         row[col["noc_bytes"]] += every
         self.cause[i] = CAUSE_DRAM
-        latency = lat
         if location == Location.L2:           # served by the L2 / kept in it
-            latency += l2.latency_cycles
             side = "l2_read" if load else "l2_write"
             t1 = self._res(side, t_start + lat + l2.latency_cycles, every, l2.bytes_per_cycle,
                            row, f"{side}_port_cycles")
@@ -719,8 +718,6 @@ class _ChipRun:
         else:
             t_dram = self._dram(i, t_start, not load, copies, row) if nbytes else t_start
             t1 = t_dram
-            if self.dram_cached:
-                latency += self.clocks.to_core(self.first_latency.get(not load, 0))
             if l2.present:                    # through the L2: a fill, or a write-through
                 t1 = max(t1, self._res("l2_write", t_start, nbytes * copies, l2.bytes_per_cycle,
                                        row, "l2_write_port_cycles"))
@@ -760,7 +757,7 @@ class _ChipRun:
         else:
             row[col["ofmap_sram_drain_bytes"]] += nbytes
             row[col["stores"]] += 1
-        return t1, latency
+        return t1, t_port
 
     def _charge_gap(self, hi: int, d: int) -> None:
         """Charge the array's idle cycles ``[array_free, hi)`` along the critical path that ends

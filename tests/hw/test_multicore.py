@@ -201,14 +201,14 @@ def test_cores_with_unlimited_memory_take_one_share_of_the_compute():
 
 
 def test_the_l2_bandwidth_bounds_the_run():
-    """An L2 of 8 bytes a cycle: every load the L2 serves or fills books its bytes on it, so
-    the run lasts at least the L2's busiest side's bytes / 8 cycles, and never overbooks."""
-    chip = _chip(4, 4096, **{"l2.banks": 1, "l2.bank_width_bytes": 8})
-    graph = Graph("g", (Gemm(name="g", m=512, n=512, k=512),))
+    """An L2 of 16 bytes a cycle: every load the L2 serves or fills books its bytes on it, so
+    the run lasts at least the L2's busiest side's bytes / 16 cycles, and never overbooks."""
+    chip = _chip(4, 4096, **{"l2.banks": 1, "l2.bank_width_bytes": 16})
+    graph = Graph("g", (Gemm(name="g", m=256, n=256, k=256),))
     run = execute(compile_graph(graph, chip), chip)
     t = run.totals
-    assert t["l2_read_port_cycles"] == pytest.approx(t["l2_read_bytes"] / 8, abs=len(run.trace.start))
-    assert run.cycles >= max(t["l2_read_bytes"], t["l2_write_bytes"]) / 8
+    assert t["l2_read_port_cycles"] == pytest.approx(t["l2_read_bytes"] / 16, abs=len(run.trace.start))
+    assert run.cycles >= max(t["l2_read_bytes"], t["l2_write_bytes"]) / 16
     assert t["l2_read_port_cycles"] <= run.cycles and t["noc_network_in_cycles"] <= run.cycles
 
 

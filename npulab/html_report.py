@@ -113,10 +113,21 @@ def headline(summary: dict) -> list[tuple[str, str]]:
         ("efficiency", f"{net['tops_per_w']:.3g} TOPS/W"),
         ("compute utilization", f"{100 * net['compute_utilization']:.1f} %"),
         *network_items(m),
+        *_multicore_items(summary),
         ("layers by bound", f"{bounds or '-'} (the busiest resource in the simulation)"),
         ("roofline bound", f"{net['roofline'].get('bound') or '-'} (network)"),
         ("technology", f"{tech.get('name', '?')} ({tech.get('node_nm', 0):g} nm)"),
     ]
+
+
+def _multicore_items(summary: dict) -> list[tuple[str, str]]:
+    """A multi-core chip's cores, L2 and network lines, as the terminal report prints them."""
+    run = summary.get("run") or {}
+    if "cores" not in (run.get("totals") or {}):
+        return []
+    from hw.configfile import chip_spec_from_dict
+    from npulab.report import multicore_items
+    return multicore_items(run["totals"], chip_spec_from_dict(run["config"], "summary.run.config"))
 
 
 def _value_text(value) -> str:

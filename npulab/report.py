@@ -284,27 +284,34 @@ def _systolic_table(result: RunRecord, metrics) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _multicore_lines(result: RunRecord) -> list[str]:
-    """A multi-core chip's cores, L2 and network (none on one core without an L2)."""
-    t, cfg = result.totals, result.spec.config
-    if "cores" not in t:
+def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
+    """A multi-core chip's cores, L2 and network as ``(label, text)`` (none on one core without
+    an L2): the terminal report's lines and the HTML headline's, word for word."""
+    t, cfg = totals, spec.config
+    if "cores" not in t or cfg is None:
         return []
-    lines = [f"cores                 {t['cores']} x {result._hardware()}: PE utilization "
-             f"min {t['core_utilization_min_pct']:.1f} %, mean "
-             f"{t['core_utilization_mean_pct']:.1f} %, max {t['core_utilization_max_pct']:.1f} %"
-             + (f", {t['cores_idle']} idle" if t["cores_idle"] else "")]
+    arr = cfg.array
+    items = [("cores", f"{t['cores']} x {arr.rows}x{arr.cols} {arr.dataflow.value} "
+                       f"{arr.precision.value}: PE utilization min "
+                       f"{t['core_utilization_min_pct']:.1f} %, mean "
+                       f"{t['core_utilization_mean_pct']:.1f} %, max "
+                       f"{t['core_utilization_max_pct']:.1f} %"
+                       + (f", {t['cores_idle']} idle" if t["cores_idle"] else ""))]
     if cfg.l2.present:
-        lines.append(
-            f"L2                    {cfg.l2.capacity_kib:g} KiB: {t['l2_read_bytes']:,} B read, "
-            f"{t['l2_write_bytes']:,} B written, loads {t['l2_hit_pct']:.1f} % hits "
-            f"({t['l2_hit_bytes']:,} B) / {t['l2_miss_bytes']:,} B from DRAM, "
-            f"{t['l2_gbps']:.2f} GB/s of {t['l2_peak_gbps']:.2f} GB/s, busiest side "
-            f"{t['l2_utilization_pct']:.1f} % busy")
-    lines.append(
-        f"network               {cfg.noc.topology}, {cfg.noc.link_bytes_per_cycle:g} B/cycle "
-        f"links: {t['noc_bytes']:,} B, a core's port {t['noc_port_utilization_pct']:.1f} % "
-        f"busy, the network {t['noc_network_utilization_pct']:.1f} %")
-    return lines
+        items.append(("L2", f"{cfg.l2.capacity_kib:g} KiB: {t['l2_read_bytes']:,} B read, "
+                            f"{t['l2_write_bytes']:,} B written, loads {t['l2_hit_pct']:.1f} % "
+                            f"hits ({t['l2_hit_bytes']:,} B) / {t['l2_miss_bytes']:,} B from "
+                            f"DRAM, {t['l2_gbps']:.2f} GB/s of {t['l2_peak_gbps']:.2f} GB/s, "
+                            f"busiest side {t['l2_utilization_pct']:.1f} % busy"))
+    items.append(("network", f"{cfg.noc.topology}, {cfg.noc.link_bytes_per_cycle:g} B/cycle "
+                             f"links: {t['noc_bytes']:,} B, a core's port "
+                             f"{t['noc_port_utilization_pct']:.1f} % busy, the network "
+                             f"{t['noc_network_utilization_pct']:.1f} %"))
+    return items
+
+
+def _multicore_lines(result: RunRecord) -> list[str]:
+    return [f"{label:22s}{text}" for label, text in multicore_items(result.totals, result.spec)]
 
 
 #: The terminal table of each engine kind (a kind not listed gets the generic one).

@@ -64,6 +64,7 @@ TID_STORE = 5
 TID_LINK_OUT = 6
 TID_VECTOR = 7
 TID_CORE0 = 100     # core N's track: TID_CORE0 + N
+TID_LANE0 = 5000    # overlapping DMA transfers: TID_LANE0 + 16 x engine + lane
 TRACK_NAMES = {TID_LAYERS: "layers", TID_LINK_IN: "host link in", TID_LOAD: "load DMA",
                TID_ARRAY: "array", TID_STORE: "store DMA", TID_LINK_OUT: "host link out",
                TID_VECTOR: "vector engine"}
@@ -174,6 +175,7 @@ def _native(doc: _Doc, result) -> int:
         doc.track(TID_LINK_OUT, TRACK_NAMES[TID_LINK_OUT])
     if (tr.kind == Kind.VECTOR).any():
         doc.track(TID_VECTOR, TRACK_NAMES[TID_VECTOR])
+    lanes = _dma_lanes(doc, tr)
     # Group tiles are named only in layers that have more than one.
     grouped = np.zeros(n_layers, np.bool_)
     if len(tr.start):
@@ -201,7 +203,7 @@ def _native(doc: _Doc, result) -> int:
         label = " ".join(f"{a}{tile[a]}" for a in axes)
         what = operand.name.lower()
         args.update(operand=what, bytes=int(tr.nbytes[i]))
-        tid = _ENGINE_TID[Engine(int(tr.engine[i]))]
+        tid = lanes.get(i, _ENGINE_TID[Engine(int(tr.engine[i]))])
         word = _KIND_WORD[kind].replace("_", " ")
         d = int(tr.dram_finish[i])
         doc.complete(tid, f"{layer} {word} {what} {label}", s, d,
@@ -254,6 +256,27 @@ def _native(doc: _Doc, result) -> int:
             doc.dram_counter(prev, 0.0, 0.0, "network GB/s")
     assert prev == run.cycles, (prev, run.cycles)
     return run.cycles
+
+
+def _dma_lanes(doc: _Doc, tr) -> dict[int, int]:
+    """A multi-core chip's DMA engines start a transfer before the previous one has finished
+    (hw.executor): transfers that overlap go on extra tracks ``load DMA 2``, ``3``, ... (each
+    on the first whose last transfer has ended). Command index -> thread id, for those."""
+    out: dict[int, int] = {}
+    for engine in (Engine.LOAD, Engine.STORE):
+        idx = np.flatnonzero(tr.engine == engine)
+        ends: list[int] = []              # per lane, the cycle its last transfer ends
+        for i in idx[np.argsort(tr.start[idx], kind="stable")]:
+            s, f = int(tr.start[i]), int(tr.dram_finish[i])
+            lane = next((k for k, e in enumerate(ends) if e <= s), len(ends))
+            if lane == len(ends):
+                ends.append(f)
+            ends[lane] = max(f, s)
+            if lane:
+                tid = TID_LANE0 + 16 * int(engine) + lane
+                out[int(i)] = tid
+                doc.track(tid, f"{TRACK_NAMES[_ENGINE_TID[engine]]} {lane + 1}")
+    return out
 
 
 def _gbps(read_bytes: int, write_bytes: int, cycles: int, clock_mhz: float) -> tuple[float, float]:

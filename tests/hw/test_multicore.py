@@ -268,3 +268,20 @@ def test_kept_outputs_skip_dram_and_the_store_goes_to_the_l2():
     assert a_loads and all(c["location"][i] == Location.L2 for i in a_loads)
     run = execute(program, chip)
     assert run.layers[0]["dram_ofmap_write_bytes"] == 0
+
+
+def test_a_multicore_run_has_a_valid_timeline_and_the_same_lines_everywhere(tmp_path):
+    """The DMA engines of a multi-core chip overlap transfers: the timeline puts them on extra
+    tracks and stays a valid trace; the terminal's cores/L2/network lines are the HTML's."""
+    from npulab.html_report import headline
+    from npulab.report import multicore_items
+    from npulab.timeline import chrome_trace, validate_trace
+    graph = Graph("gemm", (Gemm(name="gemm", m=512, n=1024, k=1024),))
+    r = simulate(graph, _chip(4, 2048))
+    doc = chrome_trace(r)
+    validate_trace(doc)
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert {"core 0", "core 3", "load DMA 2"} <= names
+    items = multicore_items(r.totals, r.spec)
+    assert [k for k, _ in items] == ["cores", "L2", "network"]
+    assert set(items) <= set(headline(r.summary()))

@@ -193,6 +193,12 @@ class ExecutionResult:
     trace: Trace = field(repr=False)
 
 
+def _box_span(n2: int, s2: int, n1: int, s1: int, chunk: int) -> int:
+    """Bytes from a box's first byte past its last, rounded up to 4 KiB: where the next copy
+    of it (another core's) starts."""
+    return -(-((n2 - 1) * s2 + (n1 - 1) * s1 + chunk) // 4096) * 4096
+
+
 @functools.lru_cache(maxsize=65536)
 def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[int, int]:
     """PEs a tile occupies along the left and top edges (vector widths read per cycle)."""
@@ -584,7 +590,7 @@ class _ChipRun:
             "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
         addr += self.addr_offset
         if copies > 1 and n2 == 1:        # the copies are the outer dimension of one box
-            n2, s2 = copies, -(-((n1 - 1) * s1 + chunk) // 4096) * 4096
+            n2, s2 = copies, _box_span(1, 0, n1, s1, chunk)
         elif copies > 1:
             n2 *= copies
         t0 = self.clocks.to_dram(t_start)
@@ -630,7 +636,7 @@ class _ChipRun:
                 alone = first + (done - first) * scale
                 occupancy = alone - first
             else:                 # short: its marginal time among boxes like it
-                span = -(-((n2 - 1) * s2 + (n1 - 1) * s1 + chunk) // 4096) * 4096
+                span = _box_span(n2, s2, n1, s1, chunk)
                 box4 = (4, span) if n2 == 1 else (4 * n2, s2)
                 four = dram_box_transfer(self._idle_dram(), addr, box4[0], box4[1], n1, s1,
                                          chunk, is_write, 0, self.max_out)

@@ -290,9 +290,7 @@ def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
     t, cfg = totals, spec.config
     if "cores" not in t or cfg is None:
         return []
-    arr = cfg.array
-    items = [("cores", f"{t['cores']} x {arr.rows}x{arr.cols} {arr.dataflow.value} "
-                       f"{arr.precision.value}: PE utilization min "
+    items = [("cores", f"{t['cores']} x {spec.engine.label}: PE utilization min "
                        f"{t['core_utilization_min_pct']:.1f} %, mean "
                        f"{t['core_utilization_mean_pct']:.1f} %, max "
                        f"{t['core_utilization_max_pct']:.1f} %"

@@ -112,6 +112,8 @@ _INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", 
                 "stride1", "chunk_bytes", "count", "m", "n", "k", "left_stride", "top_stride",
                 "tile_g", "tile_m", "tile_n", "tile_k", "va_bytes", "vb_bytes", "vout_bytes",
                 "copies")
+_COLUMN_AT = {name: i for i, name in enumerate(_INT_COLUMNS)}
+_LOCATION_AT = _COLUMN_AT["location"]
 
 
 @dataclass
@@ -163,7 +165,7 @@ class ProgramBuilder:
 
     def __init__(self, model: str):
         self.model = model
-        self._rows: dict[str, list[int]] = {name: [] for name in _INT_COLUMNS}
+        self._rows: list[list[int]] = []      # one row of _INT_COLUMNS per command
         self._deps: list[int] = []
         self._dep_ptr: list[int] = [0]
         self.layers: list[LayerSchedule] = []
@@ -177,8 +179,10 @@ class ProgramBuilder:
         return len(self._dep_ptr) - 1
 
     def _add(self, deps, **values) -> int:
-        for name in _INT_COLUMNS:
-            self._rows[name].append(int(values.get(name, 0)))
+        row = [0] * len(_INT_COLUMNS)
+        for name, value in values.items():
+            row[_COLUMN_AT[name]] = int(value)
+        self._rows.append(row)
         index = len(self)
         for d in deps:
             if d is not None:
@@ -236,12 +240,13 @@ class ProgramBuilder:
     def settle(self) -> None:
         """End of an op on a chip with an L2: the loads its L2 serves become ``L2`` loads."""
         if self.placement is not None:
-            locations = self._rows["location"]
+            rows = self._rows
             for index in self.placement.resolve():
-                locations[index] = Location.L2
+                rows[index][_LOCATION_AT] = int(Location.L2)
 
     def build(self) -> Program:
-        columns = {name: np.asarray(values, dtype=np.int64) for name, values in self._rows.items()}
+        table = np.array(self._rows, dtype=np.int64).reshape(len(self._rows), len(_INT_COLUMNS))
+        columns = {name: np.ascontiguousarray(table[:, i]) for i, name in enumerate(_INT_COLUMNS)}
         return Program(model=self.model, layers=list(self.layers), columns=columns,
                        dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
                        dep_idx=np.asarray(self._deps, dtype=np.int64), notes=list(self.notes),

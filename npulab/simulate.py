@@ -37,7 +37,7 @@ from dataclasses import replace
 
 from compiler.ir import Conv2d, Graph
 from npulab.choices import TIMING_MODES
-from compiler.backends.multicore import share_graph
+from compiler.backends.multicore import share_graph, with_sums
 from compiler.backends.systolic import compile_graph
 from compiler.backends.systolic_vector import is_vector_op
 from compiler.options import CompileOptions
@@ -386,7 +386,8 @@ def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | Non
     run = execute(program, chip, progress=progress)
     layers = []
     kinds = program.columns["kind"]
-    for op, ls, c in zip(graph.ops, program.layers, run.layers):
+    ops = with_sums(graph, chip).ops if chip.multicore else graph.ops
+    for op, ls, c in zip(ops, program.layers, run.layers):
         if ls.fused is not None and ls.last == ls.first:     # run in its anchor's layer
             layers.append(_idle_layer(op, ls.fused))
             continue
@@ -463,6 +464,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         raise ValueError(f"chip = {spec.name}: a {spec.kind} chip; simulate times systolic "
                          f"chips (npulab.run takes every kind)")
     run = None
+    whole_graph = with_sums(graph, chip) if chip.multicore else graph
     if timing == "native":
         layers, run = _native_layers(graph, chip, options, progress)
     else:
@@ -470,7 +472,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         vector = timing == "compute" and not chip.vector.ideal
         # a multi-core chip: each op's share on one core (compiler.backends.multicore)
         shares, splits = share_graph(graph, chip) if chip.multicore else (graph, None)
-        for index, (whole, op) in enumerate(zip(graph.ops, shares.ops)):
+        for index, (whole, op) in enumerate(zip(whole_graph.ops, shares.ops)):
             if op.gemm_shape() is not None:
                 layer = _array_layer(op, chip, timing)
             elif vector and is_vector_op(op):
@@ -484,8 +486,8 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
                                                  if layer.cycles else 0.0))
             layers.append(layer)
             if progress is not None:
-                progress(index + 1, len(graph.ops), op.name)
-    totals = _totals(layers, chip, graph.ops)
+                progress(index + 1, len(shares.ops), op.name)
+    totals = _totals(layers, chip, whole_graph.ops)
     totals["batch"] = graph.batch
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)

@@ -5,13 +5,18 @@ Split. Every op is divided into equal *shares*, one per core: a matrix op along 
 parts), its output columns (``n``: GEMM columns, a convolution's output channels) and its
 independent GEMMs (``g``: a batched GEMM's batch, attention heads, a convolution's groups); a
 vector op along its rows (a pooling along its images or channels, an element-wise op along its
-elements). A share is ``ceil(extent / parts)`` along each split dimension. The split uses
-``cores_used = parts_m x parts_n x parts_g <= cores`` cores and is the one minimising::
+elements). A GEMM whose output has fewer array-sized tiles than the chip has cores may also be
+split along K (``k``: split-K, as cuBLAS does): each core computes partial sums over its slice
+of K, and a vector op after it (:func:`share_graph` adds it, :data:`REDUCE_SUFFIX`) adds the
+``k`` partial sums of each output element. A share is ``ceil(extent / parts)`` along each split
+dimension. The split uses ``cores_used = parts_m x parts_n x parts_g x parts_k <= cores`` cores
+and is the one minimising::
 
     max(share compute cycles, share bytes / (per-core network bandwidth x 0.8))
 
-(the share's compute from the systolic timing engine, its bytes read and written once, the
-tiler's streaming efficiency :data:`~compiler.backends.systolic_tiling.DRAM_EFFICIENCY`; ties:
+(a K split then adds its sum, ``(parts_k + 1) x outputs / cores_used`` elements over the same
+bandwidth; the share's compute from the systolic timing engine, its bytes read and written
+once, the tiler's streaming efficiency :data:`~compiler.backends.systolic_tiling.DRAM_EFFICIENCY`; ties:
 fewer bytes on the network in all, then fewer cores, then the smaller ``(m, n, g)``): the choice
 is deterministic and does not depend on the L2, so adding an L2 only changes where bytes come
 from. Ops of a fused group take their anchor's split, so the group still fuses.
@@ -48,35 +53,47 @@ from dataclasses import dataclass, replace
 from compiler.backends.systolic_tiling import DRAM_EFFICIENCY
 from compiler.fusion import find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
-from compiler.ir.vector import Pool, _Elementwise, _Rows
+from compiler.ir.vector import Eltwise, Pool, _Elementwise, _Rows
 from hw.chip import ChipConfig
 from hw.program import Kind, Location, Operand
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
 
-__all__ = ["Split", "ONE", "choose_split", "share_graph", "Placement"]
+__all__ = ["Split", "ONE", "REDUCE_SUFFIX", "choose_split", "share_graph", "with_sums",
+           "Placement"]
 
 
 @dataclass(frozen=True)
 class Split:
-    """Parts along output rows (``m``), output columns (``n``) and independent GEMMs (``g``)."""
+    """Parts along output rows (``m``), output columns (``n``), independent GEMMs (``g``) and
+    the reduction dimension (``k``: each core sums a slice of K into partial sums, which a
+    vector op adds up, :data:`REDUCE_SUFFIX`)."""
 
     m: int = 1
     n: int = 1
     g: int = 1
+    k: int = 1
 
     @property
     def cores(self) -> int:
-        return self.m * self.n * self.g
+        return self.m * self.n * self.g * self.k
 
     def copies(self, operand: int) -> int:
         """Distinct tiles the cores fetch of ``operand`` (module docstring): inputs differ along
-        ``m`` and ``g``, weights along ``n`` and ``g``, outputs everywhere."""
+        ``m``, ``g`` and ``k``, weights along ``n``, ``g`` and ``k``, outputs everywhere."""
         if operand == Operand.IFMAP:
-            return self.m * self.g
+            return self.m * self.g * self.k
         if operand == Operand.FILTER:
-            return self.n * self.g
+            return self.n * self.g * self.k
         return self.cores
+
+
+#: A K-split op ``X`` becomes ``X`` (each core's partial sums over its slice of K) and the
+#: vector op ``X`` + this suffix that adds the ``k`` partial sums of every output element,
+#: split over the same cores; ``X``'s readers read the sum.
+REDUCE_SUFFIX = ".ksum"
+#: Smallest slice of K a core takes in a K split (elements).
+MIN_K_SHARE = 1024
 
 
 #: One core does it all.
@@ -100,23 +117,30 @@ def _matrix_extents(op) -> tuple[int, int, int, int, int, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _best_split(g: int, mu: int, unit: int, n: int, k: int, n_parts: int,
+def _best_split(g: int, mu: int, unit: int, n: int, k: int, n_parts: int, k_split: bool,
                 chip: ChipConfig) -> Split:
     arr, eb, cores = chip.array, chip.array.precision.bits // 8, chip.cores
     best, best_key = ONE, None
     for pg in _values(min(cores, g)):
         for pm in _values(min(cores // pg, mu)):
-            pn = max(1, min(cores // (pg * pm), n_parts))
-            gs, ms, ns = -(-g // pg), -(-mu // pm) * unit, -(-n // pn)
-            compute = int(tile_counters(arr, ms, ns, k, gs)[K_CYCLES])
-            used = pm * pn * pg
-            share_bytes = eb * gs * (ms * k + k * ns + ms * ns)
-            per_core = min(chip.noc.link_bytes_per_cycle,
-                           chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
-            est = max(compute, share_bytes / per_core)
-            key = (est, used * share_bytes, used, pm, pn, pg)
-            if best_key is None or key < best_key:
-                best, best_key = Split(m=pm, n=pn, g=pg), key
+            # K parts first (then the columns take the cores left), or none
+            k_parts = min(cores // (pg * pm), k // MIN_K_SHARE) if k_split else 1
+            for pk in _values(max(1, k_parts)):
+                pn = max(1, min(cores // (pg * pm * pk), n_parts))
+                gs, ms, ns, ks = -(-g // pg), -(-mu // pm) * unit, -(-n // pn), -(-k // pk)
+                compute = int(tile_counters(arr, ms, ns, ks, gs)[K_CYCLES])
+                used = pm * pn * pg * pk
+                share_bytes = eb * gs * (ms * ks + ks * ns + ms * ns)
+                per_core = min(chip.noc.link_bytes_per_cycle,
+                               chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
+                est = max(compute, share_bytes / per_core)
+                if pk > 1:        # then the sum: k partials read, one output written per element
+                    sum_bytes = eb * (pk + 1) * -(-g * mu * unit * n // used)
+                    share_bytes += sum_bytes
+                    est += sum_bytes / per_core
+                key = (est, used * share_bytes, used, pm, pn, pg, pk)
+                if best_key is None or key < best_key:
+                    best, best_key = Split(m=pm, n=pn, g=pg, k=pk), key
     return best
 
 
@@ -125,7 +149,12 @@ def choose_split(op, chip: ChipConfig) -> Split:
     if chip.cores == 1:
         return ONE
     if op.gemm_shape() is not None:
-        return _best_split(*_matrix_extents(op), chip)
+        g, mu, unit, n, k, n_parts = _matrix_extents(op)
+        arr = chip.array
+        # K is split only when the output has fewer array-sized tiles than the chip has cores
+        # (as cuBLAS and CUTLASS choose split-K: otherwise the rows and columns fill them)
+        few = g * -(-mu * unit // arr.rows) * -(-n // arr.cols) < chip.cores
+        return _best_split(g, mu, unit, n, k, n_parts, isinstance(op, Gemm) and few, chip)
     parts = min(chip.cores, _vector_units(op))
     return Split(m=max(1, parts))
 
@@ -148,7 +177,7 @@ def _share(op, split: Split, fraction: float | None = None):
         return op
     if isinstance(op, Gemm):
         return replace(op, batch=-(-op.batch // split.g), m=-(-op.m // split.m),
-                       n=-(-op.n // split.n))
+                       n=-(-op.n // split.n), k=-(-op.k // split.k))
     if isinstance(op, Conv2d):
         out = replace(op, groups=-(-op.groups // split.g),
                       in_channels=op.in_channels // op.groups * -(-op.groups // split.g),
@@ -214,7 +243,8 @@ def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]
                                           or not isinstance(m, _Elementwise) else fraction))
     out = Graph(graph.name, tuple(shares[op.name] for op in graph.ops), batch=graph.batch,
                 tokens=graph.tokens)
-    # groups must survive the split: any that does not runs unsplit
+    # groups must survive the split: any that does not runs unsplit (a K split is never in a
+    # group: the ops of a group are ungrouped ones' splits only when they are the anchor's)
     after = {g.anchor: g for g in find_groups(out).values()}
     broken = [g for a, g in groups.items() if after.get(a) != g]
     if broken:
@@ -224,7 +254,38 @@ def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]
                 shares[m] = by_name[m]
         out = Graph(graph.name, tuple(shares[op.name] for op in graph.ops), batch=graph.batch,
                     tokens=graph.tokens)
+    if any(sp.k > 1 for sp in splits.values()):
+        out = _with_sums(out, by_name, splits, share=True)
     return out, splits
+
+
+def with_sums(graph: Graph, chip: ChipConfig) -> Graph:
+    """``graph`` with the whole sum op of every op :func:`share_graph` splits along K: the ops
+    a multi-core program's layers stand for, one per layer."""
+    if chip.cores == 1:
+        return graph
+    _, splits = share_graph(graph, chip)
+    if not any(sp.k > 1 for sp in splits.values()):
+        return graph
+    return _with_sums(graph, {op.name: op for op in graph.ops}, splits, share=False)
+
+
+def _with_sums(graph: Graph, whole: dict, splits: dict[str, Split], share: bool) -> Graph:
+    """After each K-split op, the vector op adding its partial sums (:data:`REDUCE_SUFFIX`):
+    ``k`` operands of the op's outputs, split over the same cores (its ``share``: ``ceil(
+    outputs / cores)`` elements of each partial); the op's readers read the sum instead."""
+    ops, renamed = [], {}
+    for op in graph.ops:
+        split = splits[op.name]
+        ops.append(replace(op, inputs=tuple(renamed.get(i, i) for i in op.inputs)))
+        if split.k > 1:
+            name = op.name + REDUCE_SUFFIX
+            outputs = whole[op.name].output_elements
+            ops.append(Eltwise(name=name, op="add", operands=split.k, inputs=(op.name,),
+                               elements=-(-outputs // split.cores) if share else outputs))
+            splits[name] = Split(m=split.cores)
+            renamed[op.name] = name
+    return Graph(graph.name, tuple(ops), batch=graph.batch, tokens=graph.tokens)
 
 
 def _group_split(kind: str, members: list, chip: ChipConfig) -> Split:

@@ -227,7 +227,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             _label(group)))
     if splits is not None:      # each layer: its cores, and the whole op's MACs
         pb.settle()
-        pb.layers = [replace(ls, cores=splits[ls.name].cores, macs=whole[ls.name].macs)
+        pb.layers = [replace(ls, cores=splits[ls.name].cores,
+                             macs=whole[ls.name].macs if ls.name in whole else 0)
                      for ls in pb.layers]
     return pb.build()
 

@@ -114,7 +114,7 @@ def test_crossbar_is_one_hop_and_its_ports():
 # ---- split ----------------------------------------------------------------------------------
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 16), st.integers(1, 700), st.integers(1, 700), st.integers(1, 600),
+@given(st.integers(1, 16), st.integers(1, 700), st.integers(1, 700), st.integers(1, 5000),
        st.integers(1, 6))
 def test_a_split_covers_the_op_with_at_most_the_cores(cores, m, n, k, batch):
     chip = _chip(cores)
@@ -123,6 +123,7 @@ def test_a_split_covers_the_op_with_at_most_the_cores(cores, m, n, k, batch):
     assert 1 <= split.cores <= cores
     share = share_graph(Graph("x", (op,)), chip)[0].ops[0]
     assert share.m * split.m >= m and share.n * split.n >= n and share.batch * split.g >= batch
+    assert share.k * split.k >= k and (share.k - 1) * split.k < k
     assert (share.m - 1) * split.m < m and (share.n - 1) * split.n < n   # shares are balanced
     assert choose_split(op, chip) == split                                # deterministic
 
@@ -130,6 +131,42 @@ def test_a_split_covers_the_op_with_at_most_the_cores(cores, m, n, k, batch):
 def test_copies_follow_what_the_cores_share():
     s = Split(m=3, n=4, g=2)
     assert (s.copies(Operand.IFMAP), s.copies(Operand.FILTER), s.copies(Operand.OFMAP)) == (6, 8, 24)
+    k = Split(n=2, k=3)          # a K split: each core its own slice of A and of B
+    assert (k.copies(Operand.IFMAP), k.copies(Operand.FILTER), k.cores) == (3, 6, 6)
+
+
+def test_k_split_adds_the_partial_sums_when_the_output_is_too_small_for_the_cores(monkeypatch):
+    """A 16 x 64 output is two 32 x 32 array tiles: four cores split K (split-K, as cuBLAS
+    does when the output tiles cannot fill the GPU), each writes its partial sums and a vector
+    op adds them: the partial sums' traffic is k x M x N elements written and read back, the
+    sum M x N written (no L2: all of it through DRAM)."""
+    import compiler.backends.multicore as mc
+    chip = _chip(4)
+    m, n, k = 16, 64, 16384
+    graph = Graph("skinny", (Gemm(name="g", m=m, n=n, k=k),))
+    split = choose_split(graph.ops[0], chip)
+    assert split.k > 1 and split.cores == 4
+    r = simulate(graph, chip)
+    assert [(la.name, la.cores) for la in r.layers] == [("g", 4), ("g" + mc.REDUCE_SUFFIX, 4)]
+    part, total = r.layers
+    assert part.macs == m * n * k and total.engine == "vector" and total.macs == 0
+    assert part.dram_write_bytes == split.k * m * n                      # int8: one byte each
+    assert total.dram_read_bytes == split.k * m * n and total.dram_write_bytes == m * n
+    one = simulate(graph, _chip(1))
+    assert r.totals["cycles"] * 4 >= one.totals["cycles"]              # never beats 4 x one
+    # every timing mode lists the same layers
+    assert [la.name for la in simulate(graph, chip, timing="compute").layers] == ["g", "g.ksum"]
+    # without the K split the rows and columns take the cores: slower on this output
+    monkeypatch.setattr(mc, "MIN_K_SHARE", 1 << 40)
+    mc._best_split.cache_clear()
+    try:
+        no_k = simulate(graph, chip)
+    finally:
+        mc._best_split.cache_clear()
+    assert [la.name for la in no_k.layers] == ["g"]
+    assert r.totals["cycles"] < 0.8 * no_k.totals["cycles"]
+    # an output with enough tiles never splits K
+    assert choose_split(Gemm(name="sq", m=512, n=1024, k=16384), chip).k == 1
 
 
 def test_fused_groups_keep_fusing_when_split():

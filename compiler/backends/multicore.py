@@ -119,7 +119,7 @@ def _matrix_extents(op) -> tuple[int, int, int, int, int, int]:
 @functools.lru_cache(maxsize=4096)
 def _best_split(g: int, mu: int, unit: int, n: int, k: int, n_parts: int, k_split: bool,
                 chip: ChipConfig) -> Split:
-    arr, eb, cores = chip.array, chip.array.precision.bits // 8, chip.cores
+    cores = chip.cores
     best, best_key = ONE, None
     for pg in _values(min(cores, g)):
         for pm in _values(min(cores // pg, mu)):
@@ -127,21 +127,39 @@ def _best_split(g: int, mu: int, unit: int, n: int, k: int, n_parts: int, k_spli
             k_parts = min(cores // (pg * pm), k // MIN_K_SHARE) if k_split else 1
             for pk in _values(max(1, k_parts)):
                 pn = max(1, min(cores // (pg * pm * pk), n_parts))
-                gs, ms, ns, ks = -(-g // pg), -(-mu // pm) * unit, -(-n // pn), -(-k // pk)
-                compute = int(tile_counters(arr, ms, ns, ks, gs)[K_CYCLES])
-                used = pm * pn * pg * pk
-                share_bytes = eb * gs * (ms * ks + ks * ns + ms * ns)
-                per_core = min(chip.noc.link_bytes_per_cycle,
-                               chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
-                est = max(compute, share_bytes / per_core)
-                if pk > 1:        # then the sum: k partials read, one output written per element
-                    sum_bytes = eb * (pk + 1) * -(-g * mu * unit * n // used)
-                    share_bytes += sum_bytes
-                    est += sum_bytes / per_core
+                split = Split(m=pm, n=pn, g=pg, k=pk)
+                est, share_bytes = _estimate(g, mu, unit, n, k, split, chip)
+                used = split.cores
                 key = (est, used * share_bytes, used, pm, pn, pg, pk)
                 if best_key is None or key < best_key:
-                    best, best_key = Split(m=pm, n=pn, g=pg, k=pk), key
+                    best, best_key = split, key
     return best
+
+
+def _estimate(g: int, mu: int, unit: int, n: int, k: int, split: Split,
+              chip: ChipConfig) -> tuple[float, int]:
+    """``(estimated cycles, share bytes)`` of a matrix op's share under ``split`` (module
+    docstring)."""
+    arr, eb = chip.array, chip.array.precision.bits // 8
+    gs, ms, ns, ks = (-(-g // split.g), -(-mu // split.m) * unit, -(-n // split.n),
+                      -(-k // split.k))
+    compute = int(tile_counters(arr, ms, ns, ks, gs)[K_CYCLES])
+    used = split.cores
+    share_bytes = eb * gs * (ms * ks + ks * ns + ms * ns)
+    per_core = _per_core_bandwidth(chip, used)
+    est = max(compute, share_bytes / per_core)
+    if split.k > 1:           # then the sum: k partials read, one output written per element
+        sum_bytes = eb * (split.k + 1) * -(-g * mu * unit * n // used)
+        share_bytes += sum_bytes
+        est += sum_bytes / per_core
+    return est, share_bytes
+
+
+def _per_core_bandwidth(chip: ChipConfig, used: int) -> float:
+    """Bytes a cycle one of ``used`` cores streams: its network port or its share of the
+    network, at the tiler's streaming efficiency."""
+    return min(chip.noc.link_bytes_per_cycle,
+               chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
 
 
 def choose_split(op, chip: ChipConfig) -> Split:
@@ -223,6 +241,7 @@ def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]
     groups = {g.anchor: g for g in find_groups(graph).values()}
     splits: dict[str, Split] = {}
     shares: dict[str, object] = {}
+    unfused: set[str] = set()
     for op in graph.ops:
         if op.name in splits:
             continue
@@ -233,6 +252,12 @@ def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]
             continue
         members = [by_name[m] for m in group.members]
         split = _group_split(group.kind, members, chip)
+        if split is None:                    # unfused: each op split on its own
+            for m in members:
+                splits[m.name] = choose_split(m, chip)
+                shares[m.name] = _share(m, splits[m.name])
+            unfused.add(group.anchor)
+            continue
         anchor_share = _share(members[0], split)
         fraction = (anchor_share.output_elements / members[0].output_elements
                     if members[0].output_elements else 1.0)
@@ -246,7 +271,9 @@ def share_graph(graph: Graph, chip: ChipConfig) -> tuple[Graph, dict[str, Split]
     # groups must survive the split: any that does not runs unsplit (a K split is never in a
     # group: the ops of a group are ungrouped ones' splits only when they are the anchor's)
     after = {g.anchor: g for g in find_groups(out).values()}
-    broken = [g for a, g in groups.items() if after.get(a) != g]
+    # (an unfused group is meant to break; if its shares happen to fuse again, the split
+    # members would disagree about their cores: it too runs unsplit)
+    broken = [g for a, g in groups.items() if (after.get(a) != g) != (a in unfused)]
     if broken:
         for g in broken:
             for m in g.members:
@@ -288,9 +315,11 @@ def _with_sums(graph: Graph, whole: dict, splits: dict[str, Split], share: bool)
     return Graph(graph.name, tuple(ops), batch=graph.batch, tokens=graph.tokens)
 
 
-def _group_split(kind: str, members: list, chip: ChipConfig) -> Split:
+def _group_split(kind: str, members: list, chip: ChipConfig) -> Split | None:
     """A fused group's split: attention along its heads (the GEMMs' batch), add + norm along
-    rows, an epilogue or conv + pool as its anchor (a pool only along images or channels)."""
+    rows, an epilogue or conv + pool as its anchor (a pool only along images or channels).
+    None: the group runs unfused, each op split on its own (a conv + pool whose conv is better
+    split along output rows than along the few output channels a fused split leaves)."""
     anchor = members[0]
     if kind == "attention":
         return Split(g=max(1, min(chip.cores, anchor.batch)))
@@ -298,9 +327,40 @@ def _group_split(kind: str, members: list, chip: ChipConfig) -> Split:
         return Split(m=max(1, min(chip.cores, members[1].rows)))
     split = choose_split(anchor, chip)
     if kind == "conv_pool" and isinstance(anchor, Conv2d) and split.m > 1 and anchor.batch < split.m:
-        # pooled rows must stay with their conv rows: split the channels instead
-        return Split(n=max(1, min(chip.cores, anchor.out_channels if anchor.groups == 1 else 1)))
+        # pooled rows must stay with their conv rows: split the channels instead, unless the
+        # conv split along rows costs less with the pool on its own
+        fused = Split(n=max(1, min(chip.cores, anchor.out_channels if anchor.groups == 1 else 1)))
+        pool = members[-1]
+        if _conv_pool_cycles(anchor, pool, split, False, chip) < _conv_pool_cycles(
+                anchor, pool, fused, True, chip):
+            return None
+        return fused
     return split
+
+
+def _conv_pool_cycles(conv: Conv2d, pool, split: Split, fused: bool, chip: ChipConfig) -> float:
+    """A lower bound of a conv + pool's cycles with the conv split by ``split``. Each op takes
+    the larger of its compute (one core's share) and every core's bytes through what is below
+    the cores (the L2, or DRAM) at the chip's bandwidth there. A core reads its rows of the
+    input and its columns of the weights: the cores read the input ``split.n`` times and the
+    weights ``split.m`` times. Fused, the pool runs inside the conv and the cores write the
+    pooled output; apart, the conv's output goes out and the pool, on the vector units of the
+    cores it is split over, reads it back and writes the pooled output."""
+    eb = chip.array.precision.bits // 8
+    below = chip.fetch_bytes_per_cycle * chip.cores * DRAM_EFFICIENCY
+    g, mu, unit, n, k, _ = _matrix_extents(conv)
+    compute = int(tile_counters(chip.array, -(-mu // split.m) * unit, -(-n // split.n), k,
+                                g)[K_CYCLES])
+    out, pooled = conv.output_elements * eb, pool.output_elements * eb
+    moved = split.n * conv.input_elements * eb + split.m * g * k * n * eb
+    if fused:
+        return max(compute, (moved + pooled) / below)
+    vector = 0.0
+    if not chip.vector.ideal:
+        work = pool.work()
+        vector = sum(count * pool.output_elements / chip.vector.ops_per_cycle(op)
+                     for op, count in work.per_element) / choose_split(pool, chip).cores
+    return max(compute, (moved + out) / below) + max(vector, (out + pooled) / below)
 
 
 class Placement:

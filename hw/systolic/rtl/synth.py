@@ -200,6 +200,9 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     * de-skew: column j holds C-1-j outputs. OS: value and valid (A+1) each. WS/IS: the value
       is the bottom row's ``psum`` (``psum_bits(R-1)`` distinct bits, sign-extended to A); its
       valid bit is row 0's valid delayed R+j+k+1 <= R+C-1 cycles, already a flip-flop.
+    * one-row OS array: a drain counter (0..1) is the ``last`` flag its column's PE latched, so
+      columns 0..C-2 (whose PE forwards ``a``) hold it once; and a de-skew valid bit of column
+      j, k stages in, is the ``last`` flag of column j + k, already a flip-flop.
     """
     from hw.systolic.rtl.pe import psum_bits
 
@@ -209,6 +212,8 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
         total = tri(r) * (p + 3) + tri(c) * (p + 1)
         total += r * (c - 1) * (p + 3) + (r - 1) * c * (p + 1) + r * c * 2 * a
         total += c * r.bit_length()  # drain counters hold 0..R
+        if r == 1:                   # the drain counters and de-skew valid bits are last flags
+            total -= (c - 1) + (tri(c) if deskew else 0)
         return total + (tri(c) * (a + 1) if deskew else 0)
     total = tri(r) * (p + 2)
     total += r * (c - 1) * (p + 2) + 1  # forwarded x; the top-right PE's valid bit

@@ -15,7 +15,7 @@ from hw.systolic.config import ArrayConfig
 from hw.systolic.rtl.synth import expected_flip_flops, synthesize, verilog_text
 
 CASES = [
-    dict(rows=1, cols=1, dataflow="os"),
+    dict(rows=1, cols=3, dataflow="os"),     # one row: its drain counters are last flags
     dict(rows=2, cols=1, dataflow="os", precision="int16", overflow="saturate"),
     dict(rows=3, cols=2, dataflow="ws"),
     dict(rows=2, cols=3, dataflow="ws", precision="int8", acc_bits=20, overflow="saturate"),

@@ -17,7 +17,7 @@ and is the one minimising::
 (a K split then adds its sum, ``(parts_k + 1) x outputs / cores_used`` elements over the same
 bandwidth; the share's compute from the systolic timing engine, its bytes read and written
 once, the tiler's streaming efficiency :data:`~compiler.backends.systolic_tiling.DRAM_EFFICIENCY`; ties:
-fewer bytes on the network in all, then fewer cores, then the smaller ``(m, n, g)``): the choice
+fewer bytes on the network in all, then fewer cores, then the smaller ``(m, n, g, k)``): the choice
 is deterministic and does not depend on the L2, so adding an L2 only changes where bytes come
 from. Ops of a fused group take their anchor's split, so the group still fuses.
 
@@ -162,8 +162,9 @@ def _per_core_bandwidth(chip: ChipConfig, used: int) -> float:
                chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
 
 
-def choose_split(op, chip: ChipConfig) -> Split:
-    """The split of ``op`` over ``chip``'s cores (module docstring)."""
+def choose_split(op, chip: ChipConfig, k_split: bool = True) -> Split:
+    """The split of ``op`` over ``chip``'s cores (module docstring); ``k_split=False`` never
+    splits K (a fused group's anchor: its epilogue needs whole sums)."""
     if chip.cores == 1:
         return ONE
     if op.gemm_shape() is not None:
@@ -172,7 +173,8 @@ def choose_split(op, chip: ChipConfig) -> Split:
         # K is split only when the output has fewer array-sized tiles than the chip has cores
         # (as cuBLAS and CUTLASS choose split-K: otherwise the rows and columns fill them)
         few = g * -(-mu * unit // arr.rows) * -(-n // arr.cols) < chip.cores
-        return _best_split(g, mu, unit, n, k, n_parts, isinstance(op, Gemm) and few, chip)
+        return _best_split(g, mu, unit, n, k, n_parts, k_split and isinstance(op, Gemm) and few,
+                           chip)
     parts = min(chip.cores, _vector_units(op))
     return Split(m=max(1, parts))
 
@@ -325,7 +327,7 @@ def _group_split(kind: str, members: list, chip: ChipConfig) -> Split | None:
         return Split(g=max(1, min(chip.cores, anchor.batch)))
     if kind == "add_norm":
         return Split(m=max(1, min(chip.cores, members[1].rows)))
-    split = choose_split(anchor, chip)
+    split = choose_split(anchor, chip, k_split=False)
     if kind == "conv_pool" and isinstance(anchor, Conv2d) and split.m > 1 and anchor.batch < split.m:
         # pooled rows must stay with their conv rows: split the channels instead, unless the
         # conv split along rows costs less with the pool on its own

@@ -167,6 +167,13 @@ def test_k_split_adds_the_partial_sums_when_the_output_is_too_small_for_the_core
     assert r.totals["cycles"] < 0.8 * no_k.totals["cycles"]
     # an output with enough tiles never splits K
     assert choose_split(Gemm(name="sq", m=512, n=1024, k=16384), chip).k == 1
+    # nor does a GEMM with a fused epilogue: the activation needs whole sums
+    from compiler.ir.vector import Activation
+    fused = Graph("fused", (graph.ops[0], Activation(name="act", fn="gelu", elements=m * n,
+                                                      inputs=("g",))))
+    shares, splits = share_graph(fused, chip)
+    assert splits["g"].k == 1 and [op.name for op in shares.ops] == ["g", "act"]
+    assert simulate(fused, chip).layers[1].fused is not None
 
 
 @pytest.mark.parametrize("cores, fused", [(4, True), (16, False)])

@@ -352,7 +352,7 @@ def _conv_pool_cycles(conv: Conv2d, pool, split: Split, fused: bool, chip: ChipC
     below = chip.fetch_bytes_per_cycle * chip.cores * DRAM_EFFICIENCY
     g, mu, unit, n, k, _ = _matrix_extents(conv)
     compute = int(tile_counters(chip.array, -(-mu // split.m) * unit, -(-n // split.n), k,
-                                g)[K_CYCLES])
+                                -(-g // split.g))[K_CYCLES])
     out, pooled = conv.output_elements * eb, pool.output_elements * eb
     moved = split.n * conv.input_elements * eb + split.m * g * k * n * eb
     if fused:

@@ -380,13 +380,14 @@ def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
     return totals
 
 
-def _native_layers(graph: Graph, chip: ChipConfig, options: CompileOptions | None,
+def _native_layers(graph: Graph, ops, chip: ChipConfig, options: CompileOptions | None,
                    progress=None):
+    """``graph``'s layers run natively; ``ops``: the op each program layer stands for
+    (``graph.ops``, with the K-split sums on a multi-core chip: :func:`with_sums`)."""
     program = compile_graph(graph, chip, options)
     run = execute(program, chip, progress=progress)
     layers = []
     kinds = program.columns["kind"]
-    ops = with_sums(graph, chip).ops if chip.multicore else graph.ops
     for op, ls, c in zip(ops, program.layers, run.layers):
         if ls.fused is not None and ls.last == ls.first:     # run in its anchor's layer
             layers.append(_idle_layer(op, ls.fused))
@@ -466,7 +467,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
     run = None
     whole_graph = with_sums(graph, chip) if chip.multicore else graph
     if timing == "native":
-        layers, run = _native_layers(graph, chip, options, progress)
+        layers, run = _native_layers(graph, whole_graph.ops, chip, options, progress)
     else:
         layers = []
         vector = timing == "compute" and not chip.vector.ideal

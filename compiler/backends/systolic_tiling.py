@@ -211,16 +211,9 @@ def _candidates(extent: int, granule: int) -> list[int]:
     return sorted(out)
 
 
-def _sizes(extent: int, tile: int) -> Counter:
-    full, rest = divmod(extent, tile)
-    c = Counter({tile: full})
-    if rest:
-        c[rest] += 1
-    return c
-
-
 def _split(extent: int, tile: int) -> tuple[tuple[tuple[int, int], ...], int]:
-    """:func:`_sizes` as ``((size, count), ...)`` plus the number of tiles."""
+    """``extent`` cut into tiles of ``tile``: ``((size, count), ...)`` (the full tiles, then the
+    rest) and the number of tiles."""
     full, rest = divmod(extent, tile)
     return (((tile, full), (rest, 1)) if rest else ((tile, full),)), full + (1 if rest else 0)
 
@@ -377,8 +370,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
             break
         if a_passes[2] is None:
             shapes = a_passes[0]
-            a_passes[2] = (_a_pass_shapes(p, shapes, dict(k_sizes), eb, burst),
-                           _a_pass_shapes(p, shapes, dict(k_sizes), eb, 1))
+            a_passes[2] = (_a_pass_shapes(p, shapes, k_sizes, eb, burst),
+                           _a_pass_shapes(p, shapes, k_sizes, eb, 1))
         g_trips = -(-p.count // gt)
         passes = []
         for unit, a_p in zip((burst, 1), a_passes[2]):   # bus bytes (whole bursts), exact bytes
@@ -436,32 +429,20 @@ def _buffer_origin(name: str, chip: ChipConfig, output_resident: bool) -> str:
 def _traffic(order: str, trips, input_resident: bool, output_resident: bool, a_pass: int,
              b_pass: int, c_pass: int, c_acc: int) -> int:
     """DRAM bytes of one GEMM under ``order``, from one pass over each operand's tiles."""
-    a_bytes = 0 if input_resident else a_pass * _reuse_factor(order, trips, "mk")
-    b_bytes = b_pass * _reuse_factor(order, trips, "kn")
-    c_bytes = 0 if output_resident else c_pass
-    if not _psum_resident(order, trips):
-        c_bytes += 2 * (trips["k"] - 1) * c_acc
-    return a_bytes + b_bytes + c_bytes
+    return _traffic_of(*_order_factors(order, trips), trips["k"], input_resident,
+                       output_resident, a_pass, b_pass, c_pass, c_acc)
 
 
 def _order_factors(order: str, trips) -> tuple[int, int, bool]:
     """``(A reuse factor, B reuse factor, partial sums stay on chip)`` of ``order``."""
-    loops = [d for d in order if trips[d] > 1]
-    ra = rb = 1
-    for dims, last in (("mk", "a"), ("kn", "b")):
-        own = [i for i, d in enumerate(loops) if d in dims]
-        if own:
-            f = math.prod(trips[d] for d in loops[:own[-1]] if d not in dims)
-            if last == "a":
-                ra = f
-            else:
-                rb = f
-    return ra, rb, not loops or loops[-1] == "k" or "k" not in loops
+    return (_reuse_factor(order, trips, "mk"), _reuse_factor(order, trips, "kn"),
+            _psum_resident(order, trips))
 
 
 def _traffic_of(ra: int, rb: int, psum: bool, k_trips: int, input_resident: bool,
                 output_resident: bool, a_pass: int, b_pass: int, c_pass: int, c_acc: int) -> int:
-    """:func:`_traffic` from an order's :func:`_order_factors`."""
+    """DRAM bytes of one GEMM from an order's :func:`_order_factors` (``k_trips``: the K
+    loop's trips) and one pass over each operand's tiles."""
     total = (0 if input_resident else a_pass * ra) + b_pass * rb
     total += 0 if output_resident else c_pass
     return total if psum else total + 2 * (k_trips - 1) * c_acc
@@ -485,11 +466,11 @@ def _a_pass(p: TileProblem, mtiles, k_sizes: Counter, eb: int, burst: int) -> in
                for ksz, kc in k_sizes.items() for _, _, rows in mtiles)
 
 
-def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes: Counter, eb: int,
-                   burst: int) -> int:
-    """:func:`_a_pass` over :meth:`TileProblem.m_tile_shapes` (one term per distinct shape)."""
+def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, eb: int, burst: int) -> int:
+    """:func:`_a_pass` over :meth:`TileProblem.m_tile_shapes` (one term per distinct shape);
+    ``k_sizes``: ``(size, count)`` pairs (:func:`_split`)."""
     return sum(cnt * kc * _a_tile(p, rows, ksz, eb, burst)
-               for ksz, kc in k_sizes.items() for (_, rows), cnt in shapes.items())
+               for ksz, kc in k_sizes for (_, rows), cnt in shapes.items())
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:

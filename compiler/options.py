@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 
-__all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS"]
+__all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS",
+           "PLACEMENTS", "MAX_STAGES"]
 
 #: Tile loop orders, outermost first (see :mod:`compiler.backends.systolic_tiling`).
 ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
@@ -18,6 +19,11 @@ CONV_LOWERINGS = ("direct", "im2col")
 SRAM_LAYOUTS = ("matched", "row-major")
 #: ``CompileOptions.map`` values -> the mapper's objective (:func:`compiler.mapper.map_op`).
 MAP_MODES = {"best-latency": "latency", "best-energy": "energy", "best-edp": "edp"}
+#: Where the ops of a multi-core chip run: each split over every core (``split``), or
+#: consecutive layers in stages on their own cores, inputs streaming through (``pipeline``).
+PLACEMENTS = ("split", "pipeline")
+#: Most pipeline stages a user may ask for (the cores of a chip are at most 4,096).
+MAX_STAGES = 4096
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,13 @@ class CompileOptions:
         Fuse ops whose intermediate tensors then never reach DRAM (default True;
         :mod:`compiler.fusion`): GEMM/conv epilogues, FlashAttention-style attention, residual
         add + norm, pooling into its conv. Applies where the chip has a (non-ideal) vector engine.
+    placement:
+        On a chip with several cores: ``"split"`` (default) splits every op over all the cores
+        (:mod:`compiler.backends.multicore`); ``"pipeline"`` runs consecutive layers in stages,
+        each on its own cores, inputs streaming through (:mod:`compiler.backends.stages`).
+    stages:
+        ``None`` (default: the planner chooses) or the number of pipeline stages
+        (``placement = "pipeline"`` only).
     """
 
     conv_lowering: str = "direct"
@@ -60,6 +73,8 @@ class CompileOptions:
     map: str | None = None
     tech: str = DEFAULT_TECHNOLOGY
     fusion: bool = True
+    placement: str = "split"
+    stages: int | None = None
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -80,5 +95,16 @@ class CompileOptions:
                              f"{self.map!r} the mapper's objective is the map mode")
         if not isinstance(self.fusion, bool):
             raise ValueError(f"fusion = {self.fusion!r}: must be true or false")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement = {self.placement!r}: must be one of "
+                             f"{', '.join(PLACEMENTS)}")
+        if self.stages is not None:
+            if (isinstance(self.stages, bool) or not isinstance(self.stages, int)
+                    or not 1 <= self.stages <= MAX_STAGES):
+                raise ValueError(f"stages = {self.stages!r}: must be an integer in "
+                                 f"1..{MAX_STAGES}")
+            if self.placement != "pipeline":
+                raise ValueError(f"stages = {self.stages}: applies to placement = 'pipeline' "
+                                 f"(placement = {self.placement!r})")
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")

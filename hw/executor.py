@@ -218,7 +218,8 @@ class SharedExecution:
 
 
 def execute_shared(programs, chips, dram: DramConfig, *, addr_offsets=None,
-                   agents=()) -> SharedExecution:
+                   agents=(), progress=None, progress_total: int | None = None
+                   ) -> SharedExecution:
     """Run several programs, each on its own chip, against ONE shared DRAM model.
 
     Each chip keeps its own engines, array, scratchpads and counters (its own ``dram`` field is
@@ -234,6 +235,10 @@ def execute_shared(programs, chips, dram: DramConfig, *, addr_offsets=None,
     :class:`hw.system.soc.CpuStream`'s runner): objects with ``next_time_s() -> float | None``
     (when their next DRAM access starts, None when done) and ``step(dram_model) -> None`` (make
     that access); they join the same time-ordered loop after the chips.
+
+    ``progress``, if given, is called as ``progress(done, total, layer_name)`` as layers of any
+    program complete (``done`` counts them over all programs; ``total``: ``progress_total``,
+    default every program's layers).
     """
     programs, chips = list(programs), list(chips)
     if not programs or len(programs) != len(chips):
@@ -246,10 +251,24 @@ def execute_shared(programs, chips, dram: DramConfig, *, addr_offsets=None,
         raise ValueError(f"execute_shared: addr_offsets = {addr_offsets!r}: must be one "
                          f"integer >= 0 per program ({len(programs)})")
     model = None if dram.is_ideal else DramModel(dram)
-    runs = [_ChipRun(p, c, model, None, off, dram) for p, c, off in zip(programs, chips, offsets)]
+    runs = [_ChipRun(p, c, model, _counted(progress, programs, progress_total), off, dram)
+            for p, c, off in zip(programs, chips, offsets)]
     _run_together(runs, list(agents), model)
     return SharedExecution(results=[r.result() for r in runs],
                            dram=model.counters() if model is not None else {})
+
+
+def _counted(progress, programs, total: int | None):
+    """One progress callback for several programs' runs: layers counted over all of them."""
+    if progress is None:
+        return None
+    total = sum(len(p.layers) for p in programs) if total is None else total
+    done = [0]
+
+    def report(_done, _total, name):
+        done[0] += 1
+        progress(done[0], total, name)
+    return report
 
 
 def _run_together(runs: list, agents: list, model=None) -> None:

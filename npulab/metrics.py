@@ -459,17 +459,20 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
     for x in layers:
         for k, v in x["energy_breakdown_j"].items():
             breakdown[k] = breakdown.get(k, 0.0) + v
-    # Leakage runs for the whole run (the layers' cycles add up to it).
-    breakdown["static"] = rates.leakage_w * seconds
+    # Leakage runs for the whole run (the layers' cycles add up to it). A pipeline
+    # (compiler.backends.stages) takes a new input every period: each input's share of the
+    # leakage, its inferences/s and the average power are the steady state's, over a period.
+    each = run.totals.get("pipeline_period_cycles", cycles) / chip["clock_hz"]
+    breakdown["static"] = rates.leakage_w * each
     energy = sum(breakdown.values())
     levels = _network_levels(layers, seconds)
     roof = _roofline(macs, levels, chip)
-    power = energy / seconds if seconds else 0.0
+    power = energy / each if each else 0.0
     on_chip = sum(v for k, v in breakdown.items() if k not in _OFF_CHIP)
     network = {
         "cycles": cycles, "seconds": seconds, "clock_hz": chip["clock_hz"],
         "inferences": batch,
-        "inferences_per_s": batch / seconds if seconds else 0.0,
+        "inferences_per_s": batch / each if each else 0.0,
         "macs": macs, "ops": ops,
         "macs_per_s": macs / seconds if seconds else 0.0,
         "ops_per_s": ops / seconds if seconds else 0.0,
@@ -481,11 +484,11 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         "energy_per_mac_j": energy / macs if macs else None,
         "on_chip_energy_j": on_chip,
         "average_power_w": power,
-        "on_chip_power_w": on_chip / seconds if seconds else 0.0,
+        "on_chip_power_w": on_chip / each if each else 0.0,
         "peak_power_w": max([x["power_w"] for x in layers] + [power]),
         "peak_on_chip_power_w": max([x["on_chip_energy_j"] / x["active_seconds"] for x in layers
                                      if x["active_seconds"]] + [0.0]),
-        "tops_per_w": (ops / seconds / 1e12) / power if power else 0.0,
+        "tops_per_w": (ops / each / 1e12) / power if power else 0.0,
         "memory": levels,
         "macs_per_dram_byte": roof["intensity_macs_per_byte"].get("dram"),
         "roofline": roof,

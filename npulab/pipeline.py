@@ -140,6 +140,10 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
         raise OptionError(*choice, "{} applies to {native} (it tiles layers for the full chip); "
                           "{timing} does not tile",
                           {"native": ("timing", "native"), "timing": ("timing", options.timing)})
+    cores = spec.config.cores
+    if options.compile.placement == "pipeline" and cores < 2:
+        raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
+                          f"cores ({literal(spec.name)} has {cores})")
 
 
 def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:

@@ -163,6 +163,8 @@ class LayerResult:
     actions: LayerActions | None = None
     # cores of a multi-core chip the op ran on, each on its share (None on one core)
     cores: int | None = None
+    # the pipeline stage the op ran in (compiler.backends.stages; None: not pipelined)
+    stage: int | None = None
     # Busy cycles per engine unit within the layer (NVDLA: cdma, cmac, sdp, pdp, cdp, wdma),
     # for the timeline; None where the runner has the command-level trace instead.
     units: dict | None = None
@@ -199,6 +201,8 @@ def _layer_dict(layer: LayerResult) -> dict:
     out = {name: _plain_copy(getattr(layer, name)) for name in _LAYER_FIELDS}
     if layer.cores is None:         # a one-core chip's layers read as they always did
         del out["cores"]
+    if layer.stage is None:         # nor do the layers of a chip that is not pipelined
+        del out["stage"]
     if layer.actions is not None:
         out["actions"] = layer.actions.to_dict()
     return out

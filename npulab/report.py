@@ -231,7 +231,10 @@ def _systolic_table(result: RunRecord, metrics) -> str:
     clock = result.spec.clock_mhz
     columns = _NATIVE_COLUMNS if result.timing == "native" else _COLUMNS
     if any(x.cores is not None for x in result.layers):    # a multi-core chip
-        columns = columns[:len(_SHAPE_COLUMNS)] + [("cores", "cores", ",")] + columns[len(_SHAPE_COLUMNS):]
+        extra = [("cores", "cores", ",")]
+        if any(x.stage is not None for x in result.layers):  # a pipeline
+            extra.append(("stage", "stage", ","))
+        columns = columns[:len(_SHAPE_COLUMNS)] + extra + columns[len(_SHAPE_COLUMNS):]
     fused = any(x.fused for x in result.layers)
     if fused:       # the group each fused op ran in ("<kind>:<anchor>")
         columns = columns + [("fused", "fused", "s")]
@@ -305,6 +308,14 @@ def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
                              f"links: {t['noc_bytes']:,} B, a core's port "
                              f"{t['noc_port_utilization_pct']:.1f} % busy, the network "
                              f"{t['noc_network_utilization_pct']:.1f} %"))
+    if "pipeline_stages" in t:
+        n = t["pipeline_stages"]
+        items.append(("pipeline", f"{n} stage{'s' if n > 1 else ''} x "
+                                  f"{t['pipeline_cores_per_stage']} cores (stage cycles "
+                                  f"{', '.join(f'{c:,}' for c in t['pipeline_stage_cycles'])}): "
+                                  f"a new input every {t['pipeline_period_cycles']:,} cycles "
+                                  f"({t['pipeline_period_s'] * 1e3:.4f} ms with its launches), "
+                                  f"{t['pipeline_inputs_per_s']:,.1f} inputs/s"))
     return items
 
 
@@ -338,7 +349,8 @@ def csv_table(result: RunRecord, metrics=None) -> tuple[list[str], list[list]]:
     from the same rows."""
     from npulab.metrics import layer_columns
     metrics = _metrics_of(result, metrics)
-    skip = _CSV_SKIP + (("cores",) if all(x.cores is None for x in result.layers) else ())
+    skip = _CSV_SKIP + tuple(name for name in ("cores", "stage")
+                             if all(getattr(x, name) is None for x in result.layers))
     names = [f.name for f in fields(LayerResult) if f.name not in skip]
     by_name = {m["name"]: m for m in metrics.layers}
     cols = layer_columns(metrics.layers)

@@ -386,6 +386,12 @@ def _native_layers(graph: Graph, ops, chip: ChipConfig, options: CompileOptions 
     (``graph.ops``, with the K-split sums on a multi-core chip: :func:`with_sums`)."""
     program = compile_graph(graph, chip, options)
     run = execute(program, chip, progress=progress)
+    return _program_layers(program, run, ops, chip), run
+
+
+def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> list[LayerResult]:
+    """The layer results of ``program`` run on ``chip`` (``run``); ``ops``: the op each of its
+    layers stands for."""
     layers = []
     kinds = program.columns["kind"]
     for op, ls, c in zip(ops, program.layers, run.layers):
@@ -445,7 +451,7 @@ def _native_layers(graph: Graph, ops, chip: ChipConfig, options: CompileOptions 
                 l2=_l2(c, chip)),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused, cores=ls.cores if chip.multicore else None))
-    return layers, run
+    return layers
 
 
 def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", progress=None,
@@ -466,7 +472,12 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
                          f"chips (npulab.run takes every kind)")
     run = None
     whole_graph = with_sums(graph, chip) if chip.multicore else graph
-    if timing == "native":
+    pipeline = None
+    if timing == "native" and options is not None and options.placement == "pipeline":
+        from npulab.stage_run import pipeline_layers
+        layers, run, pipeline, stage_ops = pipeline_layers(graph, chip, options, progress)
+        whole_graph = Graph(graph.name, stage_ops, batch=graph.batch, tokens=graph.tokens)
+    elif timing == "native":
         layers, run = _native_layers(graph, whole_graph.ops, chip, options, progress)
     else:
         layers = []
@@ -492,6 +503,8 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
     totals["batch"] = graph.batch
     if run is not None:
         totals = _memory_totals(totals, layers, run, chip)
+    if pipeline is not None:
+        totals.update(_pipeline_totals(pipeline, layers, whole_graph.ops, chip, graph.batch))
     return RunResult(
         model=graph.name, chip=chip.name, spec=spec,
         timing=timing, scope=SCOPE_NOTES[timing] + (
@@ -499,6 +512,20 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         layers=tuple(layers), totals=totals,
         dram=run.dram if run is not None else {}, execution=run,
     )
+
+
+def _pipeline_totals(pipeline: dict, layers, ops, chip: ChipConfig, batch: int) -> dict:
+    """The pipeline's totals (:mod:`npulab.stage_run`) and its steady state in seconds: the
+    slowest stage's cycles and kernel launches (``pipeline_period_s``), and ``batch`` samples
+    every period (``pipeline_inputs_per_s``)."""
+    stage_s = []
+    for s, cycles in enumerate(pipeline["pipeline_stage_cycles"]):
+        mine = [(x, op) for x, op in zip(layers, ops) if x.stage == s]
+        launch = _totals([x for x, _ in mine], chip, [op for _, op in mine])["launch_overhead_s"]
+        stage_s.append(cycles / chip.clock_hz + launch)
+    period_s = max(stage_s)
+    return {**pipeline, "pipeline_period_s": period_s,
+            "pipeline_inputs_per_s": batch / period_s if period_s else 0.0}
 
 
 def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig) -> dict:
@@ -538,7 +565,8 @@ def _multicore_totals(t: dict, layers, run: ExecutionResult, chip: ChipConfig,
     per_core = [0.0] * chip.cores
     for x in layers:
         if x.cores and x.pe_busy_cycles:
-            for core in range(x.cores):
+            first = (x.stage or 0) * x.cores        # a pipeline stage's cores follow the last's
+            for core in range(first, first + x.cores):
                 per_core[core] += x.pe_busy_cycles / x.cores
     peak = chip.array.pes * cycles
     busy = [100.0 * b / peak if peak else 0.0 for b in per_core]

@@ -219,8 +219,10 @@ def _native(doc: _Doc, result) -> int:
     # A multi-core chip: a track per core that runs any layer.
     multicore = bool(getattr(result.spec.config, "multicore", False))
     cores = [int(x.cores or 1) for x in result.layers]
+    # a pipeline stage's cores follow the stage before's (compiler.backends.stages)
+    first_core = [int(x.stage or 0) * c for x, c in zip(result.layers, cores)]
     if multicore:
-        for core in range(max(cores, default=1)):
+        for core in range(max((f + c for f, c in zip(first_core, cores)), default=1)):
             doc.track(TID_CORE0 + core, f"core {core}")
     # Regions and the executor's accounting windows (E[i-1], E[i]].
     prev = 0
@@ -245,7 +247,7 @@ def _native(doc: _Doc, result) -> int:
                 doc.dram_counter(prev, *_gbps(c["noc_bytes"], 0, end - prev, 1.0 / doc.us)[:1],
                                  0.0, "network GB/s")
         if multicore and end > prev:     # the layer's window on each of its cores
-            for core in range(cores[li]):
+            for core in range(first_core[li], first_core[li] + cores[li]):
                 doc.complete(TID_CORE0 + core, name, prev, end,
                              {"layer": name, "core": core, "cores": int(cores[li])})
         prev = end

@@ -71,6 +71,7 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("ChipConfig", "launch_overhead_us"): "µs per op",
     ("ChipConfig", "launch_overhead_by_op"): "µs per op, by op kind",
     ("ChipConfig", "cores"): "cores",
+    ("CompileOptions", "stages"): "pipeline stages",
     ("DramConfig", "model"): "-",
     ("DramConfig", "channel_hash"): "-",
     ("L2Config", "banks"): "banks",

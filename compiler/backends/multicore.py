@@ -59,8 +59,8 @@ from hw.program import Kind, Location, Operand
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
 
-__all__ = ["Split", "ONE", "REDUCE_SUFFIX", "choose_split", "share_graph", "with_sums",
-           "Placement"]
+__all__ = ["Split", "ONE", "REDUCE_SUFFIX", "choose_split", "op_estimate", "share_graph",
+           "with_sums", "Placement"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,27 @@ def choose_split(op, chip: ChipConfig, k_split: bool = True) -> Split:
                            chip)
     parts = min(chip.cores, _vector_units(op))
     return Split(m=max(1, parts))
+
+
+def op_estimate(op, chip: ChipConfig) -> float:
+    """Estimated cycles of ``op`` split over ``chip``'s cores (:func:`choose_split`): a matrix
+    op's :func:`_estimate` (its share's compute or bytes through its network port), a vector
+    op's share of work on its core's vector unit or its share of bytes, whichever is longer
+    (the stage planner's cost, :mod:`compiler.backends.stages`)."""
+    split = choose_split(op, chip)
+    if op.gemm_shape() is not None:
+        g, mu, unit, n, k, _ = _matrix_extents(op)
+        return _estimate(g, mu, unit, n, k, split, chip)[0]
+    eb = chip.array.precision.bits // 8
+    share = _share(op, split)
+    moved = (share.input_bytes(eb) + share.output_bytes(eb)) / _per_core_bandwidth(
+        chip, split.cores)
+    work = 0.0
+    if not chip.vector.ideal and hasattr(share, "work"):
+        per = share.work()
+        work = sum(count * share.output_elements / chip.vector.ops_per_cycle(kind)
+                   for kind, count in per.per_element)
+    return max(work, moved)
 
 
 def _vector_units(op) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from compiler.options import CONV_LOWERINGS, MAP_MODES, ORDERS, SRAM_LAYOUTS
+from compiler.options import CONV_LOWERINGS, MAP_MODES, MAX_STAGES, ORDERS, PLACEMENTS, SRAM_LAYOUTS
 from npulab.choices import RUN_FORMATS, TIMING_MODES
 from npulab.cli.common import (
     DEFAULT_MODEL, UserError, add_config_args, add_energy_args, add_op_args,
@@ -65,6 +65,14 @@ def add_parser(sub) -> None:
                      help="native timing: run every op alone, each intermediate tensor through "
                           "DRAM (default: GEMM/conv epilogues, FlashAttention-style attention, "
                           "add + norm and conv + pool fused on chips with a vector engine)")
+    run.add_argument("--placement", choices=PLACEMENTS, default="split",
+                     help="native timing on a multi-core chip: split every op over all the "
+                          "cores (split, default) or run consecutive layers in pipeline stages, "
+                          "each on its own cores, inputs streaming through (pipeline: reports "
+                          "the period and inputs/s of the steady state)")
+    run.add_argument("--stages", type=int, metavar="N",
+                     help=f"with --placement pipeline: the number of stages, 1..{MAX_STAGES} "
+                          f"(default: the planner's choice, the shortest estimated period)")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--map", choices=tuple(MAP_MODES),
@@ -100,8 +108,13 @@ def _zoo_params(args) -> dict:
 _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.loop_order": "--loop-order", "compile.keep_on_chip": "--no-keep-on-chip",
           "compile.sram_layout": "--sram-layout", "compile.map": "--map",
-          "compile.fusion": "--no-fusion",
+          "compile.fusion": "--no-fusion", "compile.placement": "--placement",
+          "compile.stages": "--stages",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
+
+
+#: Flags an error names with their value (the others' rules hold for any value).
+_VALUED = ("compile.placement", "compile.stages")
 
 
 def _in_flags(exc) -> str:
@@ -110,9 +123,19 @@ def _in_flags(exc) -> str:
     if exc.option == "skip_unsupported":        # the flag is the ONNX import's too
         return ("--skip-unsupported applies to --onnx models (and to any model on an NVDLA "
                 "build)")
-    return exc.words(lambda option, _: _FLAGS.get(option, option),
+    return exc.words(lambda option, value: (f"{_FLAGS[option]} {value}" if option in _VALUED
+                                            else _FLAGS.get(option, option)),
                      lambda key, value: (f"{_FLAGS[key]} {value}" if key in _FLAGS
                                          else f"--set {key}={value}"))
+
+
+def _placement(args) -> dict:
+    """``placement`` and ``stages`` of the compile options, checked as flags."""
+    if args.stages is not None and args.placement != "pipeline":
+        raise UserError(f"--stages {args.stages}: applies to --placement pipeline")
+    if args.stages is not None and not 1 <= args.stages <= MAX_STAGES:
+        raise UserError(f"--stages {args.stages}: must be in 1..{MAX_STAGES}")
+    return {"placement": args.placement, "stages": args.stages}
 
 
 def _run_options(args, spec):
@@ -126,7 +149,7 @@ def _run_options(args, spec):
     compile_options = CompileOptions(
         conv_lowering=args.conv_lowering, loop_order=args.loop_order,
         keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
-        tech=args.tech, fusion=not args.no_fusion)
+        tech=args.tech, fusion=not args.no_fusion, **_placement(args))
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)
     if args.skip_unsupported and args.onnx:
@@ -201,13 +224,15 @@ def main(args) -> int:
     spec = load_chip(resolve_config(args.config), args.set)
     options = _run_options(args, spec)
     graph = _workload(args)
-    from npulab.pipeline import run
+    from npulab.pipeline import OptionError, run
     from npulab.progress import Progress, compile_notice
     progress = Progress(quiet=args.quiet)
     with compile_notice(progress):
         from compiler.backends.nvdla import NvdlaLoweringError
         try:
             result = run(graph, spec, options, progress=progress)
+        except OptionError as exc:      # one the graph decides (a pipeline's stages)
+            raise UserError(_in_flags(exc)) from None
         except NvdlaLoweringError as exc:
             message = str(exc).split("; pass skip_unsupported=True")[0]
             raise UserError(f"{message} (--skip-unsupported leaves such ops out and lists "

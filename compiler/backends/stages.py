@@ -1,0 +1,195 @@
+"""Layer-pipelined placement: consecutive layers in stages, each stage on its own cores.
+
+The default placement (:mod:`compiler.backends.multicore`) splits every op over all the cores
+of the chip, one op after another. The pipelined placement (``CompileOptions.placement =
+"pipeline"``) instead cuts the graph into ``S`` stages of consecutive ops and gives each stage
+``cores // S`` cores (and ``1/S`` of the L2's capacity and banks); inputs stream through the
+stages, so in the steady state every stage works on a different input at once, as a TPU pod's
+pipeline or a multi-core NPU's layer pipeline does (Stream, Tangram). An op is still split over
+its stage's cores as the default placement splits it over the chip's.
+
+Cuts. A stage boundary sits after an op whose output is the only tensor the later ops read from
+the earlier ones (a CNN's block boundary, a transformer layer's residual stream), never inside
+a fused group; the next stage reads that tensor as its input (from DRAM: the stage before wrote
+it there). Each reader must take it as its first input, or be a same-size :class:`Binary`
+(a residual add, whose second operand is then the stage's input).
+
+Stages. For ``S`` stages each op is costed on a ``cores // S``-core chip with the multi-core
+split's estimate (:func:`compiler.backends.multicore.op_estimate`), and the cuts minimise the
+slowest stage (the steady state's period; :func:`_partition`). Unless the user fixes ``S``
+(``CompileOptions.stages``), ``S`` is the count from 1 to ``min(cores, cut segments)`` with the
+shortest estimated period (ties: fewer stages). The simulation then runs every stage's program
+at once against the shared DRAM (:func:`hw.executor.execute_shared`): the stages contend for it
+as they do in the steady state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from compiler.fusion import find_groups
+from compiler.ir import Binary, Graph
+from hw.chip import ChipConfig
+
+__all__ = ["StagePlan", "cut_points", "max_stages", "stage_graph", "stage_chip", "plan_stages"]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """``bounds[s]`` = ``(first op, end op)`` of stage ``s`` (graph op indices, end
+    exclusive), each stage on ``cores_per_stage`` cores; ``estimates[s]``: its estimated
+    cycles (the planner's, before simulation)."""
+
+    bounds: tuple[tuple[int, int], ...]
+    cores_per_stage: int
+    estimates: tuple[float, ...]
+
+    @property
+    def stages(self) -> int:
+        return len(self.bounds)
+
+
+def cut_points(graph: Graph) -> list[int]:
+    """Op indices ``i`` after which the graph can be cut (module docstring): ``i + 1`` starts a
+    stage."""
+    ops = graph.ops
+    index = {op.name: i for i, op in enumerate(ops)}
+    last_read: dict[str, int] = {}
+    for j, op in enumerate(ops):
+        for src in op.inputs:
+            last_read[src] = j
+    group_end = {}
+    for g in find_groups(graph).values():
+        span = [index[m] for m in g.members]
+        for i in range(min(span), max(span)):
+            group_end[i] = True
+    # a later op that reads the graph input keeps every cut before it shut
+    reads_input = [j for j, op in enumerate(ops) if not op.inputs or _reads_input(op)]
+    last_input_reader = max(reads_input, default=-1)
+    cuts = []
+    live: set[str] = set()            # tensors produced so far that a later op reads
+    for i, op in enumerate(ops[:-1]):
+        live.add(op.name)
+        live = {t for t in live if last_read.get(t, -1) > i}
+        if i < last_input_reader or group_end.get(i) or live != {op.name}:
+            continue
+        readers = [o for o in ops[i + 1:] if op.name in o.inputs]
+        if all(_takes_as_input(o, op.name) for o in readers):
+            cuts.append(i)
+    return cuts
+
+
+def _reads_input(op) -> bool:
+    """A same-size binary op with one producer reads the graph input as its second operand
+    (:func:`compiler.backends.systolic._second_operand`)."""
+    return isinstance(op, Binary) and len(op.inputs) == 1 and op.other_elements == op.elements
+
+
+def _takes_as_input(op, name: str) -> bool:
+    if op.inputs == (name,):
+        return not _reads_input(op)
+    return (isinstance(op, Binary) and len(op.inputs) == 2 and name in op.inputs
+            and op.inputs[0] != op.inputs[1] and op.other_elements == op.elements
+            and op.fn in ("add", "mul", "max", "min"))      # the operands may swap
+
+
+def stage_graph(graph: Graph, first: int, end: int) -> Graph:
+    """Ops ``first .. end - 1`` of ``graph`` as a graph: the tensor crossing the cut before
+    ``first`` becomes its input."""
+    ops = graph.ops[first:end]
+    if first == 0:
+        return Graph(graph.name, ops, batch=graph.batch, tokens=graph.tokens)
+    boundary = graph.ops[first - 1].name
+    out = []
+    for op in ops:
+        if boundary in op.inputs:
+            op = replace(op, inputs=tuple(s for s in op.inputs if s != boundary))
+        out.append(op)
+    return Graph(graph.name, tuple(out), batch=graph.batch, tokens=graph.tokens)
+
+
+def stage_chip(chip: ChipConfig, plan: StagePlan, stage: int) -> ChipConfig:
+    """The chip stage ``stage`` of ``plan`` runs on: its cores, its share of the L2 (capacity
+    and banks), its input from DRAM unless it is the first stage and its output to DRAM unless
+    it is the last."""
+    s = plan.stages
+    l2 = chip.l2
+    if l2.present and s > 1:
+        l2 = replace(l2, capacity_kib=(l2.capacity_bytes // s) / 1024,
+                     banks=max(1, l2.banks // s))
+    return replace(chip, cores=plan.cores_per_stage, l2=l2,
+                   model_input=chip.model_input if stage == 0 else "dram",
+                   model_output=chip.model_output if stage == s - 1 else "dram")
+
+
+def plan_stages(graph: Graph, chip: ChipConfig, stages: int | None = None) -> StagePlan:
+    """The stages of ``graph`` on ``chip`` (module docstring); ``stages`` fixes their count
+    (``ValueError`` when the graph has fewer cut segments or the chip fewer cores)."""
+    from compiler.backends.multicore import op_estimate
+    segments = _segments(len(graph.ops), cut_points(graph))
+    most = min(chip.cores, len(segments))
+    if stages is not None and not 1 <= stages <= most:
+        raise ValueError(f"stages = {stages}: {graph.name!r} on {chip.name!r} takes 1.."
+                         f"{most} pipeline stages ({len(segments)} segments between cuts, "
+                         f"{chip.cores} cores)")
+    best = None
+    for s in ([stages] if stages is not None else range(1, most + 1)):
+        c = chip.cores // s
+        sub = replace(chip, cores=c)
+        cost = [sum(op_estimate(graph.ops[j], sub) for j in range(a, b)) for a, b in segments]
+        parts = _partition(cost, s)
+        bounds, est = [], []
+        for lo, hi in parts:
+            bounds.append((segments[lo][0], segments[hi - 1][1]))
+            est.append(sum(cost[lo:hi]))
+        plan = StagePlan(tuple(bounds), c, tuple(est))
+        if best is None or max(est) < max(best.estimates):
+            best = plan
+    return best
+
+
+def max_stages(graph: Graph, chip: ChipConfig) -> int:
+    """The most stages ``graph`` can be cut into on ``chip``: one per piece between its cuts,
+    one core each at least."""
+    return min(chip.cores, len(cut_points(graph)) + 1)
+
+
+def _segments(n: int, cuts: list[int]) -> list[tuple[int, int]]:
+    """The runs of ops between cuts: ``(first, end)``."""
+    starts = [0] + [i + 1 for i in cuts]
+    return [(a, b) for a, b in zip(starts, starts[1:] + [n])]
+
+
+def _partition(cost: list[float], parts: int) -> list[tuple[int, int]]:
+    """``cost`` cut into exactly ``parts`` non-empty runs (``parts <= len(cost)``) with the
+    smallest largest-run sum: bisection on that sum, each bound checked by filling runs
+    greedily; runs the greedy fill leaves short are made up by splitting off the last item of
+    the longest run (which never raises the largest sum)."""
+    lo, hi = max(cost), sum(cost)
+    for _ in range(100):
+        if hi - lo <= 1e-9 * max(hi, 1.0):
+            break
+        mid = (lo + hi) / 2
+        if len(_fill(cost, mid)) <= parts:
+            hi = mid
+        else:
+            lo = mid
+    runs = _fill(cost, hi)
+    while len(runs) < parts:
+        k = max(range(len(runs)), key=lambda r: (runs[r][1] - runs[r][0], -r))
+        a, b = runs[k]
+        runs[k:k + 1] = [(a, b - 1), (b - 1, b)]
+    return runs
+
+
+def _fill(cost: list[float], limit: float) -> list[tuple[int, int]]:
+    """Runs of ``cost`` each summing to at most ``limit`` (a larger item alone), filled
+    greedily from the start."""
+    runs, start, total = [], 0, 0.0
+    for i, c in enumerate(cost):
+        if i > start and total + c > limit:
+            runs.append((start, i))
+            start, total = i, 0.0
+        total += c
+    runs.append((start, len(cost)))
+    return runs

@@ -1,0 +1,125 @@
+"""A native run of the layer-pipelined placement (:mod:`compiler.backends.stages`).
+
+Every stage's program is compiled for its own chip (its cores and share of the L2) and all of
+them run at once against the chip's one DRAM (:func:`hw.executor.execute_shared`), as in the
+steady state, where each stage works on another input. The result is one input's pass: its
+layers are the stages' layers in graph order (each with its ``stage`` and ``cores``), its
+cycles the sum of the stages' (an input entering a full pipeline waits for no stage, as each
+takes at most the period), and its timeline the stages one after another. The totals add the
+pipeline's ``pipeline_period_cycles`` (the slowest stage: a new input every period) and the
+steady-state ``pipeline_inputs_per_s``; the metrics' inferences/s is that rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from compiler.backends.multicore import with_sums
+from compiler.backends.stages import cut_points, max_stages, plan_stages, stage_chip, stage_graph
+from compiler.backends.systolic import compile_graph
+from hw.chip import ChipConfig
+from hw.executor import ExecutionResult, Trace, execute_shared
+from hw.program import Location
+
+__all__ = ["pipeline_layers"]
+
+
+def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
+    """``(layers, run, totals, ops)`` of ``graph`` pipelined over ``chip``'s cores: the layer
+    results in graph order, the stages' executions merged into one input's pass, the
+    pipeline's own totals, and the op each layer stands for."""
+    from npulab.pipeline import OptionError, literal
+    from npulab.simulate import _program_layers
+    if chip.cores < 2:
+        raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
+                          f"cores ({literal(chip.name)} has {chip.cores})")
+    most = max_stages(graph, chip)
+    if options.stages is not None and options.stages > most:
+        raise OptionError("compile.stages", options.stages, f"{{}}: {literal(graph.name)} on "
+                          f"{literal(chip.name)} takes 1..{most} pipeline stages (the cuts "
+                          f"between its layers leave {len(cut_points(graph)) + 1} pieces; "
+                          f"{chip.cores} cores)")
+    plan = plan_stages(graph, chip, options.stages)
+    split_options = replace(options, placement="split", stages=None)
+    graphs = [stage_graph(graph, a, b) for a, b in plan.bounds]
+    chips = [stage_chip(chip, plan, s) for s in range(plan.stages)]
+    programs = [compile_graph(g, c, split_options) for g, c in zip(graphs, chips)]
+    offsets, top = [], 0
+    for p in programs:
+        offsets.append(top)
+        top += _footprint(p)
+    total = sum(len(p.layers) for p in programs)
+    shared = execute_shared(programs, chips, chip.dram, addr_offsets=offsets,
+                            progress=progress, progress_total=total)
+    layers, stage_ops = [], []
+    for s, (g, c, p, run) in enumerate(zip(graphs, chips, programs, shared.results)):
+        ops = with_sums(g, c).ops if c.multicore else g.ops
+        stage_ops.extend(ops)
+        for layer in _program_layers(p, run, ops, c):
+            layers.append(replace(layer, stage=s, cores=plan.cores_per_stage))
+    run = _merge(shared.results, shared.dram, chip)
+    stage_cycles = [r.cycles for r in shared.results]
+    period = max(stage_cycles)
+    totals = {
+        "pipeline_stages": plan.stages,
+        "pipeline_cores_per_stage": plan.cores_per_stage,
+        "pipeline_stage_cycles": stage_cycles,
+        "pipeline_period_cycles": period,
+        "pipeline_first_ops": [graph.ops[a].name for a, _ in plan.bounds],
+    }
+    return layers, run, totals, tuple(stage_ops)
+
+
+def _footprint(program) -> int:
+    """Bytes past the last DRAM byte ``program`` touches, rounded up to 1 MiB (each stage gets
+    its own region of the shared DRAM)."""
+    cols = program.columns
+    dram = cols["location"] == Location.DRAM
+    if not dram.any():
+        return 1 << 20
+    end = (cols["addr"] + (cols["n2"] - 1).clip(0) * cols["stride2"]
+           + (cols["n1"] - 1).clip(0) * cols["stride1"] + cols["chunk_bytes"])[dram]
+    return -(-int(end.max()) // (1 << 20)) * (1 << 20)
+
+
+def _merge(results: list[ExecutionResult], dram: dict, chip: ChipConfig) -> ExecutionResult:
+    """The stages' executions as one input's pass: counters added, the traces one after
+    another (stage ``s`` shifted by the cycles of the stages before it)."""
+    layers = [layer for r in results for layer in r.layers]
+    keys = results[0].totals.keys()
+    totals = {k: sum(r.totals[k] for r in results) for k in keys}
+    cycles = sum(r.cycles for r in results)
+    totals["cycles"] = cycles
+    shift, layer_base, work_base = [], [], []
+    at = lay = work = 0
+    for r in results:
+        shift.append(at)
+        layer_base.append(lay)
+        work_base.append(work)
+        at += r.cycles
+        lay += len(r.trace.layer_names)
+        work += len(r.trace.work_names)
+
+    def cat(name, offsets=None, keep_negative=False):
+        parts = []
+        for r, off in zip(results, offsets or [0] * len(results)):
+            col = getattr(r.trace, name)
+            if keep_negative:
+                col = np.where(col >= 0, col + off, col)
+            else:
+                col = col + off
+            parts.append(col)
+        return np.concatenate(parts)
+    t0 = results[0].trace
+    trace = Trace(
+        start=cat("start", shift), finish=cat("finish", shift), engine=cat("engine"),
+        kind=cat("kind"), layer=cat("layer", layer_base),
+        layer_names=tuple(n for r in results for n in r.trace.layer_names),
+        clock_mhz=t0.clock_mhz, operand=cat("operand"), tile_g=cat("tile_g"),
+        tile_m=cat("tile_m"), tile_n=cat("tile_n"), tile_k=cat("tile_k"), nbytes=cat("nbytes"),
+        dram_finish=cat("dram_finish", shift), link_start=cat("link_start", shift, True),
+        link_finish=cat("link_finish", shift, True), work=cat("work", work_base, True),
+        work_names=tuple(n for r in results for n in r.trace.work_names))
+    return ExecutionResult(cycles=cycles, layers=layers, totals=totals, dram=dram, trace=trace)

@@ -1,6 +1,7 @@
 """Many cores: npulab next to Stream on the same 4-core workload, and the issue-24 speed goals.
 
     python benchmarks/bench_multicore.py [--resnet] [--no-peer] [--repeat N] [--points N]
+                                         [--pipeline]
 
 1. **Peer.** The same 4-core chip in both tools (``benchmarks/stream_inputs/``: four 32x32 int8
    cores, one DDR4-3200 channel at 25.6 GB/s, 1 GHz, a ring of 1024-bit links; npulab: the
@@ -16,6 +17,9 @@
    ``bench_sweep.py``'s design points (ResNet-18 at 32x32) a second in one process (``--points``
    of its 1,000, spread over every axis; goal >= 25 points/s on 2 cores, i.e. >= 12.5 per
    core; ``bench_sweep.py`` itself runs them on every core).
+
+3. **Pipelined placement** (``--pipeline``): docs/multicore.md's table, each preset's ResNet
+   split over every core and pipelined in the planner's stages.
 
 Results: ``benchmarks/results/bench_multicore.json``.
 """
@@ -128,14 +132,47 @@ def speed(repeat: int, points: int) -> dict:
     return out
 
 
+#: docs/multicore.md's table: the split and the pipelined placement (``--pipeline``).
+PIPELINE_ROWS = (("tpu_v4_like", "resnet18"), ("tpu_v4_like", "resnet50"),
+                 ("a100_like", "resnet18"), ("a100_like", "resnet50"),
+                 ("mi210_like", "resnet50"), ("meteor_lake_npu_like", "resnet50"))
+
+
+def pipeline() -> dict:
+    """Each preset's ResNet split over all its cores and pipelined (the planner's stages):
+    latency, period, the throughput gain, and the pipelined run's wall time."""
+    from compiler.options import CompileOptions
+    out = {}
+    for preset, model in PIPELINE_ROWS:
+        chip, graph = load_chip_config(preset), zoo.get(model)
+        split = simulate(graph, chip).totals["cycles"]
+        wall, r = _best(lambda: simulate(graph, chip,
+                                         options=CompileOptions(placement="pipeline")), 1)
+        t = r.totals
+        gain = split / t["pipeline_period_cycles"]
+        out[f"{preset} {model}"] = {"split_cycles": split, "stages": t["pipeline_stages"],
+                                    "cores_per_stage": t["pipeline_cores_per_stage"],
+                                    "latency_cycles": t["cycles"],
+                                    "period_cycles": t["pipeline_period_cycles"],
+                                    "gain": gain, "wall_s": wall}
+        print(f"| `{preset}` | {model} | {split:,} | {t['pipeline_stages']} x "
+              f"{t['pipeline_cores_per_stage']} | {t['cycles']:,} | "
+              f"{t['pipeline_period_cycles']:,} | {gain:.2f}x |   ({wall:.2f} s)")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--resnet", action="store_true", help="also ResNet-18 (Stream ~20 min/mode)")
     ap.add_argument("--no-peer", action="store_true", help="skip Stream")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--points", type=int, default=50, help="sweep points timed (default 50)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="also docs/multicore.md's split-against-pipelined table")
     args = ap.parse_args(argv)
     doc = {"peer": peer(args.resnet, args.no_peer, args.repeat), "speed": speed(args.repeat, args.points)}
+    if args.pipeline:
+        doc["pipeline"] = pipeline()
     print(f"wrote {write_results('bench_multicore', doc).relative_to(ROOT)}")
     return 0
 

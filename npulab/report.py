@@ -311,11 +311,15 @@ def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
     if "pipeline_stages" in t:
         n = t["pipeline_stages"]
         items.append(("pipeline", f"{n} stage{'s' if n > 1 else ''} x "
-                                  f"{t['pipeline_cores_per_stage']} cores (stage cycles "
+                                  f"{t['pipeline_cores_per_stage']} core{'s' if t['pipeline_cores_per_stage'] > 1 else ''} (stage cycles "
                                   f"{', '.join(f'{c:,}' for c in t['pipeline_stage_cycles'])}): "
                                   f"a new input every {t['pipeline_period_cycles']:,} cycles "
                                   f"({t['pipeline_period_s'] * 1e3:.4f} ms with its launches), "
-                                  f"{t['pipeline_inputs_per_s']:,.1f} inputs/s"))
+                                  f"{t['pipeline_inputs_per_s']:,.1f} inputs/s"
+                                  + (f"; simulated {', '.join(map(str, tried))} stages, kept "
+                                     f"the shortest period"
+                                     if len(tried := t.get("pipeline_stages_simulated", ())) > 1
+                                     else "")))
     return items
 
 

@@ -31,7 +31,6 @@ def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
     results in graph order, the stages' executions merged into one input's pass, the
     pipeline's own totals, and the op each layer stands for."""
     from npulab.pipeline import OptionError, literal
-    from npulab.simulate import _program_layers
     if chip.cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
                           f"cores ({literal(chip.name)} has {chip.cores})")
@@ -41,11 +40,27 @@ def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
                           f"{literal(chip.name)} takes 1..{most} pipeline stages (the cuts "
                           f"between its layers leave {len(cut_points(graph)) + 1} pieces; "
                           f"{chip.cores} cores)")
-    plan = plan_stages(graph, chip, options.stages)
     split_options = replace(options, placement="split", stages=None)
+    if options.stages is not None:
+        plans = [plan_stages(graph, chip, options.stages)]
+    else:       # the estimate's choice, checked against the split placement (and 2 stages)
+        chosen = plan_stages(graph, chip)
+        others = {1} | ({2} if chosen.stages == 1 and most >= 2 else set())
+        plans = [chosen] + [plan_stages(graph, chip, n) for n in sorted(others - {chosen.stages})]
+    runs = [_run_plan(graph, chip, plan, split_options, progress) for plan in plans]
+    # the shortest period (ties: fewer stages)
+    layers, run, totals, ops = min(runs, key=lambda r: (r[2]["pipeline_period_cycles"],
+                                                        r[2]["pipeline_stages"]))
+    totals["pipeline_stages_simulated"] = sorted(p.stages for p in plans)
+    return layers, run, totals, ops
+
+
+def _run_plan(graph, chip: ChipConfig, plan, options, progress):
+    """Compile and run ``plan``'s stages at once: ``pipeline_layers``' four results."""
+    from npulab.simulate import _program_layers
     graphs = [stage_graph(graph, a, b) for a, b in plan.bounds]
     chips = [stage_chip(chip, plan, s) for s in range(plan.stages)]
-    programs = [compile_graph(g, c, split_options) for g, c in zip(graphs, chips)]
+    programs = [compile_graph(g, c, options) for g, c in zip(graphs, chips)]
     offsets, top = [], 0
     for p in programs:
         offsets.append(top)
@@ -61,12 +76,11 @@ def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
             layers.append(replace(layer, stage=s, cores=plan.cores_per_stage))
     run = _merge(shared.results, shared.dram, chip)
     stage_cycles = [r.cycles for r in shared.results]
-    period = max(stage_cycles)
     totals = {
         "pipeline_stages": plan.stages,
         "pipeline_cores_per_stage": plan.cores_per_stage,
         "pipeline_stage_cycles": stage_cycles,
-        "pipeline_period_cycles": period,
+        "pipeline_period_cycles": max(stage_cycles),
         "pipeline_first_ops": [graph.ops[a].name for a, _ in plan.bounds],
     }
     return layers, run, totals, tuple(stage_ops)

@@ -471,7 +471,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         raise ValueError(f"chip = {spec.name}: a {spec.kind} chip; simulate times systolic "
                          f"chips (npulab.run takes every kind)")
     run = None
-    whole_graph = with_sums(graph, chip) if chip.multicore else graph
+    whole_graph = with_sums(graph, chip, options) if chip.multicore else graph
     pipeline = None
     if timing == "native" and options is not None and options.placement == "pipeline":
         from npulab.stage_run import pipeline_layers
@@ -483,7 +483,7 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         layers = []
         vector = timing == "compute" and not chip.vector.ideal
         # a multi-core chip: each op's share on one core (compiler.backends.multicore)
-        shares, splits = share_graph(graph, chip) if chip.multicore else (graph, None)
+        shares, splits = share_graph(graph, chip, options) if chip.multicore else (graph, None)
         for index, (whole, op) in enumerate(zip(whole_graph.ops, shares.ops)):
             if op.gemm_shape() is not None:
                 layer = _array_layer(op, chip, timing)

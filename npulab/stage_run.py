@@ -70,7 +70,7 @@ def _run_plan(graph, chip: ChipConfig, plan, options, progress):
                             progress=progress, progress_total=total)
     layers, stage_ops = [], []
     for s, (g, c, p, run) in enumerate(zip(graphs, chips, programs, shared.results)):
-        ops = with_sums(g, c).ops if c.multicore else g.ops
+        ops = with_sums(g, c, options).ops if c.multicore else g.ops
         stage_ops.extend(ops)
         for layer in _program_layers(p, run, ops, c):
             layers.append(replace(layer, stage=s, cores=plan.cores_per_stage))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from compiler.backends.multicore import Placement, share_graph
+from compiler.backends.multicore import Placement, share_bytes_per_cycle, share_graph
 from compiler.backends.systolic_fused import (
     Epilogue, add_norm_plan, attention_plan, attention_tiling_fields, emit_attention, epilogue,
 )
@@ -95,7 +95,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     whole = {op.name: op for op in graph.ops}
     splits = None
     if chip.multicore:
-        graph, splits = share_graph(graph, chip)
+        graph, splits = share_graph(graph, chip, options)
         pb.placement = place = Placement(chip)
         if chip.cores > 1:      # an op's output is not where the next op's share reads it
             options = replace(options, keep_on_chip=False)
@@ -183,13 +183,14 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             nxt_problem = tile_problem(ops[nxt], chip, options)
             keep_out = _fits_resident_input(nxt_problem, chip, options)
         choice = None
+        used = splits[op.name].cores if splits is not None else 1
         if keep_out:
             try:
-                choice = _tile(problem, chip, options, input_resident, True)
+                choice = _tile(problem, chip, options, input_resident, True, used)
             except ValueError:
                 keep_out = False
         if choice is None:
-            choice = _tile(problem, chip, options, input_resident, False)
+            choice = _tile(problem, chip, options, input_resident, False, used)
         b_src = op.inputs[1] if len(op.inputs) >= 2 else None
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
             op.weight_bytes(eb) * 2)  # pre-tiled weights (edge slack)
@@ -356,14 +357,17 @@ def _second_operand(op, addr: dict, alloc: _Allocator, graph_input: str, plan) -
 
 
 def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input_resident: bool,
-          output_resident: bool) -> TileChoice:
-    """The op's tiling: the tiler's, or the mapper's when ``options.map`` is set."""
+          output_resident: bool, used: int = 1) -> TileChoice:
+    """The op's tiling: the tiler's, or the mapper's when ``options.map`` is set (on a
+    multi-core chip at the rate one of the ``used`` cores streams at, as it chose the split:
+    :func:`compiler.backends.multicore.share_bytes_per_cycle`)."""
     if options.map is None:
         return _tiled(problem, chip, input_resident, output_resident, options.loop_order,
                       options.objective)
+    rate = share_bytes_per_cycle(chip, used) if chip.multicore else None
     try:
         return _mapped(replace(problem, name=""), chip, options.map, options.tech,
-                       options.loop_order, input_resident, output_resident)
+                       options.loop_order, input_resident, output_resident, rate)
     except TilingError:
         # the same message, naming the op
         choose_tiling(problem, chip, input_resident=input_resident,
@@ -393,12 +397,15 @@ def _tiled_shape(problem: TileProblem, chip: ChipConfig, input_resident: bool,
 
 @functools.lru_cache(maxsize=256)
 def _mapped(problem: TileProblem, chip: ChipConfig, mode: str, tech: str, order: str | None,
-            input_resident: bool, output_resident: bool) -> TileChoice:
-    """The mapper's choice, memoised per op shape (networks repeat layer shapes)."""
+            input_resident: bool, output_resident: bool,
+            rate: float | None = None) -> TileChoice:
+    """The mapper's choice, memoised per op shape (networks repeat layer shapes); ``rate``:
+    the bytes a cycle its tiles stream at (default the DRAM's)."""
     from compiler.mapper import map_op
     dataflows = tuple(Dataflow) if chip.array.reconfigurable else None
     choice = map_op(problem, chip, MAP_MODES[mode], tech=tech, orders=order, dataflows=dataflows,
-                    input_resident=input_resident, output_resident=output_resident).tile_choice
+                    input_resident=input_resident, output_resident=output_resident,
+                    bytes_per_cycle=rate).tile_choice
     # The dataflow travels with the layer only when the array can switch it.
     return replace(choice, dataflow=choice.dataflow if chip.array.reconfigurable else None)
 

@@ -25,6 +25,7 @@ reproducible to the bit.
 from __future__ import annotations
 
 import functools
+import math
 import time
 
 import numpy as np
@@ -56,12 +57,15 @@ _REFINE_ROUNDS = 64
 
 def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
                       input_resident: bool, output_resident: bool, macs: int | None = None,
-                      dram_kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                      dram_kind: str | None = None,
+                      bytes_per_cycle: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's integer and float parameters: chip, energy rates, problem flags.
 
     The energies per action are the chip's :class:`~hw.energy.EnergyRates`, the ones
     :mod:`npulab.metrics` charges (same table entries, bank sizes, DRAM type, area and leakage);
-    register bits per MAC for every dataflow the kernel may try."""
+    register bits per MAC for every dataflow the kernel may try. ``bytes_per_cycle``: the
+    rate the tiles stream at from below the scratchpads (default: the DRAM's streaming rate,
+    :func:`stream_bytes_per_cycle`; one core's share of the chip's on a multi-core chip)."""
     arr = chip.array
     pint = np.zeros(C.P_INT, np.int64)
     pflt = np.zeros(C.P_FLOAT, np.float64)
@@ -83,8 +87,10 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint[C.PI_EB] = p.elem_bytes
     for df, code in DATAFLOW_CODES.items():
         pint[C.PI_REG_BITS + code] = rates.register_bits_per_mac_by_dataflow[df.value]
-    pflt[C.PF_BWINV] = 0.0 if chip.dram.is_ideal else 1.0 / stream_bytes_per_cycle(
-        chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
+    if bytes_per_cycle is None:
+        bytes_per_cycle = (math.inf if chip.dram.is_ideal else stream_bytes_per_cycle(
+            chip.dram, chip.dma.max_outstanding, chip.clock_mhz))
+    pflt[C.PF_BWINV] = 0.0 if math.isinf(bytes_per_cycle) else 1.0 / bytes_per_cycle
     pflt[C.PF_CLOCK] = chip.clock_hz
     pflt[C.PF_STATIC_W] = rates.leakage_w
     pflt[C.PF_MAC] = rates.mac_pj
@@ -212,7 +218,7 @@ def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *
            output_resident: bool = False, orders=None,
            exhaustive_limit: int = DEFAULT_EXHAUSTIVE_LIMIT, samples: int = DEFAULT_SAMPLES,
            seed: int = 0, keep: int = 10, macs: int | None = None,
-           dram_kind: str | None = None) -> MapResult:
+           dram_kind: str | None = None, bytes_per_cycle: float | None = None) -> MapResult:
     """The best mapping of ``problem`` on ``chip`` for ``objective`` (``"latency"``,
     ``"energy"`` or ``"edp"``); see :mod:`compiler.mapper`.
 
@@ -223,6 +229,8 @@ def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *
     pruned search runs with ``samples`` seeded samples (``seed``). ``keep``: how many ranked
     mappings to return. ``macs``: the op's MACs if they differ from ``count*m*n*k``;
     ``dram_kind``: the DRAM energy type (default from the DRAM preset, as the metrics).
+    ``bytes_per_cycle``: the rate tiles stream at (default the DRAM's; a multi-core op's share
+    streams at one core's share, :func:`compiler.backends.multicore.share_bytes_per_cycle`).
 
     Raises :class:`~compiler.backends.systolic_tiling.TilingError` when no tile fits the
     scratchpads, ValueError for bad arguments.
@@ -260,7 +268,7 @@ def map_op(problem: TileProblem, chip: ChipConfig, objective: str = "latency", *
         raise TilingError(f"{problem.name}: no tiling fits the scratchpads")
     pint, pflt = mapper_parameters(problem, chip, tech, objective, input_resident=input_resident,
                                    output_resident=output_resident, macs=macs,
-                                   dram_kind=dram_kind)
+                                   dram_kind=dram_kind, bytes_per_cycle=bytes_per_cycle)
     search = _Search(space, chip, dfs, orders, pint, pflt, keep)
     size = combos * len(dfs) * search.n_orders
     phases = {}

@@ -158,11 +158,11 @@ def test_k_split_adds_the_partial_sums_when_the_output_is_too_small_for_the_core
     assert [la.name for la in simulate(graph, chip, timing="compute").layers] == ["g", "g.ksum"]
     # without the K split the rows and columns take the cores: slower on this output
     monkeypatch.setattr(mc, "MIN_K_SHARE", 1 << 40)
-    mc._best_split.cache_clear()
+    mc._ranked_splits.cache_clear()
     try:
         no_k = simulate(graph, chip)
     finally:
-        mc._best_split.cache_clear()
+        mc._ranked_splits.cache_clear()
     assert [la.name for la in no_k.layers] == ["g"]
     assert r.totals["cycles"] < 0.8 * no_k.totals["cycles"]
     # an output with enough tiles never splits K
@@ -349,3 +349,56 @@ def test_a_multicore_run_has_a_valid_timeline_and_the_same_lines_everywhere(tmp_
     items = multicore_items(r.totals, r.spec)
     assert [k for k, _ in items] == ["cores", "L2", "network"]
     assert set(items) <= set(headline(r.summary()))
+
+
+# ---- the mapper searches the split ------------------------------------------------------------
+
+def test_the_mapper_chooses_among_the_best_estimated_splits_by_its_own_cost(monkeypatch):
+    import compiler.backends.multicore as mc
+    from compiler.backends.systolic import tile_problem
+    from compiler.mapper import map_op
+    from compiler.options import CompileOptions
+    chip = _chip(4, 0, **{"chip.model_input": '"dram"', "chip.model_output": '"dram"'})
+    op = Gemm(name="g", m=512, n=2048, k=2048)
+    options = CompileOptions(map="best-latency")
+    g, mu, unit, n, k, n_parts = mc._matrix_extents(op)
+    few = g * -(-mu // chip.array.rows) * -(-n // chip.array.cols) < chip.cores
+    ranked = mc._ranked_splits(g, mu, unit, n, k, n_parts, few, chip)
+    assert len(ranked) > 1 and choose_split(op, chip) == ranked[0]   # the estimate's
+    # gold: the mapper's latency of each candidate's share at one core's rate
+    latency = {}
+    for sp in ranked[:mc.MAPPER_SPLITS]:
+        share = mc._share(op, sp)
+        rate = mc.share_bytes_per_cycle(chip, sp.cores)
+        best = map_op(tile_problem(share, chip, options), chip, "latency", keep=1,
+                      bytes_per_cycle=rate).best
+        extra = ((sp.k + 1) * -(-op.output_elements // sp.cores) * 1 / rate
+                 if sp.k > 1 else 0.0)
+        latency[sp] = best.latency_cycles + extra
+    chosen = choose_split(op, chip, options=options)
+    assert latency[chosen] == min(latency.values()) and chosen != ranked[0]
+    assert choose_split(op, chip, options=options) == chosen      # deterministic
+    # the program runs the mapper's split: its share's rows
+    program = compile_graph(Graph("g", (op,)), chip, options)
+    assert program.layers[0].cores == chosen.cores
+    assert share_graph(Graph("g", (op,)), chip, options)[0].ops[0].m == op.m // chosen.m
+    # one core: nothing to choose
+    assert choose_split(op, _chip(1), options=options) == Split()
+    # and the simulation agrees: fewer cycles than the estimate's split, both mapped
+    searched = simulate(Graph("g", (op,)), chip, options=options).totals["cycles"]
+    monkeypatch.setattr(mc, "MAPPER_SPLITS", 1)
+    mc._mapper_key.cache_clear()
+    assert simulate(Graph("g", (op,)), chip, options=options).totals["cycles"] > searched
+    mc._mapper_key.cache_clear()
+
+
+def test_a_share_streams_at_its_port_its_share_of_the_network_and_of_what_is_below():
+    from compiler.backends.multicore import share_bytes_per_cycle
+    from compiler.mapper.search import stream_bytes_per_cycle
+    l2 = _chip(8, 1024, **{"noc.link_bytes_per_cycle": 512})
+    assert share_bytes_per_cycle(l2, 8) == l2.l2.bytes_per_cycle / 8      # 1024 B/cycle shared
+    assert share_bytes_per_cycle(l2, 1) == 512                             # its port
+    dram = _chip(4)
+    rate = stream_bytes_per_cycle(dram.dram, dram.dma.max_outstanding, dram.clock_mhz)
+    assert share_bytes_per_cycle(dram, 4) == pytest.approx(min(dram.noc.link_bytes_per_cycle,
+                                                               rate / 4))

@@ -175,3 +175,16 @@ def test_the_command_line_runs_a_pipeline_and_says_what_is_wrong_in_one_line():
                          capture_output=True, text=True)
     assert bad.returncode != 0
     assert bad.stderr.strip() == "npulab: error: --stages 2: applies to --placement pipeline"
+
+
+def test_the_chosen_stage_count_never_has_a_longer_period_than_the_split(tpu, resnet18):
+    split = simulate(resnet18, tpu).totals["cycles"]
+    auto = simulate(resnet18, tpu, options=PIPE).totals
+    # the planner's count is simulated beside one stage (the split placement) and two
+    assert auto["pipeline_stages_simulated"] == [1, 2]
+    assert auto["pipeline_period_cycles"] <= split
+    fixed = {n: simulate(resnet18, tpu, options=replace(PIPE, stages=n)).totals
+             for n in (1, 2)}
+    best = min(fixed, key=lambda n: (fixed[n]["pipeline_period_cycles"], n))
+    assert auto["pipeline_stages"] == best
+    assert auto["pipeline_period_cycles"] == fixed[best]["pipeline_period_cycles"]

@@ -128,3 +128,22 @@ def test_the_sheet_quotes_the_peak_bandwidth_the_tool_prints():
     assert quoted
     for preset, gbps in quoted:
         assert float(gbps) == round(DRAM_PRESETS[preset].peak_gbps, 1), preset
+
+
+def test_step5_the_pipeline_trades_latency_for_inputs_per_second_as_the_sheet_says():
+    """Question 10's numbers: one input's pass is the stages' sum, the rate one per slowest
+    stage, and its gain over the split the split's cycles over that period (1.28x)."""
+    from compiler.frontends import zoo
+    from compiler.options import CompileOptions
+    from hw.configfile import load_chip_config
+    from npulab.simulate import simulate
+    chip, graph = load_chip_config("tpu_v4_like"), zoo.get("resnet18")
+    split = simulate(graph, chip).totals
+    piped = simulate(graph, chip, options=CompileOptions(placement="pipeline", stages=2)).totals
+    stages = piped["pipeline_stage_cycles"]
+    assert piped["cycles"] == sum(stages) > split["cycles"]
+    assert piped["pipeline_period_cycles"] == max(stages) < split["cycles"]
+    text = (LAB / "README.md").read_text()
+    gain = split["cycles"] / piped["pipeline_period_cycles"]
+    assert f"finishes {gain:.2f}\n    times as many inputs" in text
+    assert f"take {stages[0]:,} and {stages[1]:,}" in text

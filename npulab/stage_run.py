@@ -60,7 +60,11 @@ def _run_plan(graph, chip: ChipConfig, plan, options, progress):
     from npulab.simulate import _program_layers
     graphs = [stage_graph(graph, a, b) for a, b in plan.bounds]
     chips = [stage_chip(chip, plan, s) for s in range(plan.stages)]
-    programs = [compile_graph(g, c, options) for g, c in zip(graphs, chips)]
+    # the tensor between two stages goes through the L2 when the chip has one (and it fits)
+    last = plan.stages - 1
+    programs = [compile_graph(g, c, options, input_in_l2=s > 0 and c.l2.present,
+                              output_in_l2=s < last and c.l2.present)
+                for s, (g, c) in enumerate(zip(graphs, chips))]
     offsets, top = [], 0
     for p in programs:
         offsets.append(top)

@@ -468,6 +468,8 @@ class Placement:
         self.keep: tuple[int, int] | None = None   # the current op's kept output (addr, bytes)
         self.writebacks: list[tuple[int, int, int]] = []
         self.loads: list[tuple[int, tuple, int]] = []   # this op's (command, tile key, bytes)
+        #: keep the graph's output in the L2 too (a pipeline stage's, for the next stage)
+        self.keep_final = False
 
     def begin(self, split: Split, keep: tuple[int, int] | None = None) -> None:
         """The next op's split, and its output ``(addr, share bytes)`` if it may stay in the
@@ -546,11 +548,23 @@ class Placement:
             while self.kept_bytes > self.capacity // 2:
                 old, (end, size, store) = self.tensors.popitem(last=False)
                 self.kept_bytes -= size
-                self.writebacks.append((old, size, store))
+                if store is not None:           # not a held input (hold)
+                    self.writebacks.append((old, size, store))
         else:
             end, size, _ = self.tensors[addr]
             self.tensors[addr] = (end, size, index)
             self.tensors.move_to_end(addr)
+
+    def hold(self, addr: int, nbytes: int, total: int) -> bool:
+        """The graph's input (``nbytes`` of a share at ``addr``, ``total`` for every core) is in
+        the L2 from the start, stored there by the pipeline stage before (if it fits the half
+        of the L2 kept tensors may take). Evicted, it is not written back: its later loads
+        come from DRAM."""
+        if not self.keep_outputs or self.kept_bytes + total > self.capacity // 2:
+            return False
+        self.tensors[addr] = (addr + nbytes, total, None)
+        self.kept_bytes += total
+        return True
 
     def release(self, addr: int) -> None:
         """The tensor kept at ``addr`` has no reader left: it leaves the L2 unwritten."""

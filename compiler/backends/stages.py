@@ -10,8 +10,9 @@ its stage's cores as the default placement splits it over the chip's.
 
 Cuts. A stage boundary sits after an op whose output is the only tensor the later ops read from
 the earlier ones (a CNN's block boundary, a transformer layer's residual stream), never inside
-a fused group; the next stage reads that tensor as its input (from DRAM: the stage before wrote
-it there). Each reader must take it as its first input, or be a same-size :class:`Binary`
+a fused group; the next stage reads that tensor as its input (from the L2, where the stage
+before left it, when the chip has one and it fits: ``compile_graph``'s ``input_in_l2`` and
+``output_in_l2``; otherwise from DRAM). Each reader must take it as its first input, or be a same-size :class:`Binary`
 (a residual add, whose second operand is then the stage's input).
 
 Stages. For ``S`` stages each op is costed on a ``cores // S``-core chip with the multi-core

@@ -84,11 +84,14 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2))
 
 
-def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None) -> Program:
+def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None, *,
+                  input_in_l2: bool = False, output_in_l2: bool = False) -> Program:
     """Tile every matrix op of ``graph`` for ``chip`` and emit the whole program. On a chip
     with several cores or an L2 (:mod:`compiler.backends.multicore`) the program is one core's
     share of every op, each layer saying how many cores run it, and its transfers are placed in
-    the L2 or DRAM."""
+    the L2 or DRAM. A pipeline stage (:mod:`compiler.backends.stages`) on a chip with an L2
+    finds its input there (``input_in_l2``) and leaves its output there (``output_in_l2``)
+    when they fit (:meth:`~compiler.backends.multicore.Placement.hold`)."""
     options = options or CompileOptions()
     eb = chip.array.precision.bits // 8
     pb = ProgramBuilder(graph.name)
@@ -97,6 +100,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     if chip.multicore:
         graph, splits = share_graph(graph, chip, options)
         pb.placement = place = Placement(chip)
+        place.keep_final = output_in_l2
         if chip.cores > 1:      # an op's output is not where the next op's share reads it
             options = replace(options, keep_on_chip=False)
     alloc = _Allocator()
@@ -116,11 +120,16 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                                              (addr[graph_input], 1, 0, 1, 0, in_bytes))
         else:
             ready[graph_input] = None
+        if input_in_l2 and splits is not None:
+            place.hold(addr[graph_input], in_bytes, in_bytes * splits[first.name].cores)
     matrix = [i for i, op in enumerate(ops) if op.gemm_shape() is not None]
     groups = _fusable_groups(graph, chip, options)
     by_name = {op.name: op for op in ops}
     planned_resident_input = False
     last_reader = {src: i for i, o in enumerate(ops) for src in o.inputs}
+    last_input_reader = max((i for i, o in enumerate(ops) if not o.inputs
+                             or (isinstance(o, Binary) and len(o.inputs) == 1
+                                 and o.other_elements == o.elements)), default=-1)
     for index, op in enumerate(ops):
         first_cmd = len(pb)
         group = groups.get(op.name)
@@ -129,6 +138,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             for src in ops[index - 1].inputs if index else ():
                 if last_reader.get(src) == index - 1 and src in addr:
                     place.release(addr[src])
+            if index and index - 1 == last_input_reader and graph_input in addr:
+                place.release(addr[graph_input])
             place.begin(splits[op.name])
         if group is not None and group.anchor != op.name:
             # its commands are the anchor's (fused); addr and ready were set with them
@@ -236,7 +247,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
 
 def _keep(pb: ProgramBuilder, op, consumers: dict, addr: int, eb: int) -> None:
     """On a chip with an L2: ``op``'s output (at ``addr``) may stay in it for its readers."""
-    if pb.placement is not None and consumers[op.name]:
+    if pb.placement is not None and (consumers[op.name] or pb.placement.keep_final):
         pb.placement.begin(pb.placement.split, (addr, op.output_bytes(eb)))
 
 

@@ -188,3 +188,35 @@ def test_the_chosen_stage_count_never_has_a_longer_period_than_the_split(tpu, re
     best = min(fixed, key=lambda n: (fixed[n]["pipeline_period_cycles"], n))
     assert auto["pipeline_stages"] == best
     assert auto["pipeline_period_cycles"] == fixed[best]["pipeline_period_cycles"]
+
+
+def test_the_tensor_between_two_stages_goes_through_the_l2(tpu, resnet18):
+    from hw.program import Kind, Location, Operand
+    plan = plan_stages(resnet18, tpu, 2)
+    (a0, b0), (a1, b1) = plan.bounds
+    first, second = stage_graph(resnet18, a0, b0), stage_graph(resnet18, a1, b1)
+    c0, c1 = stage_chip(tpu, plan, 0), stage_chip(tpu, plan, 1)
+
+    def dram_bytes(program, kind, operand=None):
+        cols = program.columns
+        sel = (cols["kind"] == kind) & (cols["location"] == Location.DRAM)
+        if operand is not None:
+            sel &= cols["operand"] == operand
+        return int((cols["n2"] * cols["n1"] * cols["chunk_bytes"] * cols["copies"])[sel].sum())
+
+    # stage 0 leaves its output in the L2: no output store reaches DRAM
+    through = compile_graph(first, c0, CompileOptions(), output_in_l2=True)
+    alone = compile_graph(first, c0, CompileOptions())
+    out_bytes = first.ops[-1].output_bytes(2)
+    assert dram_bytes(alone, Kind.STORE, Operand.OFMAP) >= out_bytes
+    assert dram_bytes(through, Kind.STORE, Operand.OFMAP) == (
+        dram_bytes(alone, Kind.STORE, Operand.OFMAP) - out_bytes)
+    # stage 1 finds its input there: fewer input bytes from DRAM
+    held = compile_graph(second, c1, CompileOptions(), input_in_l2=True)
+    cold = compile_graph(second, c1, CompileOptions())
+    assert dram_bytes(held, Kind.LOAD, Operand.IFMAP) < dram_bytes(cold, Kind.LOAD, Operand.IFMAP)
+    # and the pipeline's DRAM writes are the stages' without the hand-over's
+    run = simulate(resnet18, tpu, options=replace(PIPE, stages=2)).totals
+    apart = [execute(p, c).totals for p, c in ((alone, c0), (cold, c1))]
+    assert run["dram_write_bytes"] == sum(t["dram_ofmap_write_bytes"] + t["dram_psum_write_bytes"]
+                                          for t in apart) - out_bytes

@@ -38,7 +38,7 @@ from dataclasses import replace
 from compiler.ir import Conv2d, Graph
 from npulab.choices import TIMING_MODES
 from compiler.backends.multicore import share_graph, with_sums
-from compiler.backends.systolic import compile_graph
+from compiler.backends.systolic import compile_graph, split_score
 from compiler.backends.systolic_vector import is_vector_op
 from compiler.options import CompileOptions
 from hw.chip import SRAM_NAMES, ChipConfig
@@ -471,19 +471,25 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         raise ValueError(f"chip = {spec.name}: a {spec.kind} chip; simulate times systolic "
                          f"chips (npulab.run takes every kind)")
     run = None
-    whole_graph = with_sums(graph, chip, options) if chip.multicore else graph
+    score = split_score(chip, options)
+    whole_graph = with_sums(graph, chip, score) if chip.multicore else graph
     pipeline = None
     if timing == "native" and options is not None and options.placement == "pipeline":
-        from npulab.stage_run import pipeline_layers
-        layers, run, pipeline, stage_ops = pipeline_layers(graph, chip, options, progress)
-        whole_graph = Graph(graph.name, stage_ops, batch=graph.batch, tokens=graph.tokens)
+        from npulab.stage_run import run_pipeline
+        piped = run_pipeline(graph, chip, options, progress)
+        layers = [replace(layer, stage=s, cores=piped.cores_per_stage)
+                  for s, st in enumerate(piped.stages)
+                  for layer in _program_layers(st.program, st.result, st.ops, st.chip)]
+        run, pipeline = piped.run, piped.totals
+        whole_graph = Graph(graph.name, tuple(op for st in piped.stages for op in st.ops),
+                            batch=graph.batch, tokens=graph.tokens)
     elif timing == "native":
         layers, run = _native_layers(graph, whole_graph.ops, chip, options, progress)
     else:
         layers = []
         vector = timing == "compute" and not chip.vector.ideal
         # a multi-core chip: each op's share on one core (compiler.backends.multicore)
-        shares, splits = share_graph(graph, chip, options) if chip.multicore else (graph, None)
+        shares, splits = share_graph(graph, chip, score) if chip.multicore else (graph, None)
         for index, (whole, op) in enumerate(zip(whole_graph.ops, shares.ops)):
             if op.gemm_shape() is not None:
                 layer = _array_layer(op, chip, timing)

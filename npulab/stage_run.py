@@ -12,25 +12,48 @@ steady-state ``pipeline_inputs_per_s``; the metrics' inferences/s is that rate.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from compiler.backends.multicore import with_sums
 from compiler.backends.stages import cut_points, max_stages, plan_stages, stage_chip, stage_graph
-from compiler.backends.systolic import compile_graph
+from compiler.backends.systolic import compile_graph, split_score
 from hw.chip import ChipConfig
 from hw.executor import ExecutionResult, Trace, execute_shared
-from hw.program import Location
+from hw.program import Location, Program
+from npulab.option_error import OptionError, literal
 
-__all__ = ["pipeline_layers"]
+__all__ = ["StageRun", "PipelineRun", "run_pipeline"]
 
 
-def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
-    """``(layers, run, totals, ops)`` of ``graph`` pipelined over ``chip``'s cores: the layer
-    results in graph order, the stages' executions merged into one input's pass, the
-    pipeline's own totals, and the op each layer stands for."""
-    from npulab.pipeline import OptionError, literal
+@dataclass(frozen=True)
+class StageRun:
+    """One stage: its ``program`` on its ``chip``, what running it cost (``result``, beside the
+    other stages) and the op each of its layers stands for (``ops``)."""
+
+    program: Program
+    result: ExecutionResult
+    ops: tuple
+    chip: ChipConfig
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """The pipeline kept (module docstring): its ``stages`` in order, each on
+    ``cores_per_stage`` cores, their executions merged into one input's pass (``run``) and the
+    pipeline's totals."""
+
+    stages: tuple[StageRun, ...]
+    cores_per_stage: int
+    run: ExecutionResult
+    totals: dict
+
+
+def run_pipeline(graph, chip: ChipConfig, options, progress=None) -> PipelineRun:
+    """``graph`` pipelined over ``chip``'s cores (module docstring): ``options.stages`` stages,
+    or the planner's count checked against one stage (the split placement) and, when the
+    planner says one, two; the shortest period is kept (ties: fewer stages)."""
     if chip.cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
                           f"cores ({literal(chip.name)} has {chip.cores})")
@@ -48,16 +71,14 @@ def pipeline_layers(graph, chip: ChipConfig, options, progress=None):
         others = {1} | ({2} if chosen.stages == 1 and most >= 2 else set())
         plans = [chosen] + [plan_stages(graph, chip, n) for n in sorted(others - {chosen.stages})]
     runs = [_run_plan(graph, chip, plan, split_options, progress) for plan in plans]
-    # the shortest period (ties: fewer stages)
-    layers, run, totals, ops = min(runs, key=lambda r: (r[2]["pipeline_period_cycles"],
-                                                        r[2]["pipeline_stages"]))
-    totals["pipeline_stages_simulated"] = sorted(p.stages for p in plans)
-    return layers, run, totals, ops
+    best = min(runs, key=lambda r: (r.totals["pipeline_period_cycles"],
+                                    r.totals["pipeline_stages"]))
+    best.totals["pipeline_stages_simulated"] = sorted(p.stages for p in plans)
+    return best
 
 
-def _run_plan(graph, chip: ChipConfig, plan, options, progress):
-    """Compile and run ``plan``'s stages at once: ``pipeline_layers``' four results."""
-    from npulab.simulate import _program_layers
+def _run_plan(graph, chip: ChipConfig, plan, options, progress) -> PipelineRun:
+    """Compile and run ``plan``'s stages at once."""
     graphs = [stage_graph(graph, a, b) for a, b in plan.bounds]
     chips = [stage_chip(chip, plan, s) for s in range(plan.stages)]
     # the tensor between two stages goes through the L2 when the chip has one (and it fits)
@@ -72,13 +93,9 @@ def _run_plan(graph, chip: ChipConfig, plan, options, progress):
     total = sum(len(p.layers) for p in programs)
     shared = execute_shared(programs, chips, chip.dram, addr_offsets=offsets,
                             progress=progress, progress_total=total)
-    layers, stage_ops = [], []
-    for s, (g, c, p, run) in enumerate(zip(graphs, chips, programs, shared.results)):
-        ops = with_sums(g, c, options).ops if c.multicore else g.ops
-        stage_ops.extend(ops)
-        for layer in _program_layers(p, run, ops, c):
-            layers.append(replace(layer, stage=s, cores=plan.cores_per_stage))
-    run = _merge(shared.results, shared.dram, chip)
+    stages = tuple(
+        StageRun(p, r, with_sums(g, c, split_score(c, options)).ops if c.multicore else g.ops, c)
+        for g, c, p, r in zip(graphs, chips, programs, shared.results))
     stage_cycles = [r.cycles for r in shared.results]
     totals = {
         "pipeline_stages": plan.stages,
@@ -87,7 +104,8 @@ def _run_plan(graph, chip: ChipConfig, plan, options, progress):
         "pipeline_period_cycles": max(stage_cycles),
         "pipeline_first_ops": [graph.ops[a].name for a, _ in plan.bounds],
     }
-    return layers, run, totals, tuple(stage_ops)
+    return PipelineRun(stages, plan.cores_per_stage, _merge(shared.results, shared.dram, chip),
+                       totals)
 
 
 def _footprint(program) -> int:

@@ -162,12 +162,12 @@ def _per_core_bandwidth(chip: ChipConfig, used: int) -> float:
                chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
 
 
-def choose_split(op, chip: ChipConfig, k_split: bool = True, options=None) -> Split:
+def choose_split(op, chip: ChipConfig, k_split: bool = True, score=None) -> Split:
     """The split of ``op`` over ``chip``'s cores (module docstring); ``k_split=False`` never
-    splits K (a fused group's anchor: its epilogue needs whole sums). With the mapper
-    (``options.map``, :class:`~compiler.options.CompileOptions`) a matrix op's
-    :data:`MAPPER_SPLITS` best-estimated splits are each mapped and the best for the mapper's
-    objective is taken (:func:`_mapper_key`)."""
+    splits K (a fused group's anchor: its epilogue needs whole sums). ``score``, if given,
+    ranks a matrix op's :data:`MAPPER_SPLITS` best-estimated splits instead of the estimate:
+    ``score(op, share, split)`` is a sortable key, lower is better (the mapper's:
+    :func:`compiler.backends.systolic.split_score`)."""
     if chip.cores == 1:
         return ONE
     if op.gemm_shape() is not None:
@@ -178,11 +178,10 @@ def choose_split(op, chip: ChipConfig, k_split: bool = True, options=None) -> Sp
         few = g * -(-mu * unit // arr.rows) * -(-n // arr.cols) < chip.cores
         ranked = _ranked_splits(g, mu, unit, n, k, n_parts,
                                 k_split and isinstance(op, Gemm) and few, chip)
-        if options is None or options.map is None or len(ranked) == 1:
+        if score is None or len(ranked) == 1:
             return ranked[0]
-        keys = [(_mapper_key(_share(op, sp), sp.cores, sp.k,
-                             -(-op.output_elements // sp.cores) if sp.k > 1 else 0, chip,
-                             options), i) for i, sp in enumerate(ranked[:MAPPER_SPLITS])]
+        keys = [(score(op, _share(op, sp), sp), i)
+                for i, sp in enumerate(ranked[:MAPPER_SPLITS])]
         return ranked[min(keys)[1]]
     parts = min(chip.cores, _vector_units(op))
     return Split(m=max(1, parts))
@@ -205,36 +204,6 @@ def share_bytes_per_cycle(chip: ChipConfig, used: int) -> float:
         below = stream_bytes_per_cycle(chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
     return min(chip.noc.link_bytes_per_cycle, chip.noc.aggregate_bytes_per_cycle(used) / used,
                below / used)
-
-
-@functools.lru_cache(maxsize=4096)
-def _mapper_key(share, used: int, parts_k: int, sum_elements: int, chip: ChipConfig,
-                options) -> tuple[float, float]:
-    """``(objective, latency)`` of a split whose share ``share`` runs on ``used`` cores: the
-    mapper's best mapping of the share at one core's rate (:func:`share_bytes_per_cycle`),
-    its energy times the cores, and for a K split the sum's ``sum_elements`` per core (``k``
-    partials read and one written per element) at that rate and the DRAM's energy per bit."""
-    from compiler.backends.systolic import tile_problem
-    from compiler.mapper import map_op
-    from compiler.options import MAP_MODES
-    from hw.energy import load_technology
-    from hw.energy.rates import HardwareFacts, energy_rates
-    from hw.systolic.config import Dataflow
-    objective = MAP_MODES[options.map]
-    rate = share_bytes_per_cycle(chip, used)
-    dataflows = tuple(Dataflow) if chip.array.reconfigurable else None
-    best = map_op(tile_problem(share, chip, options), chip, objective, tech=options.tech,
-                  orders=options.loop_order, dataflows=dataflows, keep=1,
-                  bytes_per_cycle=rate).best
-    latency, energy = float(best.latency_cycles), best.energy_j * used
-    if parts_k > 1:
-        nbytes = (parts_k + 1) * sum_elements * (chip.array.precision.bits // 8)
-        latency += nbytes / rate
-        energy += nbytes * used * 8 * energy_rates(
-            load_technology(options.tech), HardwareFacts.systolic(chip)).dram_pj_per_bit * 1e-12
-    seconds = latency / chip.clock_hz
-    value = {"latency": latency, "energy": energy, "edp": energy * seconds}[objective]
-    return value, latency
 
 
 def op_estimate(op, chip: ChipConfig) -> float:
@@ -312,11 +281,11 @@ def _elements(op, elements: int):
     return replace(op, elements=elements)
 
 
-def share_graph(graph: Graph, chip: ChipConfig, options=None) -> tuple[Graph, dict[str, Split]]:
+def share_graph(graph: Graph, chip: ChipConfig, score=None) -> tuple[Graph, dict[str, Split]]:
     """One core's share of every op (module docstring) and each op's split. A fused group's
     members take the anchor's split; a group whose shares would no longer fuse (their sizes
-    stop matching) runs on one core. ``options`` (the compiler's): with the mapper, it chooses
-    among the best splits too (:func:`choose_split`)."""
+    stop matching) runs on one core. ``score``: :func:`choose_split`'s (the mapper's, which
+    then chooses among the best splits too)."""
     if chip.cores == 1:
         return graph, {op.name: ONE for op in graph.ops}
     by_name = {op.name: op for op in graph.ops}
@@ -329,14 +298,14 @@ def share_graph(graph: Graph, chip: ChipConfig, options=None) -> tuple[Graph, di
             continue
         group = next((g for g in groups.values() if op.name in g.members), None)
         if group is None:
-            splits[op.name] = choose_split(op, chip, options=options)
+            splits[op.name] = choose_split(op, chip, score=score)
             shares[op.name] = _share(op, splits[op.name])
             continue
         members = [by_name[m] for m in group.members]
-        split = _group_split(group.kind, members, chip, options)
+        split = _group_split(group.kind, members, chip, score)
         if split is None:                    # unfused: each op split on its own
             for m in members:
-                splits[m.name] = choose_split(m, chip, options=options)
+                splits[m.name] = choose_split(m, chip, score=score)
                 shares[m.name] = _share(m, splits[m.name])
             unfused.add(group.anchor)
             continue
@@ -368,12 +337,12 @@ def share_graph(graph: Graph, chip: ChipConfig, options=None) -> tuple[Graph, di
     return out, splits
 
 
-def with_sums(graph: Graph, chip: ChipConfig, options=None) -> Graph:
-    """``graph`` with the whole sum op of every op :func:`share_graph` (with ``options``)
+def with_sums(graph: Graph, chip: ChipConfig, score=None) -> Graph:
+    """``graph`` with the whole sum op of every op :func:`share_graph` (with ``score``)
     splits along K: the ops a multi-core program's layers stand for, one per layer."""
     if chip.cores == 1:
         return graph
-    _, splits = share_graph(graph, chip, options)
+    _, splits = share_graph(graph, chip, score)
     if not any(sp.k > 1 for sp in splits.values()):
         return graph
     return _with_sums(graph, {op.name: op for op in graph.ops}, splits, share=False)
@@ -397,7 +366,7 @@ def _with_sums(graph: Graph, whole: dict, splits: dict[str, Split], share: bool)
     return Graph(graph.name, tuple(ops), batch=graph.batch, tokens=graph.tokens)
 
 
-def _group_split(kind: str, members: list, chip: ChipConfig, options=None) -> Split | None:
+def _group_split(kind: str, members: list, chip: ChipConfig, score=None) -> Split | None:
     """A fused group's split: attention along its heads (the GEMMs' batch), add + norm along
     rows, an epilogue or conv + pool as its anchor (a pool only along images or channels).
     None: the group runs unfused, each op split on its own (a conv + pool whose conv is better
@@ -407,7 +376,7 @@ def _group_split(kind: str, members: list, chip: ChipConfig, options=None) -> Sp
         return Split(g=max(1, min(chip.cores, anchor.batch)))
     if kind == "add_norm":
         return Split(m=max(1, min(chip.cores, members[1].rows)))
-    split = choose_split(anchor, chip, k_split=False, options=options)
+    split = choose_split(anchor, chip, k_split=False, score=score)
     if kind == "conv_pool" and isinstance(anchor, Conv2d) and split.m > 1 and anchor.batch < split.m:
         # pooled rows must stay with their conv rows: split the channels instead, unless the
         # conv split along rows costs less with the pool on its own

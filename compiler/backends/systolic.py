@@ -98,7 +98,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     whole = {op.name: op for op in graph.ops}
     splits = None
     if chip.multicore:
-        graph, splits = share_graph(graph, chip, options)
+        graph, splits = share_graph(graph, chip, split_score(chip, options))
         pb.placement = place = Placement(chip)
         place.keep_final = output_in_l2
         if chip.cores > 1:      # an op's output is not where the next op's share reads it
@@ -419,6 +419,47 @@ def _mapped(problem: TileProblem, chip: ChipConfig, mode: str, tech: str, order:
                     bytes_per_cycle=rate).tile_choice
     # The dataflow travels with the layer only when the array can switch it.
     return replace(choice, dataflow=choice.dataflow if chip.array.reconfigurable else None)
+
+
+def split_score(chip: ChipConfig, options: CompileOptions | None):
+    """The mapper's ranking of an op's splits (:func:`compiler.backends.multicore.choose_split`'s
+    ``score``) when ``options.map`` is set on a multi-core chip, else None (the estimate's)."""
+    if options is None or options.map is None or chip.cores == 1:
+        return None
+    return functools.partial(_split_key, chip=chip, options=options)
+
+
+def _split_key(op, share, split, *, chip: ChipConfig, options: CompileOptions):
+    return _mapper_key(share, split.cores, split.k,
+                       -(-op.output_elements // split.cores) if split.k > 1 else 0, chip,
+                       options)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapper_key(share, used: int, parts_k: int, sum_elements: int, chip: ChipConfig,
+                options) -> tuple[float, float]:
+    """``(objective, latency)`` of a split whose share ``share`` runs on ``used`` cores: the
+    mapper's best mapping of the share at one core's rate (:func:`~compiler.backends.multicore.share_bytes_per_cycle`),
+    its energy times the cores, and for a K split the sum's ``sum_elements`` per core (``k``
+    partials read and one written per element) at that rate and the DRAM's energy per bit."""
+    from compiler.mapper import map_op
+    from hw.energy import load_technology
+    from hw.energy.rates import HardwareFacts, energy_rates
+    objective = MAP_MODES[options.map]
+    rate = share_bytes_per_cycle(chip, used)
+    dataflows = tuple(Dataflow) if chip.array.reconfigurable else None
+    best = map_op(tile_problem(share, chip, options), chip, objective, tech=options.tech,
+                  orders=options.loop_order, dataflows=dataflows, keep=1,
+                  bytes_per_cycle=rate).best
+    latency, energy = float(best.latency_cycles), best.energy_j * used
+    if parts_k > 1:
+        nbytes = (parts_k + 1) * sum_elements * (chip.array.precision.bits // 8)
+        latency += nbytes / rate
+        energy += nbytes * used * 8 * energy_rates(
+            load_technology(options.tech), HardwareFacts.systolic(chip)).dram_pj_per_bit * 1e-12
+    seconds = latency / chip.clock_hz
+    value = {"latency": latency, "energy": energy, "edp": energy * seconds}[objective]
+    return value, latency
 
 
 def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptions) -> bool:

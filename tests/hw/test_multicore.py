@@ -355,7 +355,8 @@ def test_a_multicore_run_has_a_valid_timeline_and_the_same_lines_everywhere(tmp_
 
 def test_the_mapper_chooses_among_the_best_estimated_splits_by_its_own_cost(monkeypatch):
     import compiler.backends.multicore as mc
-    from compiler.backends.systolic import tile_problem
+    import compiler.backends.systolic as sy
+    from compiler.backends.systolic import split_score, tile_problem
     from compiler.mapper import map_op
     from compiler.options import CompileOptions
     chip = _chip(4, 0, **{"chip.model_input": '"dram"', "chip.model_output": '"dram"'})
@@ -375,21 +376,23 @@ def test_the_mapper_chooses_among_the_best_estimated_splits_by_its_own_cost(monk
         extra = ((sp.k + 1) * -(-op.output_elements // sp.cores) * 1 / rate
                  if sp.k > 1 else 0.0)
         latency[sp] = best.latency_cycles + extra
-    chosen = choose_split(op, chip, options=options)
+    score = split_score(chip, options)
+    chosen = choose_split(op, chip, score=score)
     assert latency[chosen] == min(latency.values()) and chosen != ranked[0]
-    assert choose_split(op, chip, options=options) == chosen      # deterministic
+    assert choose_split(op, chip, score=score) == chosen      # deterministic
     # the program runs the mapper's split: its share's rows
     program = compile_graph(Graph("g", (op,)), chip, options)
     assert program.layers[0].cores == chosen.cores
-    assert share_graph(Graph("g", (op,)), chip, options)[0].ops[0].m == op.m // chosen.m
+    assert share_graph(Graph("g", (op,)), chip, score)[0].ops[0].m == op.m // chosen.m
     # one core: nothing to choose
-    assert choose_split(op, _chip(1), options=options) == Split()
+    assert split_score(_chip(1), options) is None
+    assert choose_split(op, _chip(1), score=split_score(chip, options)) == Split()
     # and the simulation agrees: fewer cycles than the estimate's split, both mapped
     searched = simulate(Graph("g", (op,)), chip, options=options).totals["cycles"]
     monkeypatch.setattr(mc, "MAPPER_SPLITS", 1)
-    mc._mapper_key.cache_clear()
+    sy._mapper_key.cache_clear()
     assert simulate(Graph("g", (op,)), chip, options=options).totals["cycles"] > searched
-    mc._mapper_key.cache_clear()
+    sy._mapper_key.cache_clear()
 
 
 def test_a_share_streams_at_its_port_its_share_of_the_network_and_of_what_is_below():

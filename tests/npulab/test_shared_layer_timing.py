@@ -34,9 +34,10 @@ def test_compute_timing_times_each_shape_once_and_equals_unshared():
         assert layer.cycles == sim._array_timing.__wrapped__(chip.array, "compute", s.count,
                                                              s.m, s.n, s.k)[0]
     from dataclasses import asdict
-    # the dict leaves out a one-core chip's cores (None), as it always did
+    # the dict leaves out a one-core chip's cores and an unpipelined run's stage (None), as it
+    # always did
     assert run.to_dict()["layers"][3] == {k: v for k, v in asdict(run.layers[3]).items()
-                                          if k != "cores"}
+                                          if k not in ("cores", "stage")}
 
 
 def test_native_tiles_each_shape_once_and_equals_unshared(monkeypatch):

@@ -10,23 +10,27 @@ its stage's cores as the default placement splits it over the chip's.
 
 Cuts. A stage boundary sits after an op whose output is the only tensor the later ops read from
 the earlier ones (a CNN's block boundary, a transformer layer's residual stream), never inside
-a fused group; the next stage reads that tensor as its input (from the L2, where the stage
-before left it, when the chip has one and it fits: ``compile_graph``'s ``input_in_l2`` and
-``output_in_l2``; otherwise from DRAM). Each reader must take it as its first input, or be a same-size :class:`Binary`
-(a residual add, whose second operand is then the stage's input).
+a fused group. The next stage reads that tensor as its input: from the L2, where the stage
+before left it, when the chip has one and it fits (``compile_graph``'s ``input_in_l2`` and
+``output_in_l2``), otherwise from DRAM. Each reader must take it as its first input, or be a
+same-size commutative :class:`Binary` (a residual add, whose second operand is then the stage's
+input).
 
 Stages. For ``S`` stages each op is costed on a ``cores // S``-core chip with the multi-core
 split's estimate (:func:`compiler.backends.multicore.op_estimate`), and the cuts minimise the
 slowest stage (the steady state's period; :func:`_partition`). Unless the user fixes ``S``
 (``CompileOptions.stages``), ``S`` is the count from 1 to ``min(cores, cut segments)`` with the
-shortest estimated period (ties: fewer stages). The simulation then runs every stage's program
-at once against the shared DRAM (:func:`hw.executor.execute_shared`): the stages contend for it
-as they do in the steady state.
+shortest estimated period (ties: fewer stages); the run (:mod:`npulab.stage_run`) simulates it
+beside one stage and keeps the shorter period. The simulation runs every stage's program at
+once against the shared DRAM (:func:`hw.executor.execute_shared`): the stages contend for it as
+they do in the steady state.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import bisect
+import itertools
+from dataclasses import dataclass, fields, replace
 
 from compiler.fusion import find_groups
 from compiler.ir import Binary, Graph
@@ -55,27 +59,24 @@ def cut_points(graph: Graph) -> list[int]:
     stage."""
     ops = graph.ops
     index = {op.name: i for i, op in enumerate(ops)}
-    last_read: dict[str, int] = {}
-    for j, op in enumerate(ops):
-        for src in op.inputs:
-            last_read[src] = j
-    group_end = {}
+    by_name = {op.name: op for op in ops}
+    readers = graph.readers()
+    last_read = {name: index[r[-1]] for name, r in readers.items() if r}
+    inside_group: set[int] = set()     # ops followed by another member of their group
     for g in find_groups(graph).values():
         span = [index[m] for m in g.members]
-        for i in range(min(span), max(span)):
-            group_end[i] = True
+        inside_group.update(range(min(span), max(span)))
     # a later op that reads the graph input keeps every cut before it shut
-    reads_input = [j for j, op in enumerate(ops) if not op.inputs or _reads_input(op)]
-    last_input_reader = max(reads_input, default=-1)
+    last_input_reader = max((j for j, op in enumerate(ops) if not op.inputs or _reads_input(op)),
+                            default=-1)
     cuts = []
     live: set[str] = set()            # tensors produced so far that a later op reads
     for i, op in enumerate(ops[:-1]):
         live.add(op.name)
         live = {t for t in live if last_read.get(t, -1) > i}
-        if i < last_input_reader or group_end.get(i) or live != {op.name}:
+        if i < last_input_reader or i in inside_group or live != {op.name}:
             continue
-        readers = [o for o in ops[i + 1:] if op.name in o.inputs]
-        if all(_takes_as_input(o, op.name) for o in readers):
+        if all(_takes_as_input(by_name[r], op.name) for r in readers[op.name]):
             cuts.append(i)
     return cuts
 
@@ -125,7 +126,11 @@ def stage_chip(chip: ChipConfig, plan: StagePlan, stage: int) -> ChipConfig:
 
 def plan_stages(graph: Graph, chip: ChipConfig, stages: int | None = None) -> StagePlan:
     """The stages of ``graph`` on ``chip`` (module docstring); ``stages`` fixes their count
-    (``ValueError`` when the graph has fewer cut segments or the chip fewer cores)."""
+    (``ValueError`` when the graph has fewer cut segments or the chip fewer cores).
+
+    Searching the count, only the largest count giving each ``cores // S`` is costed (with the
+    same cores per stage, more stages never lengthen the slowest one), then the fewest stages
+    with that count's period are kept (:func:`_fill` counts them)."""
     from compiler.backends.multicore import op_estimate
     segments = _segments(len(graph.ops), cut_points(graph))
     most = min(chip.cores, len(segments))
@@ -133,20 +138,38 @@ def plan_stages(graph: Graph, chip: ChipConfig, stages: int | None = None) -> St
         raise ValueError(f"stages = {stages}: {graph.name!r} on {chip.name!r} takes 1.."
                          f"{most} pipeline stages ({len(segments)} segments between cuts, "
                          f"{chip.cores} cores)")
-    best = None
+    counts: dict[int, list[int]] = {}          # cores per stage -> the stage counts giving it
     for s in ([stages] if stages is not None else range(1, most + 1)):
-        c = chip.cores // s
+        counts.setdefault(chip.cores // s, []).append(s)
+    shapes = [_shape(op) for op in graph.ops]
+    memo: dict = {}
+    best = None
+    for c, options in counts.items():
         sub = replace(chip, cores=c)
-        cost = [sum(op_estimate(graph.ops[j], sub) for j in range(a, b)) for a, b in segments]
-        parts = _partition(cost, s)
-        bounds, est = [], []
-        for lo, hi in parts:
-            bounds.append((segments[lo][0], segments[hi - 1][1]))
-            est.append(sum(cost[lo:hi]))
-        plan = StagePlan(tuple(bounds), c, tuple(est))
-        if best is None or max(est) < max(best.estimates):
+        op_cost = []
+        for op, shape in zip(graph.ops, shapes):
+            if (shape, c) not in memo:
+                memo[shape, c] = op_estimate(op, sub)
+            op_cost.append(memo[shape, c])
+        cost = [sum(op_cost[a:b]) for a, b in segments]
+        prefix = list(itertools.accumulate(cost, initial=0.0))
+        parts = _partition(cost, prefix, max(options))
+        period = max(prefix[hi] - prefix[lo] for lo, hi in parts)
+        fewest = max(min(options), len(_fill(prefix, period)))
+        if fewest < len(parts):
+            parts = _partition(cost, prefix, fewest)
+        bounds = tuple((segments[lo][0], segments[hi - 1][1]) for lo, hi in parts)
+        plan = StagePlan(bounds, c, tuple(prefix[hi] - prefix[lo] for lo, hi in parts))
+        if best is None or (max(plan.estimates), plan.stages) < (max(best.estimates),
+                                                                 best.stages):
             best = plan
     return best
+
+
+def _shape(op) -> tuple:
+    """``op`` without its name and inputs: what its cost depends on."""
+    return (type(op),) + tuple(getattr(op, f.name) for f in fields(op)
+                               if f.name not in ("name", "inputs"))
 
 
 def max_stages(graph: Graph, chip: ChipConfig) -> int:
@@ -161,21 +184,21 @@ def _segments(n: int, cuts: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(starts, starts[1:] + [n])]
 
 
-def _partition(cost: list[float], parts: int) -> list[tuple[int, int]]:
-    """``cost`` cut into exactly ``parts`` non-empty runs (``parts <= len(cost)``) with the
-    smallest largest-run sum: bisection on that sum, each bound checked by filling runs
-    greedily; runs the greedy fill leaves short are made up by splitting off the last item of
-    the longest run (which never raises the largest sum)."""
-    lo, hi = max(cost), sum(cost)
+def _partition(cost: list[float], prefix: list[float], parts: int) -> list[tuple[int, int]]:
+    """``cost`` (``prefix``: its running sums from 0) cut into exactly ``parts`` non-empty runs
+    (``parts <= len(cost)``) with the smallest largest-run sum: bisection on that sum, each
+    bound checked by filling runs greedily; runs the greedy fill leaves short are made up by
+    splitting off the last item of the longest run (which never raises the largest sum)."""
+    lo, hi = max(cost), prefix[-1]
     for _ in range(100):
         if hi - lo <= 1e-9 * max(hi, 1.0):
             break
         mid = (lo + hi) / 2
-        if len(_fill(cost, mid)) <= parts:
+        if len(_fill(prefix, mid, parts + 1)) <= parts:
             hi = mid
         else:
             lo = mid
-    runs = _fill(cost, hi)
+    runs = _fill(prefix, hi)
     while len(runs) < parts:
         k = max(range(len(runs)), key=lambda r: (runs[r][1] - runs[r][0], -r))
         a, b = runs[k]
@@ -183,14 +206,15 @@ def _partition(cost: list[float], parts: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _fill(cost: list[float], limit: float) -> list[tuple[int, int]]:
-    """Runs of ``cost`` each summing to at most ``limit`` (a larger item alone), filled
-    greedily from the start."""
-    runs, start, total = [], 0, 0.0
-    for i, c in enumerate(cost):
-        if i > start and total + c > limit:
-            runs.append((start, i))
-            start, total = i, 0.0
-        total += c
-    runs.append((start, len(cost)))
+def _fill(prefix: list[float], limit: float, cap: int | None = None) -> list[tuple[int, int]]:
+    """Runs of the items whose running sums are ``prefix``, each summing to at most ``limit``
+    (a larger item alone), filled greedily from the start (a bisection per run); at most
+    ``cap`` runs are made."""
+    n = len(prefix) - 1
+    runs, start = [], 0
+    while start < n and (cap is None or len(runs) < cap):
+        end = bisect.bisect_right(prefix, prefix[start] + limit * (1 + 1e-12)) - 1
+        end = min(n, max(end, start + 1))
+        runs.append((start, end))
+        start = end
     return runs

@@ -66,7 +66,8 @@ def test_cuts_are_where_one_tensor_crosses_and_stages_rebuild_the_graph(resnet18
 @given(st.lists(st.integers(1, 50), min_size=1, max_size=8), st.integers(1, 8))
 def test_partition_minimises_the_slowest_stage_as_brute_force_does(costs, parts):
     parts = min(parts, len(costs))
-    runs = _partition([float(c) for c in costs], parts)
+    cost = [float(c) for c in costs]
+    runs = _partition(cost, list(itertools.accumulate(cost, initial=0.0)), parts)
     assert len(runs) == parts and runs[0][0] == 0 and runs[-1][1] == len(costs)
     assert all(a < b for a, b in runs) and all(x[1] == y[0] for x, y in zip(runs, runs[1:]))
     best = min(max(sum(costs[a:b]) for a, b in zip((0,) + cut, cut + (len(costs),)))

@@ -472,7 +472,6 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
                          f"chips (npulab.run takes every kind)")
     run = None
     score = split_score(chip, options)
-    whole_graph = with_sums(graph, chip, score) if chip.multicore else graph
     pipeline = None
     if timing == "native" and options is not None and options.placement == "pipeline":
         from npulab.stage_run import run_pipeline
@@ -484,8 +483,10 @@ def simulate(graph: Graph, chip: ChipConfig | ChipSpec, timing: str = "native", 
         whole_graph = Graph(graph.name, tuple(op for st in piped.stages for op in st.ops),
                             batch=graph.batch, tokens=graph.tokens)
     elif timing == "native":
+        whole_graph = with_sums(graph, chip, score) if chip.multicore else graph
         layers, run = _native_layers(graph, whole_graph.ops, chip, options, progress)
     else:
+        whole_graph = with_sums(graph, chip, score) if chip.multicore else graph
         layers = []
         vector = timing == "compute" and not chip.vector.ideal
         # a multi-core chip: each op's share on one core (compiler.backends.multicore)

@@ -61,7 +61,7 @@ def run_pipeline(graph, chip: ChipConfig, options, progress=None) -> PipelineRun
     if options.stages is not None and options.stages > most:
         raise OptionError("compile.stages", options.stages, f"{{}}: {literal(graph.name)} on "
                           f"{literal(chip.name)} takes 1..{most} pipeline stages (the cuts "
-                          f"between its layers leave {len(cut_points(graph)) + 1} pieces; "
+                          f"between its layers leave {_pieces(len(cut_points(graph)) + 1)}; "
                           f"{chip.cores} cores)")
     split_options = replace(options, placement="split", stages=None)
     if options.stages is not None:
@@ -75,6 +75,10 @@ def run_pipeline(graph, chip: ChipConfig, options, progress=None) -> PipelineRun
                                     r.totals["pipeline_stages"]))
     best.totals["pipeline_stages_simulated"] = sorted(p.stages for p in plans)
     return best
+
+
+def _pieces(n: int) -> str:
+    return f"{n} piece" if n == 1 else f"{n} pieces"
 
 
 def _run_plan(graph, chip: ChipConfig, plan, options, progress) -> PipelineRun:

@@ -51,6 +51,21 @@ def _box_span(n2: int, s2: int, n1: int, s1: int, chunk: int) -> int:
     return -(-((n2 - 1) * s2 + (n1 - 1) * s1 + chunk) // 4096) * 4096
 
 
+def _copied(n2: int, s2: int, n1: int, s1: int, chunk: int, copies: int) -> tuple[int, int]:
+    """``(n2, stride2)`` of a box moved ``copies`` times: the other cores' copies continue its
+    outer dimension, each at its own addresses."""
+    if copies > 1 and n2 == 1:        # the copies are the outer dimension of one box
+        return copies, _box_span(1, 0, n1, s1, chunk)
+    return n2 * max(1, copies), s2
+
+
+def box_extent(n2: int, s2: int, n1: int, s1: int, chunk: int, copies: int = 1) -> int:
+    """Bytes from a box's first byte past the last of its ``copies`` (as the executor moves
+    them), rounded up to 4 KiB."""
+    n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
+    return _box_span(n2, s2, n1, s1, chunk)
+
+
 class MemoryPath:
     """Transfer timing, mixed into the executor's per-chip state: it reads the state's command
     columns (``cols``, ``layers``, ``locations``, ``layer_cores``), the DRAM (``dram``,
@@ -68,10 +83,7 @@ class MemoryPath:
         addr, n2, s2, n1, s1, chunk = (int(cols[c][i]) for c in (
             "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
         addr += self.addr_offset
-        if copies > 1 and n2 == 1:        # the copies are the outer dimension of one box
-            n2, s2 = copies, _box_span(1, 0, n1, s1, chunk)
-        elif copies > 1:
-            n2 *= copies
+        n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
         t0 = self.clocks.to_dram(t_start)
         if self.dram_cached:
             done, delta = self._cached(addr, n2, s2, n1, s1, chunk, is_write, t0)

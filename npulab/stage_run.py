@@ -21,6 +21,7 @@ from compiler.backends.stages import cut_points, max_stages, plan_stages, stage_
 from compiler.backends.systolic import compile_graph, split_score
 from hw.chip import ChipConfig
 from hw.executor import ExecutionResult, Trace, execute_shared
+from hw.memory_path import box_extent
 from hw.program import Location, Program
 from npulab.option_error import OptionError, literal
 
@@ -113,15 +114,13 @@ def _run_plan(graph, chip: ChipConfig, plan, options, progress) -> PipelineRun:
 
 
 def _footprint(program) -> int:
-    """Bytes past the last DRAM byte ``program`` touches, rounded up to 1 MiB (each stage gets
-    its own region of the shared DRAM)."""
+    """Bytes past the last DRAM byte ``program`` touches, every core's copy included, rounded
+    up to 1 MiB (each stage gets its own region of the shared DRAM)."""
     cols = program.columns
-    dram = cols["location"] == Location.DRAM
-    if not dram.any():
-        return 1 << 20
-    end = (cols["addr"] + (cols["n2"] - 1).clip(0) * cols["stride2"]
-           + (cols["n1"] - 1).clip(0) * cols["stride1"] + cols["chunk_bytes"])[dram]
-    return -(-int(end.max()) // (1 << 20)) * (1 << 20)
+    ends = [int(cols["addr"][i]) + box_extent(*(int(cols[c][i]) for c in (
+                "n2", "stride2", "n1", "stride1", "chunk_bytes", "copies")))
+            for i in np.flatnonzero(cols["location"] == Location.DRAM)]
+    return max(1, -(-max(ends, default=0) // (1 << 20))) * (1 << 20)
 
 
 def _merge(results: list[ExecutionResult], dram: dict, chip: ChipConfig) -> ExecutionResult:

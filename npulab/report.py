@@ -309,18 +309,22 @@ def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
                              f"{t['noc_port_utilization_pct']:.1f} % busy, the network "
                              f"{t['noc_network_utilization_pct']:.1f} %"))
     if "pipeline_stages" in t:
-        n = t["pipeline_stages"]
-        items.append(("pipeline", f"{n} stage{'s' if n > 1 else ''} x "
-                                  f"{t['pipeline_cores_per_stage']} core{'s' if t['pipeline_cores_per_stage'] > 1 else ''} (stage cycles "
-                                  f"{', '.join(f'{c:,}' for c in t['pipeline_stage_cycles'])}): "
-                                  f"a new input every {t['pipeline_period_cycles']:,} cycles "
-                                  f"({t['pipeline_period_s'] * 1e3:.4f} ms with its launches), "
-                                  f"{t['pipeline_inputs_per_s']:,.1f} inputs/s"
-                                  + (f"; simulated {', '.join(map(str, tried))} stages, kept "
-                                     f"the shortest period"
-                                     if len(tried := t.get("pipeline_stages_simulated", ())) > 1
-                                     else "")))
+        items.append(("pipeline", _pipeline_text(t)))
     return items
+
+
+def _pipeline_text(t: dict) -> str:
+    """The pipeline's line (compiler.backends.stages): its stages, period and rate."""
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'s' if n > 1 else ''}"
+    tried = t.get("pipeline_stages_simulated", ())
+    return (f"{count(t['pipeline_stages'], 'stage')} x "
+            f"{count(t['pipeline_cores_per_stage'], 'core')} (stage cycles "
+            f"{', '.join(f'{c:,}' for c in t['pipeline_stage_cycles'])}): a new input every "
+            f"{t['pipeline_period_cycles']:,} cycles ({t['pipeline_period_s'] * 1e3:.4f} ms with "
+            f"its launches), {t['pipeline_inputs_per_s']:,.1f} inputs/s"
+            + (f"; simulated {', '.join(map(str, tried))} stages, kept the shortest period"
+               if len(tried) > 1 else ""))
 
 
 def _multicore_lines(result: RunRecord) -> list[str]:

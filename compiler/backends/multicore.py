@@ -155,11 +155,16 @@ def _estimate(g: int, mu: int, unit: int, n: int, k: int, split: Split,
     return est, share_bytes
 
 
+def _network_share(chip: ChipConfig, used: int) -> float:
+    """Bytes a cycle the network carries for one of ``used`` cores: its port or its share of
+    the whole network, whichever is less."""
+    return min(chip.noc.link_bytes_per_cycle, chip.noc.aggregate_bytes_per_cycle(used) / used)
+
+
 def _per_core_bandwidth(chip: ChipConfig, used: int) -> float:
-    """Bytes a cycle one of ``used`` cores streams: its network port or its share of the
-    network, at the tiler's streaming efficiency."""
-    return min(chip.noc.link_bytes_per_cycle,
-               chip.noc.aggregate_bytes_per_cycle(used) / used) * DRAM_EFFICIENCY
+    """Bytes a cycle one of ``used`` cores streams: its network share at the tiler's streaming
+    efficiency."""
+    return _network_share(chip, used) * DRAM_EFFICIENCY
 
 
 def choose_split(op, chip: ChipConfig, k_split: bool = True, score=None) -> Split:
@@ -202,8 +207,7 @@ def share_bytes_per_cycle(chip: ChipConfig, used: int) -> float:
         below = math.inf
     else:
         below = stream_bytes_per_cycle(chip.dram, chip.dma.max_outstanding, chip.clock_mhz)
-    return min(chip.noc.link_bytes_per_cycle, chip.noc.aggregate_bytes_per_cycle(used) / used,
-               below / used)
+    return min(_network_share(chip, used), below / used)
 
 
 def op_estimate(op, chip: ChipConfig) -> float:
@@ -219,12 +223,17 @@ def op_estimate(op, chip: ChipConfig) -> float:
     share = _share(op, split)
     moved = (share.input_bytes(eb) + share.output_bytes(eb)) / _per_core_bandwidth(
         chip, split.cores)
-    work = 0.0
-    if not chip.vector.ideal and hasattr(share, "work"):
-        per = share.work()
-        work = sum(count * share.output_elements / chip.vector.ops_per_cycle(kind)
-                   for kind, count in per.per_element)
+    work = _vector_cycles(share, chip) if hasattr(share, "work") else 0.0
     return max(work, moved)
+
+
+def _vector_cycles(op, chip: ChipConfig) -> float:
+    """Cycles one core's vector unit takes for ``op``'s per-element work (0 on an ideal
+    vector engine)."""
+    if chip.vector.ideal:
+        return 0.0
+    return sum(count * op.output_elements / chip.vector.ops_per_cycle(kind)
+               for kind, count in op.work().per_element)
 
 
 def _vector_units(op) -> int:
@@ -406,11 +415,7 @@ def _conv_pool_cycles(conv: Conv2d, pool, split: Split, fused: bool, chip: ChipC
     moved = split.n * conv.input_elements * eb + split.m * g * k * n * eb
     if fused:
         return max(compute, (moved + pooled) / below)
-    vector = 0.0
-    if not chip.vector.ideal:
-        work = pool.work()
-        vector = sum(count * pool.output_elements / chip.vector.ops_per_cycle(op)
-                     for op, count in work.per_element) / choose_split(pool, chip).cores
+    vector = _vector_cycles(pool, chip) / choose_split(pool, chip).cores
     return max(compute, (moved + out) / below) + max(vector, (out + pooled) / below)
 
 

@@ -32,6 +32,7 @@ import bisect
 import itertools
 from dataclasses import dataclass, fields, replace
 
+from compiler.backends.systolic import shortcut_is_input
 from compiler.fusion import find_groups
 from compiler.ir import Binary, Graph
 from hw.chip import ChipConfig
@@ -67,8 +68,8 @@ def cut_points(graph: Graph) -> list[int]:
         span = [index[m] for m in g.members]
         inside_group.update(range(min(span), max(span)))
     # a later op that reads the graph input keeps every cut before it shut
-    last_input_reader = max((j for j, op in enumerate(ops) if not op.inputs or _reads_input(op)),
-                            default=-1)
+    last_input_reader = max((j for j, op in enumerate(ops)
+                             if not op.inputs or shortcut_is_input(op)), default=-1)
     cuts = []
     live: set[str] = set()            # tensors produced so far that a later op reads
     for i, op in enumerate(ops[:-1]):
@@ -81,15 +82,9 @@ def cut_points(graph: Graph) -> list[int]:
     return cuts
 
 
-def _reads_input(op) -> bool:
-    """A same-size binary op with one producer reads the graph input as its second operand
-    (:func:`compiler.backends.systolic._second_operand`)."""
-    return isinstance(op, Binary) and len(op.inputs) == 1 and op.other_elements == op.elements
-
-
 def _takes_as_input(op, name: str) -> bool:
     if op.inputs == (name,):
-        return not _reads_input(op)
+        return not shortcut_is_input(op)
     return (isinstance(op, Binary) and len(op.inputs) == 2 and name in op.inputs
             and op.inputs[0] != op.inputs[1] and op.other_elements == op.elements
             and op.fn in ("add", "mul", "max", "min"))      # the operands may swap

@@ -128,8 +128,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     planned_resident_input = False
     last_reader = {src: i for i, o in enumerate(ops) for src in o.inputs}
     last_input_reader = max((i for i, o in enumerate(ops) if not o.inputs
-                             or (isinstance(o, Binary) and len(o.inputs) == 1
-                                 and o.other_elements == o.elements)), default=-1)
+                             or shortcut_is_input(o)), default=-1)
     for index, op in enumerate(ops):
         first_cmd = len(pb)
         group = groups.get(op.name)
@@ -355,14 +354,19 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
     return LayerSchedule(index, group.anchor, type(members[0]).__name__, 0, 0, macs, tiling)
 
 
+def shortcut_is_input(op) -> bool:
+    """A same-size binary op with one producer reads the graph input as its second operand (a
+    residual add whose shortcut is the network input lists only its other producer)."""
+    return isinstance(op, Binary) and len(op.inputs) == 1 and op.other_elements == op.elements
+
+
 def _second_operand(op, addr: dict, alloc: _Allocator, graph_input: str, plan) -> int:
     """Where a vector op's second operand lives: its second producer's output, the graph input
     (a residual add whose shortcut is the network input lists only its other producer), or a
     region of constants (a norm's scale and shift, a broadcast bias)."""
     if len(op.inputs) >= 2:
         return addr[op.inputs[1]]
-    if (isinstance(op, Binary) and op.inputs and op.other_elements == op.elements
-            and graph_input in addr):
+    if shortcut_is_input(op) and graph_input in addr:
         return addr[graph_input]
     return alloc.alloc(max(plan.b_once_bytes, plan.b_per_elem * op.output_elements, 1))
 
@@ -439,8 +443,8 @@ def _split_key(op, share, split, *, chip: ChipConfig, options: CompileOptions):
 def _mapper_key(share, used: int, parts_k: int, sum_elements: int, chip: ChipConfig,
                 options) -> tuple[float, float]:
     """``(objective, latency)`` of a split whose share ``share`` runs on ``used`` cores: the
-    mapper's best mapping of the share at one core's rate (:func:`~compiler.backends.multicore.share_bytes_per_cycle`),
-    its energy times the cores, and for a K split the sum's ``sum_elements`` per core (``k``
+    mapper's best mapping of the share at one core's rate
+    (:func:`~compiler.backends.multicore.share_bytes_per_cycle`), its energy times the cores, and for a K split the sum's ``sum_elements`` per core (``k``
     partials read and one written per element) at that rate and the DRAM's energy per bit."""
     from compiler.mapper import map_op
     from hw.energy import load_technology

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compiler.backends.multicore import with_sums
-from compiler.backends.stages import cut_points, max_stages, plan_stages, stage_chip, stage_graph
+from compiler.backends.stages import cut_points, plan_stages, stage_chip, stage_graph
 from compiler.backends.systolic import compile_graph, split_score
 from hw.chip import ChipConfig
 from hw.executor import ExecutionResult, Trace, execute_shared
@@ -58,12 +58,12 @@ def run_pipeline(graph, chip: ChipConfig, options, progress=None) -> PipelineRun
     if chip.cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
                           f"cores ({literal(chip.name)} has {chip.cores})")
-    most = max_stages(graph, chip)
+    pieces = len(cut_points(graph)) + 1
+    most = min(chip.cores, pieces)
     if options.stages is not None and options.stages > most:
         raise OptionError("compile.stages", options.stages, f"{{}}: {literal(graph.name)} on "
                           f"{literal(chip.name)} takes 1..{most} pipeline stages (the cuts "
-                          f"between its layers leave {_pieces(len(cut_points(graph)) + 1)}; "
-                          f"{chip.cores} cores)")
+                          f"between its layers leave {_pieces(pieces)}; {chip.cores} cores)")
     split_options = replace(options, placement="split", stages=None)
     if options.stages is not None:
         plans = [plan_stages(graph, chip, options.stages)]

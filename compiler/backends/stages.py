@@ -37,7 +37,7 @@ from compiler.fusion import find_groups
 from compiler.ir import Binary, Graph
 from hw.chip import ChipConfig
 
-__all__ = ["StagePlan", "cut_points", "max_stages", "stage_graph", "stage_chip", "plan_stages"]
+__all__ = ["StagePlan", "cut_points", "stage_graph", "stage_chip", "plan_stages"]
 
 
 @dataclass(frozen=True)
@@ -165,12 +165,6 @@ def _shape(op) -> tuple:
     """``op`` without its name and inputs: what its cost depends on."""
     return (type(op),) + tuple(getattr(op, f.name) for f in fields(op)
                                if f.name not in ("name", "inputs"))
-
-
-def max_stages(graph: Graph, chip: ChipConfig) -> int:
-    """The most stages ``graph`` can be cut into on ``chip``: one per piece between its cuts,
-    one core each at least."""
-    return min(chip.cores, len(cut_points(graph)) + 1)
 
 
 def _segments(n: int, cuts: list[int]) -> list[tuple[int, int]]:

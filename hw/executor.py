@@ -108,10 +108,10 @@ LAYER_COUNTERS = (
     # a multi-core chip (module docstring): bytes the shared L2 read and wrote, the bytes of
     # loads it served (hits) and of those that came from DRAM (misses), bytes on the network;
     # cycles booked on the L2's sides, on one core's network port (in: loads, out: stores) and
-    # on the whole network
+    # on the whole network; of the L2's, those its busiest bank added (hw.memory.l2)
     "l2_read_bytes", "l2_write_bytes", "l2_hit_bytes", "l2_miss_bytes", "noc_bytes",
     "l2_read_port_cycles", "l2_write_port_cycles", "noc_in_port_cycles", "noc_out_port_cycles",
-    "noc_network_in_cycles", "noc_network_out_cycles",
+    "noc_network_in_cycles", "noc_network_out_cycles", "l2_conflict_cycles",
 )
 #: Counters of work each core does on its own share (the executor runs one core's commands):
 #: multiplied by the layer's cores in the results. Busy and port cycles are one core's time.

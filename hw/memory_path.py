@@ -30,6 +30,7 @@ from hw.layer_windows import CAUSE_DRAM, CAUSE_SRAM
 from hw.memory import _dram_kernel as K
 from hw.memory.dma_box import dram_box_transfer
 from hw.memory.dram import DramModel
+from hw.memory.l2 import busiest_bank_bytes
 from hw.program import Kind, Location, Operand
 from hw.systolic.geometry import GemmOperand
 
@@ -171,6 +172,27 @@ class MemoryPath:
         row[self.col[column]] += cycles
         return end
 
+    def _l2(self, side: str, i: int, start: int, total: int, copies: int, row) -> int:
+        """Book ``total`` bytes of command ``i`` (its box, ``copies`` distinct copies, each
+        read or written ``total / (nbytes x copies)`` times) on an L2 side; the cycle the
+        booking ends. With plain bank interleaving (``l2.bank_hash = false``) the booking lasts
+        as long as the busiest bank needs (:func:`hw.memory.l2.busiest_bank_bytes`); the cycles
+        that adds are ``l2_conflict_cycles``."""
+        l2 = self.chip.l2
+        per_cycle = l2.bytes_per_cycle
+        booked = total
+        if not l2.bank_hash and total:
+            cols = self.cols
+            addr, n2, s2, n1, s1, chunk = (int(cols[c][i]) for c in (
+                "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
+            n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
+            box = n2 * n1 * chunk
+            worst = busiest_bank_bytes(l2, addr + self.addr_offset, n2, s2, n1, s1, chunk)
+            booked = max(total, math.ceil(worst * l2.banks * total / box))
+            row[self.col["l2_conflict_cycles"]] += (math.ceil(booked / per_cycle)
+                                                    - math.ceil(total / per_cycle))
+        return self._res(side, start, booked, per_cycle, row, f"{side}_port_cycles")
+
     def _shared(self, i: int, t_start: int, kind: int, operand: int, nbytes: int, copies: int,
                 row) -> tuple[int, int]:
         """A load or store of a multi-core chip (module docstring): its DRAM copies, the L2 and
@@ -186,8 +208,7 @@ class MemoryPath:
         load = kind == Kind.LOAD
         t1 = t_dram = t_start
         if kind == Kind.STORE and operand == Operand.NONE:     # an L2 write-back
-            t1 = self._res("l2_read", t_start, nbytes, l2.bytes_per_cycle, row,
-                           "l2_read_port_cycles")
+            t1 = self._l2("l2_read", i, t_start, nbytes, 1, row)
             t_dram = self._dram(i, t_start, True, 1, row)
             row[col["l2_read_bytes"]] += nbytes
             row[col["dram_ofmap_write_bytes"]] += nbytes
@@ -207,8 +228,7 @@ class MemoryPath:
         self.cause[i] = CAUSE_DRAM
         if location == Location.L2:           # served by the L2 / kept in it
             side = "l2_read" if load else "l2_write"
-            t1 = self._res(side, t_start + lat + l2.latency_cycles, every, l2.bytes_per_cycle,
-                           row, f"{side}_port_cycles")
+            t1 = self._l2(side, i, t_start + lat + l2.latency_cycles, every, copies, row)
             row[col["l2_read_bytes" if load else "l2_write_bytes"]] += every
             if load:
                 row[col["l2_hit_bytes"]] += every
@@ -216,12 +236,11 @@ class MemoryPath:
             t_dram = self._dram(i, t_start, not load, copies, row) if nbytes else t_start
             t1 = t_dram
             if l2.present:                    # through the L2: a fill, or a write-through
-                t1 = max(t1, self._res("l2_write", t_start, nbytes * copies, l2.bytes_per_cycle,
-                                       row, "l2_write_port_cycles"))
+                t1 = max(t1, self._l2("l2_write", i, t_start, nbytes * copies, copies, row))
                 row[col["l2_write_bytes"]] += nbytes * copies
                 if load:                      # every core then reads its tile from the L2
-                    t1 = max(t1, self._res("l2_read", t_start + l2.latency_cycles, every,
-                                           l2.bytes_per_cycle, row, "l2_read_port_cycles"))
+                    t1 = max(t1, self._l2("l2_read", i, t_start + l2.latency_cycles, every,
+                                          copies, row))
                     row[col["l2_read_bytes"]] += every
                     row[col["l2_miss_bytes"]] += nbytes * copies
                     row[col["l2_hit_bytes"]] += every - nbytes * copies

@@ -303,7 +303,9 @@ def multicore_items(totals: dict, spec) -> list[tuple[str, str]]:
                             f"{t['l2_write_bytes']:,} B written, loads {t['l2_hit_pct']:.1f} % "
                             f"hits ({t['l2_hit_bytes']:,} B) / {t['l2_miss_bytes']:,} B from "
                             f"DRAM, {t['l2_gbps']:.2f} GB/s of {t['l2_peak_gbps']:.2f} GB/s, "
-                            f"busiest side {t['l2_utilization_pct']:.1f} % busy"))
+                            f"busiest side {t['l2_utilization_pct']:.1f} % busy"
+                            + (f", bank conflicts {t['l2_conflict_cycles']:,} cycles"
+                               if "l2_conflict_cycles" in t else "")))
     items.append(("network", f"{cfg.noc.topology}, {cfg.noc.link_bytes_per_cycle:g} B/cycle "
                              f"links: {t['noc_bytes']:,} B, a core's port "
                              f"{t['noc_port_utilization_pct']:.1f} % busy, the network "

@@ -594,6 +594,9 @@ def _multicore_totals(t: dict, layers, run: ExecutionResult, chip: ChipConfig,
                     if seconds else 0.0),
         "l2_peak_gbps": chip.l2.bytes_per_cycle * chip.clock_hz / 1e9 if chip.l2.present else None,
         "l2_utilization_pct": pct(max(t["l2_read_port_cycles"], t["l2_write_port_cycles"])),
+        # plain bank interleaving: the cycles the busiest banks added (hw.memory.l2)
+        **({"l2_conflict_cycles": t["l2_conflict_cycles"]}
+           if chip.l2.present and not chip.l2.bank_hash else {}),
         "noc_bytes": t["noc_bytes"],
         "noc_port_utilization_pct": pct(max(t["noc_in_port_cycles"], t["noc_out_port_cycles"])),
         "noc_network_utilization_pct": pct(max(t["noc_network_in_cycles"],

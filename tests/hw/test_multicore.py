@@ -55,6 +55,8 @@ def test_one_core_without_l2_dumps_as_before_and_a_multicore_chip_round_trips():
     ("l2.banks=0", "l2.banks = 0: must be an integer in 1..4096"),
     ("l2.latency_cycles=1e9", "l2.latency_cycles = 1000000000.0: must be an integer"),
     ("l2.keep_outputs=2", "l2.keep_outputs = 2: must be true or false"),
+    ("l2.bank_hash=1", "l2.bank_hash = 1: must be true or false"),
+    ("l2.interleave_bytes=0", "l2.interleave_bytes = 0: must be an integer in 1..1048576"),
     ("noc.topology=ring", "noc.topology = 'ring': must be one of 'crossbar', 'mesh'"),
     ("noc.link_bytes_per_cycle=0", "noc.link_bytes_per_cycle = 0: must be a number in (0, "),
     ("l2.size=4", "l2.size: unknown key; allowed keys in [l2]: capacity_kib"),
@@ -405,3 +407,48 @@ def test_a_share_streams_at_its_port_its_share_of_the_network_and_of_what_is_bel
     rate = stream_bytes_per_cycle(dram.dram, dram.dma.max_outstanding, dram.clock_mhz)
     assert share_bytes_per_cycle(dram, 4) == pytest.approx(min(dram.noc.link_bytes_per_cycle,
                                                                rate / 4))
+
+
+# ---- L2 banks ---------------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(banks=st.sampled_from([1, 3, 4, 16]), g=st.sampled_from([1, 8, 64]),
+       addr=st.integers(0, 3000), n2=st.integers(1, 3), n1=st.integers(1, 4),
+       chunk=st.integers(1, 300), gap1=st.integers(0, 900), gap2=st.integers(0, 2000))
+def test_busiest_bank_bytes_counts_every_byte_into_its_bank(banks, g, addr, n2, n1, chunk, gap1,
+                                                            gap2):
+    """The closed form equals placing each byte of the box in bank (address // g) mod banks."""
+    from hw.memory.l2 import L2Config, busiest_bank_bytes
+    cfg = L2Config(capacity_kib=64, banks=banks, interleave_bytes=g)
+    s1 = chunk + gap1
+    s2 = n1 * s1 + gap2
+    hist = [0] * banks
+    for i2 in range(n2):
+        for i1 in range(n1):
+            a = addr + i2 * s2 + i1 * s1
+            for byte in range(a, a + chunk):
+                hist[(byte // g) % banks] += 1
+    assert busiest_bank_bytes(cfg, addr, n2, s2, n1, s1, chunk) == max(hist)
+
+
+def test_plain_bank_interleaving_conflicts_and_hashed_banks_do_not():
+    """Hashed banks (the default) book the L2 as before. Plain interleaving in 1 MiB stretches
+    puts each tile in one bank: the L2 then runs as one bank of the same width, which a hashed
+    one-bank L2 gives directly (to within the few tiles crossing a 1 MiB line); and every
+    added cycle is counted as a conflict, never overbooking the L2."""
+    graph = Graph("g", (Gemm(name="g", m=256, n=512, k=256),))
+    kw = {"l2.banks": 8, "l2.bank_width_bytes": 16}
+    hashed = execute(compile_graph(graph, _chip(4, 4096, **kw)), _chip(4, 4096, **kw))
+    camp_chip = _chip(4, 4096, **kw, **{"l2.bank_hash": "false", "l2.interleave_bytes": 1 << 20})
+    camped = execute(compile_graph(graph, camp_chip), camp_chip)
+    one_chip = _chip(4, 4096, **{"l2.banks": 1, "l2.bank_width_bytes": 16})
+    one = execute(compile_graph(graph, one_chip), one_chip)
+    assert hashed.totals["l2_conflict_cycles"] == 0
+    t = camped.totals
+    assert t["l2_conflict_cycles"] > 0 and camped.cycles > hashed.cycles
+    assert one.cycles == pytest.approx(camped.cycles, rel=0.02)
+    assert t["l2_read_port_cycles"] <= camped.cycles and t["l2_write_port_cycles"] <= camped.cycles
+    # 16-byte interleaving spreads these tiles' rows (multiples of 8 x 16 bytes) evenly
+    fine_chip = _chip(4, 4096, **kw, **{"l2.bank_hash": "false", "l2.interleave_bytes": 16})
+    fine = execute(compile_graph(graph, fine_chip), fine_chip)
+    assert fine.totals["l2_conflict_cycles"] == 0 and fine.cycles == hashed.cycles

@@ -15,6 +15,8 @@ Energy components (joules), each the layer's actions x the chip's
   (systolic chips: ``ifmap``, ``filter``, ``ofmap``; NVDLA: ``cbuf``);
 * ``vector``: post-processing element operations (NVDLA SDP/PDP/CDP), each one 32-bit add plus
   one 16-bit multiply (fp32 for fp16 networks);
+* ``noc``: a multi-core chip's on-chip network, bits x mean hops (``actions.noc_bit_hops``)
+  x ``noc.pj_per_bit_hop`` (absent on one core);
 * ``dram``: bits on the DRAM bus x pJ/bit of the DRAM type (so bus width does not change the
   energy of a byte);
 * ``link``: bits over the host link x pJ/bit of the link type;
@@ -66,7 +68,7 @@ from hw.systolic.config import ArrayConfig
 __all__ = ["Metrics", "compute_metrics", "COMPONENT_ORDER", "ordered_components", "format_si",
            "Quantity", "LAYER_QUANTITIES", "layer_columns", "network_items", "memory_bound"]
 
-COMPONENT_ORDER = ("mac", "rf", "sram", "vector", "dram", "link", "static")
+COMPONENT_ORDER = ("mac", "rf", "sram", "vector", "noc", "dram", "link", "static")
 _OFF_CHIP = ("dram", "link")
 
 
@@ -326,6 +328,8 @@ def _layer_energy(layer, seconds: float, rates: EnergyRates) -> dict:
         pj[f"sram.{name}"] = a.read_bits * s.read_pj_per_bit + a.write_bits * s.write_pj_per_bit
     pj["vector"] = (sum(n * rates.vector_pj[op] for op, n in actions.vector_by_op.items())
                     if actions.vector_by_op else actions.vector_ops * rates.vector_op_pj)
+    if actions.noc_bit_hops:            # a multi-core chip's on-chip network
+        pj["noc"] = actions.noc_bit_hops * rates.noc_pj_per_bit_hop
     pj["dram"] = actions.dram_bits * rates.dram_pj_per_bit
     pj["link"] = actions.link_bits * rates.link_pj_per_bit
     joules = {k: v * 1e-12 for k, v in pj.items()}

@@ -47,7 +47,7 @@ STALL_COLORS = {"compute": "#1f77b4", "dram": "#d62728", "link": "#9467bd", "sra
                 "vector": "#2ca02c",
                 "unattributed": "#bcbd22"}
 _COMPONENT_COLORS = {"mac": "#1f77b4", "rf": "#aec7e8", "vector": "#2ca02c", "dram": "#d62728",
-                     "link": "#9467bd", "static": "#7f7f7f"}
+                     "link": "#9467bd", "static": "#7f7f7f", "noc": "#bcbd22"}
 _SRAM_COLORS = ("#ff7f0e", "#ffbb78", "#8c564b", "#c49c94", "#e377c2")
 
 

@@ -67,6 +67,7 @@ class LayerActions:
     vector_by_op: a vector engine's operations by kind (:data:`hw.vector.config.OPS`), in
         ``vector_dtype``; None where the chip counts post-processing operations only
         (``vector_ops``, NVDLA).
+    noc_bit_hops: bits times hops on a multi-core chip's on-chip network (0: none).
     """
 
     macs: int
@@ -80,6 +81,7 @@ class LayerActions:
     active_cycles: int | None = None
     vector_by_op: dict | None = None
     vector_dtype: str | None = None
+    noc_bit_hops: int = 0
 
     def level(self, name: str) -> SramAccess:
         """The accesses of memory level ``name`` (none when the layer did not touch it)."""
@@ -93,7 +95,8 @@ class LayerActions:
                 "dram_bits": self.dram_bits, "link_bits": self.link_bits,
                 "vector_ops": self.vector_ops, "active_cycles": self.active_cycles,
                 "vector_by_op": None if self.vector_by_op is None else dict(self.vector_by_op),
-                "vector_dtype": self.vector_dtype}
+                "vector_dtype": self.vector_dtype,
+                **({"noc_bit_hops": self.noc_bit_hops} if self.noc_bit_hops else {})}
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "actions") -> LayerActions:
@@ -118,7 +121,8 @@ class LayerActions:
                          for name, a in data["sram"].items()},
                    dram_bits=data["dram_bits"], link_bits=data["link_bits"],
                    vector_ops=data["vector_ops"], active_cycles=data.get("active_cycles"),
-                   vector_by_op=data.get("vector_by_op"), vector_dtype=data.get("vector_dtype"))
+                   vector_by_op=data.get("vector_by_op"), vector_dtype=data.get("vector_dtype"),
+                   noc_bit_hops=data.get("noc_bit_hops", 0))
 
 
 @dataclass(frozen=True)

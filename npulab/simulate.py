@@ -182,7 +182,8 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
 def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_writes: int,
                   ofmap_reads: int, fills: tuple[int, ...] = (0, 0, 0), dram_bytes: int = 0,
                   link_bytes: int = 0, active_cycles: int | None = None,
-                  vector: dict | None = None, l2: tuple[int, int] | None = None) -> LayerActions:
+                  vector: dict | None = None, l2: tuple[int, int] | None = None,
+                  noc_bit_hops: int = 0) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -193,7 +194,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     ``active_cycles``: the time the layer's own work needed (rates and utilizations of the layer
     are taken over it; see :mod:`npulab.metrics`). ``vector``: the vector engine's part
     (:func:`_vector_part`): its scratchpad bytes and operations by kind. ``l2``: bytes the
-    shared L2 read and wrote (a chip with an L2)."""
+    shared L2 read and wrote (a chip with an L2); ``noc_bit_hops`` bits x hops on the on-chip
+    network (:func:`_noc_bit_hops`)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
     fill_in, fill_filter, drain, *fill_out = fills
@@ -213,7 +215,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
         dram_bits=8 * int(dram_bytes), link_bits=8 * int(link_bytes),
         vector_ops=sum(by_op.values()) if by_op else 0,
         active_cycles=None if active_cycles is None else int(active_cycles),
-        vector_by_op=by_op, vector_dtype=v.get("dtype"),
+        vector_by_op=by_op, vector_dtype=v.get("dtype"), noc_bit_hops=int(noc_bit_hops),
     )
 
 
@@ -253,6 +255,14 @@ def _traffic(c: dict, chip: ChipConfig) -> tuple:
 def _l2(c: dict, chip: ChipConfig) -> tuple[int, int] | None:
     """Bytes the shared L2 read and wrote in a layer (None without an L2)."""
     return (c["l2_read_bytes"], c["l2_write_bytes"]) if chip.l2.present else None
+
+
+def _noc_bit_hops(c: dict, chip: ChipConfig) -> int:
+    """Bits x hops a layer moved on a multi-core chip's network: its bytes on it (every
+    core's) x 8 x the network's mean hops (:meth:`hw.memory.noc.NocConfig.mean_hops`)."""
+    if not chip.multicore:
+        return 0
+    return round(8 * c["noc_bytes"] * chip.noc.mean_hops(chip.cores))
 
 
 def _shared_busy(c: dict, chip: ChipConfig) -> dict:
@@ -296,7 +306,8 @@ def _vector_layer(op, chip: ChipConfig, c: dict, native: bool = True) -> LayerRe
         bound=max(demand, key=demand.get) if native else None,
         actions=array_actions(chip.array, 0, 0, 0, 0, 0, fills, dram_bytes=dram_bytes,
                               link_bytes=link or 0, active_cycles=active,
-                              vector=_vector_part(c, chip), l2=_l2(c, chip) if native else None),
+                              vector=_vector_part(c, chip), l2=_l2(c, chip) if native else None,
+                              noc_bit_hops=_noc_bit_hops(c, chip) if native else 0),
         units={"vector": busy},
     )
 
@@ -448,7 +459,7 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
                 lchip.array, ls.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip),
-                l2=_l2(c, chip)),
+                l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip)),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused, cores=ls.cores if chip.multicore else None))
     return layers

@@ -158,6 +158,7 @@ class EnergyRates:
     dram_kind: the DRAM type charged; ``dram_kind_assumed`` when the preset does not say and
         :data:`ASSUMED_DRAM_KIND` is charged.
     dram_pj_per_bit, link_kind, link_pj_per_bit: per bit on the DRAM bus, over the host link.
+    noc_pj_per_bit_hop: per bit per hop on a multi-core chip's on-chip network.
     area_mm2: the area leakage is charged on: ``mac`` and ``sram.<name>`` per scratchpad.
     leakage_w: static power of that area.
     """
@@ -180,6 +181,7 @@ class EnergyRates:
     link_pj_per_bit: float
     area_mm2: dict[str, float]
     leakage_w: float
+    noc_pj_per_bit_hop: float = 0.0
 
     @property
     def register_bits_per_mac(self) -> int | None:
@@ -221,4 +223,5 @@ def energy_rates(tech: Technology, facts: HardwareFacts, *, dram_kind: str | Non
         dram_preset=facts.dram_preset, dram_kind=kind, dram_kind_assumed=implied is None,
         dram_pj_per_bit=tech.dram_energy_pj_per_bit(kind), link_kind=link_kind,
         link_pj_per_bit=tech.link_energy_pj_per_bit(link_kind), area_mm2=area,
-        leakage_w=tech.leakage_w(sum(area.values())))
+        leakage_w=tech.leakage_w(sum(area.values())),
+        noc_pj_per_bit_hop=tech.noc_pj_per_bit_hop)

@@ -12,6 +12,7 @@ Rules (documented with the tables in ``docs/energy.md``):
   the bank an access touches) is the energy of a 64-bit read; a bit costs ``E64 / 64``, a written
   bit ``write_to_read`` times that. Capacities outside the table's range are clamped to it.
 * **DRAM** and **links**: per bit moved, by type.
+* **On-chip network** (``[noc]``, optional): per bit per hop a multi-core chip's network carries.
 * **Static power**: ``leakage_mw_per_mm2`` times the area of the blocks (MAC units from the
   arithmetic areas, SRAM from the bit-cell area over the array efficiency).
 """
@@ -40,7 +41,10 @@ DRAM_KINDS = ("ddr4", "lpddr4", "lpddr5", "hbm2", "hbm3")
 LINK_KINDS = ("on_package", "nvlink", "pcie")
 _SECTIONS = ("technology", "sources", "ops", "register", "sram", "dram", "link", "area", "static")
 #: Tables a file may leave out (their defaults are the shipped tables' values).
-_OPTIONAL = ("vector",)
+_OPTIONAL = ("vector", "noc")
+#: ``[noc]``: pJ per bit per hop of an on-chip network when a file leaves it out (the shipped
+#: tables' figure).
+_NOC_PJ_PER_BIT_HOP = 0.24
 #: ``[vector]`` keys: the factors that turn the [ops] entries into a vector engine's operations.
 _VECTOR_KEYS = {"special_fn": ("fp32_mults", 3.0), "select": ("int_adds", 0.5)}
 #: Vector-engine operations on the special-function path (hw.vector.config.SFU_OPS).
@@ -109,6 +113,7 @@ class Technology:
     leakage_mw_per_mm2: float
     vector_special_fp32_mults: float = 3.0
     vector_select_int_adds: float = 0.5
+    noc_pj_per_bit_hop: float = _NOC_PJ_PER_BIT_HOP
     entries: tuple[Entry, ...] = field(repr=False, default=())
     sram_fit: tuple[float, float] = field(init=False, repr=False)
 
@@ -413,6 +418,14 @@ def _build(data: dict, path: str) -> Technology:
             r.fail(f"[vector] {key}", vector[key], f"unknown entry; known: {', '.join(_VECTOR_KEYS)}")
     factors = {key: (r.number("vector", key, name, name) if key in vector else default)
                for key, (name, default) in _VECTOR_KEYS.items()}
+    noc = data.get("noc", {})
+    if not isinstance(noc, dict):
+        r.fail("[noc]", noc, "must be a table")
+    for key in noc:
+        if key != "pj_per_bit_hop":
+            r.fail(f"[noc] {key}", noc[key], "unknown entry; known: pj_per_bit_hop")
+    noc_pj = (r.number("noc", "pj_per_bit_hop", "value", "pJ/bit/hop") if noc
+              else _NOC_PJ_PER_BIT_HOP)
     return Technology(
         name=name, node_nm=node, description=str(tech.get("description", "")), path=path,
         sources=dict(r.sources), int_add=int_add, int_mult=int_mult, fp_ops_pj=fp,
@@ -421,7 +434,8 @@ def _build(data: dict, path: str) -> Technology:
         int_add_area=add_area, int_mult_area=mult_area, fp_area_um2=fp_area,
         sram_bitcell_um2=bitcell, sram_array_efficiency=eff, leakage_mw_per_mm2=leak,
         vector_special_fp32_mults=factors["special_fn"],
-        vector_select_int_adds=factors["select"], entries=tuple(r.entries))
+        vector_select_int_adds=factors["select"], noc_pj_per_bit_hop=noc_pj,
+        entries=tuple(r.entries))
 
 
 def dram_kind_for_preset(preset: str) -> str | None:

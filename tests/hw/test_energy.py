@@ -126,6 +126,9 @@ def _base_text() -> str:
      "[ops] fp16_add.source = 'somebody2020': must name a [sources] key"),
     (("hbm3 = {", "hbm9 = {"), "[dram] hbm3 = None: missing"),
     (("[static]", "[statics]"), "unknown table [statics]"),
+    (("pj_per_bit_hop = { value = 0.24", "pj_per_bit_hop = { value = -1"),
+     "[noc] pj_per_bit_hop.value = -1: must be a positive number"),
+    (("pj_per_bit_hop = {", "pj_per_hop = {"), "[noc] pj_per_hop"),
 ])
 def test_bad_tables_name_file_key_and_value(tmp_path, edit, message):
     old, new = edit
@@ -152,6 +155,20 @@ def test_bad_names_and_requests():
 def test_a_user_copy_is_used(tmp_path):
     path = _write(tmp_path, _base_text().replace("pj = [0.2, 3.1]", "pj = [0.4, 3.1]"))
     assert load_technology(path).mac_pj("int8") == pytest.approx(0.4 + 0.1)
+
+
+def test_the_network_figure_is_park_2012_per_hop_and_optional_in_a_user_copy(tmp_path):
+    """[noc]: Park et al. (DAC 2012) measured 531.4 mW at 892 Gb/s on a 4x4 mesh; over its
+    2.5 mean hops that is 0.24 pJ per bit per hop, the same in every shipped table. A copy
+    written before the table existed leaves it out and gets that figure."""
+    per_bit = 531.4e-3 / 892e9 * 1e12
+    for name in technology_names():
+        assert load_technology(name).noc_pj_per_bit_hop == pytest.approx(per_bit / 2.5, rel=0.01)
+    text = _base_text()
+    start = text.index("[noc]")
+    old = _write(tmp_path, text[:start] + text[text.index("\n[", start + 1):])
+    assert "[noc]" not in old.read_text()
+    assert load_technology(old).noc_pj_per_bit_hop == load_technology("45nm").noc_pj_per_bit_hop
 
 
 # ---- energy rates of a chip (hw.energy.rates) ----------------------------------------------

@@ -452,3 +452,26 @@ def test_plain_bank_interleaving_conflicts_and_hashed_banks_do_not():
     fine_chip = _chip(4, 4096, **kw, **{"l2.bank_hash": "false", "l2.interleave_bytes": 16})
     fine = execute(compile_graph(graph, fine_chip), fine_chip)
     assert fine.totals["l2_conflict_cycles"] == 0 and fine.cycles == hashed.cycles
+
+
+def test_the_network_energy_is_its_bytes_times_the_mean_hops_times_the_table_figure():
+    """The ``noc`` energy component: every byte on the network x 8 x the mesh's mean hops x
+    ``[noc] pj_per_bit_hop``; a one-core chip has none; a saved run costs it the same."""
+    from hw.energy import load_technology
+    from npulab.metrics import compute_metrics
+    from npulab.record import RunRecord
+    graph = zoo.get("resnet18", image_size=32)
+    chip = _chip(9, 2048, **{"noc.topology": "mesh"})
+    run = simulate(graph, chip)
+    tech = load_technology()
+    network = compute_metrics(run, tech).network
+    noc_bytes = run.execution.totals["noc_bytes"]
+    hops = (3 * 3 - 1) / 9 * 2                       # 3x3 mesh: (c^2-1)/(3c) per dimension
+    assert chip.noc.mean_hops(9) == pytest.approx(hops)
+    expect = noc_bytes * 8 * hops * tech.noc_pj_per_bit_hop * 1e-12
+    assert network["energy_breakdown_j"]["noc"] == pytest.approx(expect, rel=1e-6)
+    saved = RunRecord.from_dict(run.to_dict())
+    assert compute_metrics(saved, tech).network["energy_breakdown_j"]["noc"] == \
+        pytest.approx(expect, rel=1e-12)
+    one = compute_metrics(simulate(graph, _chip(1)), tech).network
+    assert "noc" not in one["energy_breakdown_j"]

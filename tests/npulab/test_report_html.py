@@ -376,7 +376,7 @@ def test_energy_breakdown(summaries):
     labels = [t.get_text() for t in top.get_yticklabels()]
     assert labels == ["mac", "rf", "sram.ifmap", "sram.filter", "sram.ofmap", "vector", "dram",
                       "link", "static"]
-    assert COMPONENT_ORDER == ("mac", "rf", "sram", "vector", "dram", "link", "static")
+    assert COMPONENT_ORDER == ("mac", "rf", "sram", "vector", "noc", "dram", "link", "static")
     net = s["metrics"]["network"]["energy_breakdown_j"]
     assert [p.get_width() for p in top.patches] == pytest.approx([net[k] * 1e6 for k in labels])
     layers = s["metrics"]["layers"]

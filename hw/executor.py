@@ -398,16 +398,16 @@ class _ChipRun(MemoryPath):
         self.max_out = chip.dma.max_outstanding
         self.clocks = None if dram is None else Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
         # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
-        # mapper's choice rides in the layer's Tiling).
-        self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
-                       else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
-                       for ls in program.layers]
-        # Which scratchpad each array edge reads, per layer (hw.systolic.geometry).
-        self.geometries = [geometry(a.dataflow) for a in self.arrays]
-        # a compute's cost is a function of its array and shape: memoised per distinct array
-        distinct: dict = {}
-        self.array_id = [distinct.setdefault(a, len(distinct)) for a in self.arrays]
-        self.compute_memo = [{} for _ in distinct]
+        # mapper's choice rides in the layer's Tiling); array_id[layer] indexes distinct_arrays.
+        self.distinct_arrays = [arr]
+        index = {None: 0, arr.dataflow.value: 0}
+        array_id = []
+        for ls in program.layers:
+            flow = None if ls.tiling is None else ls.tiling.dataflow
+            if flow not in index:
+                index[flow] = len(self.distinct_arrays)
+                self.distinct_arrays.append(replace(arr, dataflow=Dataflow(flow)))
+            array_id.append(index[flow])
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
@@ -432,12 +432,20 @@ class _ChipRun(MemoryPath):
         self.operand_l = self.operands.tolist()
         self.nbytes_l = self.nbytes_col.tolist()
         self.copies_l = cols["copies"].tolist()
-        self.shape_l = list(zip(*(cols[c].tolist() for c in (
-            "count", "m", "n", "k", "left_stride", "top_stride"))))
-        self.boxes = list(zip(*(cols[c].tolist() for c in (
-            "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))))
-        ptr, idx = program.dep_ptr.tolist(), program.dep_idx.tolist()
-        self.deps_l = [idx[ptr[i]:ptr[i + 1]] for i in range(n)]
+        self.boxes = np.stack([cols[c] for c in ("addr", "n2", "stride2", "n1", "stride1",
+                                                 "chunk_bytes")], axis=1).tolist()
+        self.dep_ptr, self.dep_idx = program.dep_ptr.tolist(), program.dep_idx.tolist()
+        # A compute's cost depends only on its array and shape: each distinct (array, count,
+        # m, n, k, left_stride, top_stride) is costed once (_compute_cost), when first run.
+        comp = np.flatnonzero(self.kinds == Kind.COMPUTE)
+        ids: dict = {}
+        keys = zip(np.asarray(array_id, np.int64)[self.layers[comp]].tolist(),
+                   *(cols[c][comp].tolist() for c in ("count", "m", "n", "k", "left_stride",
+                                                      "top_stride")))
+        shape_id = np.full(n, -1, np.int64)
+        shape_id[comp] = [ids.setdefault(key, len(ids)) for key in keys]
+        self.shape_id, self.shapes = shape_id.tolist(), list(ids)
+        self.costs = [None] * len(self.shapes)
         # Event order: always run the engine head that can start earliest (ties: program
         # order), so the shared DRAM sees transfers in the order they start.
         self.queues = [np.flatnonzero(engines == e).tolist() for e in range(_N_ENGINES)]
@@ -497,6 +505,7 @@ class _ChipRun(MemoryPath):
         if not self.left:
             return None
         done, finish, cand, blocker = self.done, self.finish, self.cand, self.blocker
+        dep_ptr, dep_idx = self.dep_ptr, self.dep_idx
         best = None
         for e in range(_N_ENGINES):
             c = cand[e]
@@ -510,7 +519,8 @@ class _ChipRun(MemoryPath):
                 i = queue[head]
                 ready = self.engine_free[e]
                 gate = self.engine_last[e]     # the engine's previous command, if it binds
-                for d in self.deps_l[i]:
+                for j in range(dep_ptr[i], dep_ptr[i + 1]):
+                    d = dep_idx[j]
                     if not done[d]:
                         blocker[e] = d
                         ready = -1
@@ -529,12 +539,14 @@ class _ChipRun(MemoryPath):
                                f"(a dependency on a later command of the same engine)")
         return best
 
-    def _compute_cost(self, lay: int, count: int, m: int, n: int, k: int, left_stride: int,
+    def _compute_cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
                       top_stride: int) -> tuple:
-        """What a ``COMPUTE`` of this shape on layer ``lay``'s array costs, independent of
-        when it runs: ``(cycles, conflict stretch, (scratchpad, side, bits) of its four
-        bookings, its counter increments in _COMPUTE_COLUMNS order less the bandwidth)``."""
-        arr, geo = self.arrays[lay], self.geometries[lay]
+        """What a ``COMPUTE`` of this shape on array ``distinct_arrays[array]`` costs,
+        independent of when it runs: ``(cycles, conflict stretch, (scratchpad, side, bits) of
+        its four bookings, its counter increments in _COMPUTE_COLUMNS order less the
+        bandwidth)``."""
+        arr = self.distinct_arrays[array]
+        geo = geometry(arr.dataflow)
         left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
         vec = tile_counters(arr, m, n, k, count)
         cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
@@ -569,11 +581,10 @@ class _ChipRun(MemoryPath):
         row = self.rows[lay]
         t_dram = 0
         if kind == _K_COMPUTE:
-            shape = self.shape_l[i]
-            memo = self.compute_memo[self.array_id[lay]]
-            cost = memo.get(shape)
+            sid = self.shape_id[i]
+            cost = self.costs[sid]
             if cost is None:
-                cost = memo[shape] = self._compute_cost(lay, *shape)
+                cost = self.costs[sid] = self._compute_cost(*self.shapes[sid])
             cyc, stretch, bookings, adds = cost
             t1 = t0 + cyc + stretch
             t_port = max([book(sram, side, t0, bits, row) for sram, side, bits in bookings])

@@ -304,12 +304,61 @@ def _run_together(runs: list, agents: list, model=None) -> None:
             agents[who - len(runs)].step(model)
 
 
+# Counter columns the event loop adds to (indices into LAYER_COUNTERS), resolved once.
+_AT = {name: i for i, name in enumerate(LAYER_COUNTERS)}
+_OFMAP = int(Operand.OFMAP)
+_K_LOAD, _K_STORE, _K_COMPUTE, _K_MOVE, _K_HOST_IN, _K_HOST_OUT, _K_VECTOR = (
+    int(k) for k in (Kind.LOAD, Kind.STORE, Kind.COMPUTE, Kind.MOVE, Kind.HOST_IN,
+                     Kind.HOST_OUT, Kind.VECTOR))
+
+
+def _transfer_columns() -> dict:
+    """``(kind, operand) -> (scratchpad, byte columns, count column)`` of a one-core ``LOAD`` /
+    ``STORE``: the scratchpad whose side it books, the counters its bytes add to, the counter
+    it adds one to. A pair missing here is a load of an operand no scratchpad holds."""
+    table = {}
+    for op in Operand:
+        if op in (Operand.IFMAP, Operand.FILTER, Operand.PSUM):
+            name = op.name.lower()
+            fills = () if op == Operand.PSUM else (f"{name}_sram_fill_bytes",)
+            table[_K_LOAD, int(op)] = (2 if op == Operand.PSUM else int(op),
+                                       (f"dram_{name}_read_bytes", *fills), "loads")
+        elif op == Operand.RESIDUAL:
+            table[_K_LOAD, int(op)] = (2, ("dram_ifmap_read_bytes", "dram_residual_read_bytes",
+                                           "ofmap_sram_fill_bytes"), "loads")
+        name = "psum" if op == Operand.PSUM else "ofmap"
+        table[_K_STORE, int(op)] = (2, (f"dram_{name}_write_bytes", "ofmap_sram_drain_bytes"),
+                                    "stores")
+    return {key: (sram, tuple(_AT[c] for c in cols), _AT[count])
+            for key, (sram, cols, count) in table.items()}
+
+
+_TRANSFER_COLUMNS = _transfer_columns()
+_COMPUTE_COLUMNS = tuple(_AT[c] for c in (
+    "array_busy_cycles", "pe_busy_cycles", "ifmap_sram_reads", "filter_sram_reads",
+    "ofmap_sram_writes", "ofmap_sram_reads", "sram_conflict_cycles", "sram_bandwidth_cycles",
+    "computes"))
+_MOVE_COLUMNS = tuple(_AT[c] for c in ("onchip_move_bytes", "ifmap_sram_fill_bytes",
+                                       "ofmap_sram_drain_bytes"))
+_DRAM_TRANSFER, _LINK_TRANSFER = _AT["dram_transfer_cycles"], _AT["link_transfer_cycles"]
+_LINK_IN, _LINK_OUT = _AT["link_in_bytes"], _AT["link_out_bytes"]
+_VECTOR_COLUMNS = tuple(_AT[c] for c in (
+    "vector_busy_cycles", "vector_alu_cycles", "vector_sfu_cycles", "vectors", "vector_elements",
+    "filter_vector_read_bytes", "ofmap_vector_write_bytes"))
+_VECTOR_READ = tuple(_AT[f"{name}_vector_read_bytes"] for name in _SRAMS)
+
+
 class _ChipRun(MemoryPath):
     """One chip's executor state: its engine queues, timeline, counters and trace columns.
 
     :meth:`peek` names the command that can start earliest (``(ready, index, gate, engine)``),
     :meth:`step` simulates it, :meth:`result` builds the :class:`ExecutionResult`. ``dram`` is
-    the (possibly shared) :class:`DramModel`, None for an ideal DRAM."""
+    the (possibly shared) :class:`DramModel`, None for an ideal DRAM.
+
+    The event loop runs once per command, so it reads plain Python lists (a numpy element
+    costs ~100 ns, a list item ~10 ns): the program's columns are copied into lists here, the
+    per-command times and the counters are kept in lists and become the result's arrays in
+    :meth:`result`."""
 
     def __init__(self, program: Program, chip: ChipConfig, dram, progress=None,
                  addr_offset: int = 0, dram_cfg: DramConfig | None = None):
@@ -320,11 +369,6 @@ class _ChipRun(MemoryPath):
         cols = self.cols = program.columns
         n = self.n = len(program)
         n_layers = self.n_layers = len(program.layers)
-        self.start = np.zeros(n, np.int64)
-        self.finish = np.zeros(n, np.int64)
-        self.dram_finish = np.zeros(n, np.int64)
-        self.link_start = np.full(n, -1, np.int64)
-        self.link_finish = np.full(n, -1, np.int64)
         self.nbytes_col = np.where(cols["kind"] == Kind.COMPUTE, 0,
                                    cols["n2"] * cols["n1"] * cols["chunk_bytes"]).astype(np.int64)
         # Per-layer progress: commands left per layer; layers report in completion order.
@@ -336,27 +380,39 @@ class _ChipRun(MemoryPath):
         self.next_layer = 0   # every layer before this index has been reported
         if progress is not None:
             self._report(-1)
-        self.cause = np.full(n, CAUSE_NONE, np.int64)
+        # per command, filled as commands run (lists; arrays in result())
+        self.start = [0] * n
+        self.finish = [0] * n
+        self.dram_finish = [0] * n
+        self.link_start = [-1] * n
+        self.link_finish = [-1] * n
+        self.cause = [CAUSE_NONE] * n
+        self.gates = [-1] * n
+        self.done = [False] * n
         self.engine_free = [0] * _N_ENGINES
         self.counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
-        self.col = {name: i for i, name in enumerate(LAYER_COUNTERS)}
+        self.col = dict(_AT)
         arr = chip.array
         self.eb = arr.precision.bits // 8
         self.setup = chip.dma.descriptor_setup_cycles
         self.max_out = chip.dma.max_outstanding
         self.clocks = None if dram is None else Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
         # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
-        # mapper's choice rides in the layer's Tiling).
-        self.arrays = [arr if ls.tiling is None or ls.tiling.dataflow in (None, arr.dataflow.value)
-                       else replace(arr, dataflow=Dataflow(ls.tiling.dataflow))
-                       for ls in program.layers]
-        # Which scratchpad each array edge reads, per layer (hw.systolic.geometry).
-        self.geometries = [geometry(a.dataflow) for a in self.arrays]
+        # mapper's choice rides in the layer's Tiling); array_id[layer] indexes distinct_arrays.
+        self.distinct_arrays = [arr]
+        index = {None: 0, arr.dataflow.value: 0}
+        array_id = []
+        for ls in program.layers:
+            flow = None if ls.tiling is None else ls.tiling.dataflow
+            if flow not in index:
+                index[flow] = len(self.distinct_arrays)
+                self.distinct_arrays.append(replace(arr, dataflow=Dataflow(flow)))
+            array_id.append(index[flow])
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
         self.port_free = [[0, 0] for _ in _SRAMS]
-        self.port_col = [[self.col[f"{name}_{d}_port_cycles"] for d in ("read", "write")]
+        self.port_col = [[_AT[f"{name}_{d}_port_cycles"] for d in ("read", "write")]
                          for name in _SRAMS]
         self.acc_bits = arr.acc_bits
         self.req_bytes = 0 if dram is None else dram_cfg.request_bytes
@@ -366,18 +422,40 @@ class _ChipRun(MemoryPath):
         self.seg_cat: list[int] = []
         self.array_free = 0
         self.dram_busy_until = 0
-        self.gates = np.full(n, -1, np.int64)
         self.engine_last = [-1] * _N_ENGINES
         engines = self.engines = cols["engine"]
         self.kinds = cols["kind"]
         self.operands = cols["operand"]
         self.layers = cols["layer"]
+        self.kind_l = self.kinds.tolist()
+        self.layer_l = self.layers.tolist()
+        self.operand_l = self.operands.tolist()
+        self.nbytes_l = self.nbytes_col.tolist()
+        self.copies_l = cols["copies"].tolist()
+        self.boxes = np.stack([cols[c] for c in ("addr", "n2", "stride2", "n1", "stride1",
+                                                 "chunk_bytes")], axis=1).tolist()
+        self.dep_ptr, self.dep_idx = program.dep_ptr.tolist(), program.dep_idx.tolist()
+        # A compute's cost depends only on its array and shape: each distinct (array, count,
+        # m, n, k, left_stride, top_stride) is costed once (_compute_cost), when first run.
+        comp = np.flatnonzero(self.kinds == Kind.COMPUTE)
+        ids: dict = {}
+        keys = zip(np.asarray(array_id, np.int64)[self.layers[comp]].tolist(),
+                   *(cols[c][comp].tolist() for c in ("count", "m", "n", "k", "left_stride",
+                                                      "top_stride")))
+        shape_id = np.full(n, -1, np.int64)
+        shape_id[comp] = [ids.setdefault(key, len(ids)) for key in keys]
+        self.shape_id, self.shapes = shape_id.tolist(), list(ids)
+        self.costs = [None] * len(self.shapes)
         # Event order: always run the engine head that can start earliest (ties: program
         # order), so the shared DRAM sees transfers in the order they start.
         self.queues = [np.flatnonzero(engines == e).tolist() for e in range(_N_ENGINES)]
         self.heads = [0] * _N_ENGINES
+        # per engine: its head's (ready, index, gate, engine) once every dependency has
+        # finished (fixed until the engine runs it), or the dependency it waits for
+        self.cand = [None] * _N_ENGINES
+        self.blocker = [-1] * _N_ENGINES
         self._time_vectors(chip)
-        self.done = np.zeros(n, np.bool_)
+        self.rows = self.counters.tolist()
         self.left = n
         # a multi-core chip: each layer's cores, the transfers' places, the shared resources
         self.multicore = chip.multicore
@@ -415,8 +493,9 @@ class _ChipRun(MemoryPath):
         cycles = -(-int(bits) // self.port_bits[sram])
         if cycles <= 0:
             return start
-        end = max(start, self.port_free[sram][side]) + cycles
-        self.port_free[sram][side] = end
+        free = self.port_free[sram]
+        end = max(start, free[side]) + cycles
+        free[side] = end
         row[self.port_col[sram][side]] += cycles
         return end
 
@@ -425,71 +504,97 @@ class _ChipRun(MemoryPath):
         program order); None when every command has run."""
         if not self.left:
             return None
-        dep_ptr, dep_idx = self.program.dep_ptr, self.program.dep_idx
-        done, finish = self.done, self.finish
+        done, finish, cand, blocker = self.done, self.finish, self.cand, self.blocker
+        dep_ptr, dep_idx = self.dep_ptr, self.dep_idx
         best = None
         for e in range(_N_ENGINES):
-            if self.heads[e] == len(self.queues[e]):
-                continue
-            i = self.queues[e][self.heads[e]]
-            ready = self.engine_free[e]
-            gate = self.engine_last[e]     # the engine's previous command, if it binds
-            for j in range(dep_ptr[i], dep_ptr[i + 1]):
-                d = dep_idx[j]
-                if not done[d]:
-                    ready = -1
-                    break
-                if finish[d] > ready or (gate < 0 and finish[d] == ready and ready > 0):
-                    ready = int(finish[d])
-                    gate = int(d)
-            if ready >= 0 and (best is None or (ready, i) < best[:2]):
-                best = (ready, i, gate, e)
+            c = cand[e]
+            if c is None:
+                b = blocker[e]
+                if b >= 0 and not done[b]:
+                    continue
+                queue, head = self.queues[e], self.heads[e]
+                if head == len(queue):
+                    continue
+                i = queue[head]
+                ready = self.engine_free[e]
+                gate = self.engine_last[e]     # the engine's previous command, if it binds
+                for j in range(dep_ptr[i], dep_ptr[i + 1]):
+                    d = dep_idx[j]
+                    if not done[d]:
+                        blocker[e] = d
+                        ready = -1
+                        break
+                    f = finish[d]
+                    if f > ready or (gate < 0 and f == ready and ready > 0):
+                        ready = f
+                        gate = d
+                if ready < 0:
+                    continue
+                c = cand[e] = (ready, i, gate, e)
+            if best is None or c[0] < best[0] or (c[0] == best[0] and c[1] < best[1]):
+                best = c
         if best is None:
             raise RuntimeError(f"program {self.program.model!r}: no engine head can start "
                                f"(a dependency on a later command of the same engine)")
         return best
 
+    def _compute_cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
+                      top_stride: int) -> tuple:
+        """What a ``COMPUTE`` of this shape on array ``distinct_arrays[array]`` costs,
+        independent of when it runs: ``(cycles, conflict stretch, (scratchpad, side, bits) of
+        its four bookings, its counter increments in _COMPUTE_COLUMNS order less the
+        bandwidth)``."""
+        arr = self.distinct_arrays[array]
+        geo = geometry(arr.dataflow)
+        left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
+        vec = tile_counters(arr, m, n, k, count)
+        cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
+        writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
+        lanes_l, lanes_t = _tile_lanes(arr, m, n, k, count)
+        stretch = 0
+        vl = vector_access_cycles(self.sram_cfgs[left_pad], lanes_l, self.eb, left_stride)
+        vt = vector_access_cycles(self.sram_cfgs[top_pad], lanes_t, self.eb, top_stride)
+        if vl > 1 or vt > 1:
+            stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
+        # The scratchpads' ports: operands at operand width, accumulators at acc width.
+        eb8, acc = 8 * self.eb, self.acc_bits
+        bookings = ((left_pad, _READ, left * eb8), (top_pad, _READ, top * eb8),
+                    (2, _WRITE, writes * acc), (2, _READ, psum * acc))
+        ifmap_r, filt_r = geo.by_operand(left, top)
+        return cyc, stretch, bookings, (cyc, macs, ifmap_r, filt_r, writes, psum, stretch)
+
     def step(self, best) -> None:
         """Simulate command ``best`` (from :meth:`peek`)."""
         t0, i, gate, e = best
-        cols, col, kinds, chip = self.cols, self.col, self.kinds, self.chip
         start, finish, cause = self.start, self.finish, self.cause
-        seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
-        setup = self.setup
+        book = self._book
+        self.cand[e] = None
+        self.blocker[e] = -1
         self.gates[i] = gate
         self.engine_last[e] = i
         self.heads[e] += 1
         self.done[i] = True
         self.left -= 1
-        kind = int(kinds[i])
-        lay = int(self.layers[i])
-        row = self.counters[lay]
+        kind = self.kind_l[i]
+        lay = self.layer_l[i]
+        row = self.rows[lay]
         t_dram = 0
-        if kind == Kind.COMPUTE:
-            arr, geo = self.arrays[lay], self.geometries[lay]
-            left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
-            left_sram, top_sram = self.sram_cfgs[left_pad], self.sram_cfgs[top_pad]
-            count, m, nn, k = (int(cols[c][i]) for c in ("count", "m", "n", "k"))
-            vec = tile_counters(arr, m, nn, k, count)
-            cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
-            writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
-            lanes_l, lanes_t = _tile_lanes(arr, m, nn, k, count)
-            stretch = 0
-            vl = vector_access_cycles(left_sram, lanes_l, self.eb, int(cols["left_stride"][i]))
-            vt = vector_access_cycles(top_sram, lanes_t, self.eb, int(cols["top_stride"][i]))
-            if vl > 1 or vt > 1:
-                stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
+        if kind == _K_COMPUTE:
+            sid = self.shape_id[i]
+            cost = self.costs[sid]
+            if cost is None:
+                cost = self.costs[sid] = self._compute_cost(*self.shapes[sid])
+            cyc, stretch, bookings, adds = cost
             t1 = t0 + cyc + stretch
-            # The scratchpads' ports: operands at operand width, accumulators at acc width.
-            eb8, acc = 8 * self.eb, self.acc_bits
-            t_port = max(self._book(left_pad, _READ, t0, left * eb8, row),
-                         self._book(top_pad, _READ, t0, top * eb8, row),
-                         self._book(2, _WRITE, t0, writes * acc, row),
-                         self._book(2, _READ, t0, psum * acc, row))
-            bandwidth = max(0, t_port - t1)            # Walk the critical path back from the gating dependency: each transfer on it is
+            t_port = max([book(sram, side, t0, bits, row) for sram, side, bits in bookings])
+            bandwidth = max(0, t_port - t1)
+            # Walk the critical path back from the gating dependency: each transfer on it is
             # charged for the part of the gap it was running, the rest goes to what it waited
             # for (a DRAM load that waited on a host copy charges that wait to the link).
-            self._charge_gap(t0, gate)
+            if t0 > self.array_free:
+                self._charge_gap(t0, gate)
+            seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
             seg_start.append(t0)
             seg_end.append(t0 + cyc)
             seg_cat.append(COMPUTE)
@@ -499,82 +604,67 @@ class _ChipRun(MemoryPath):
                 seg_cat.append(CAUSE_SRAM)
             t1 += bandwidth
             self.array_free = t1
-            ifmap_r, filt_r = geo.by_operand(left, top)
-            row[col["array_busy_cycles"]] += cyc
-            row[col["pe_busy_cycles"]] += macs
-            row[col["ifmap_sram_reads"]] += ifmap_r
-            row[col["filter_sram_reads"]] += filt_r
-            row[col["ofmap_sram_writes"]] += writes
-            row[col["ofmap_sram_reads"]] += psum
-            row[col["sram_conflict_cycles"]] += stretch
-            row[col["sram_bandwidth_cycles"]] += bandwidth
-            row[col["computes"]] += 1
-        elif kind == Kind.VECTOR:
+            for c, v in zip(_COMPUTE_COLUMNS, adds):
+                row[c] += v
+            row[_COMPUTE_COLUMNS[-2]] += bandwidth
+            row[_COMPUTE_COLUMNS[-1]] += 1
+        elif kind == _K_VECTOR:
             t1 = self._vector(i, t0, row)
         else:
-            nbytes = int(self.nbytes_col[i])
-            operand = int(self.operands[i])
-            is_write = kind in (Kind.STORE, Kind.HOST_IN)
-            if kind == Kind.MOVE:
-                t1 = max(t0 + setup, self._book(2, _READ, t0 + setup, 8 * nbytes, row),
-                         self._book(0, _WRITE, t0 + setup, 8 * nbytes, row))
+            nbytes = self.nbytes_l[i]
+            operand = self.operand_l[i]
+            t_set = t0 + self.setup
+            if kind == _K_MOVE:
+                t1 = max(t_set, book(2, _READ, t_set, 8 * nbytes, row),
+                         book(0, _WRITE, t_set, 8 * nbytes, row))
                 cause[i] = CAUSE_SRAM
-                row[col["onchip_move_bytes"]] += nbytes
-                row[col["ifmap_sram_fill_bytes"]] += nbytes
-                row[col["ofmap_sram_drain_bytes"]] += nbytes
+                for c in _MOVE_COLUMNS:
+                    row[c] += nbytes
             else:
-                copies = int(cols["copies"][i]) if self.multicore else 1
-                if self.multicore and kind in (Kind.LOAD, Kind.STORE):
-                    t1, release = self._shared(i, t0 + setup, kind, operand, nbytes, copies, row)
+                host = kind == _K_HOST_IN or kind == _K_HOST_OUT
+                copies = self.copies_l[i] if self.multicore else 1
+                if self.multicore and not host:
+                    t1, release = self._shared(i, t_set, kind, operand, nbytes, copies, row)
                     start[i], finish[i] = t0, t1
                     self.dram_finish[i] = t1
-                    self.engine_free[e] = max(t0 + setup, min(t1, release))
-                    self._done(lay)
+                    self.engine_free[e] = max(t_set, min(t1, release))
+                    if self.progress is not None:
+                        self._done(lay)
                     return
-                t_dram = self._dram(i, t0 + setup, is_write, copies, row) if nbytes else t0 + setup
+                is_write = kind == _K_STORE or kind == _K_HOST_IN
+                t_dram = self._dram(i, t_set, is_write, copies, row) if nbytes else t_set
                 nbytes *= copies
                 t1 = t_dram
                 cause[i] = CAUSE_DRAM
-                if kind in (Kind.LOAD, Kind.STORE):   # the scratchpad side of the copy
-                    sram = (2 if kind == Kind.STORE or operand in (Operand.PSUM, Operand.RESIDUAL)
-                            else 0 if operand == Operand.IFMAP else 1)
-                    t_port = self._book(sram, _READ if kind == Kind.STORE else _WRITE,
-                                        t0 + setup, 8 * nbytes, row)
+                if not host:    # the scratchpad side of the copy
+                    sram, byte_cols, count_col = _TRANSFER_COLUMNS[kind, operand]
+                    t_port = book(sram, _READ if kind == _K_STORE else _WRITE, t_set,
+                                  8 * nbytes, row)
                     if t_port > t1:
                         t1 = t_port
                         cause[i] = CAUSE_SRAM
                 # DRAM busy time: this transfer's span, minus any part spent queued behind
                 # the previous one of this chip (transfers are served one after another).
-                row[col["dram_transfer_cycles"]] += max(0, t_dram - max(t0, self.dram_busy_until))
+                row[_DRAM_TRANSFER] += max(0, t_dram - max(t0, self.dram_busy_until))
                 self.dram_busy_until = max(self.dram_busy_until, t_dram)
-                if kind in (Kind.HOST_IN, Kind.HOST_OUT):
-                    t_link = t0 + setup + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
-                    self.link_start[i], self.link_finish[i] = t0 + setup, t_link
+                if host:
+                    chip = self.chip
+                    t_link = t_set + link_transfer_cycles(chip.host_link, nbytes, chip.clock_mhz)
+                    self.link_start[i], self.link_finish[i] = t_set, t_link
                     if t_link >= t_dram:
                         cause[i] = CAUSE_LINK
                     t1 = max(t_dram, t_link)
-                    row[col["link_transfer_cycles"]] += t_link - t0
-                    row[col["link_in_bytes" if kind == Kind.HOST_IN else "link_out_bytes"]] += nbytes
-                elif kind == Kind.LOAD and operand == Operand.RESIDUAL:
-                    row[col["dram_ifmap_read_bytes"]] += nbytes
-                    row[col["dram_residual_read_bytes"]] += nbytes
-                    row[col["ofmap_sram_fill_bytes"]] += nbytes
-                    row[col["loads"]] += 1
-                elif kind == Kind.LOAD:
-                    name = {Operand.IFMAP: "ifmap", Operand.FILTER: "filter", Operand.PSUM: "psum"}[operand]
-                    row[col[f"dram_{name}_read_bytes"]] += nbytes
-                    if operand != Operand.PSUM:   # partial-sum reloads are not fills
-                        row[col[f"{name}_sram_fill_bytes"]] += nbytes
-                    row[col["loads"]] += 1
+                    row[_LINK_TRANSFER] += t_link - t0
+                    row[_LINK_IN if kind == _K_HOST_IN else _LINK_OUT] += nbytes
                 else:
-                    name = "psum" if operand == Operand.PSUM else "ofmap"
-                    row[col[f"dram_{name}_write_bytes"]] += nbytes
-                    row[col["ofmap_sram_drain_bytes"]] += nbytes
-                    row[col["stores"]] += 1
+                    for c in byte_cols:
+                        row[c] += nbytes
+                    row[count_col] += 1
         start[i], finish[i] = t0, t1
-        self.dram_finish[i] = t_dram if kind in (Kind.HOST_IN, Kind.HOST_OUT) else t1
+        self.dram_finish[i] = t_dram if kind == _K_HOST_IN or kind == _K_HOST_OUT else t1
         self.engine_free[e] = t1
-        self._done(lay)
+        if self.progress is not None:
+            self._done(lay)
 
     def _done(self, lay: int) -> None:
         if self.progress is not None:
@@ -589,18 +679,18 @@ class _ChipRun(MemoryPath):
         host copy charges that wait to the link; a store that waited on the vector engine, the
         vector engine's time to ``vector``); the walk stops at an array compute."""
         seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
-        start, cause, kinds = self.start, self.cause, self.kinds
+        start, cause, kinds, gates = self.start, self.cause, self.kind_l, self.gates
         first_seg = len(seg_start)
         array_free = self.array_free
         while hi > array_free:
-            lo = array_free if d < 0 else max(array_free, int(start[d]))
-            c = int(cause[d]) if d >= 0 and cause[d] >= 0 else CAUSE_DRAM
+            lo = array_free if d < 0 else max(array_free, start[d])
+            c = cause[d] if d >= 0 and cause[d] >= 0 else CAUSE_DRAM
             if lo < hi:
                 seg_start.append(lo)
                 seg_end.append(hi)
                 seg_cat.append(c)
             hi = lo
-            d = int(self.gates[d]) if d >= 0 and kinds[d] != Kind.COMPUTE else -1
+            d = gates[d] if d >= 0 and kinds[d] != _K_COMPUTE else -1
         for seg in (seg_start, seg_end, seg_cat):   # appended backwards in time
             seg[first_seg:] = seg[first_seg:][::-1]
 
@@ -609,83 +699,84 @@ class _ChipRun(MemoryPath):
         (:mod:`hw.vector.timing`), and each layer's vector operations by kind."""
         cols, kinds = self.cols, self.kinds
         idx = np.flatnonzero(kinds == Kind.VECTOR)
-        self.vtime = np.zeros((self.n, 7), np.int64)
-        self.vpasses = np.ones(self.n, np.int64)
-        if not len(idx):
-            return
-        timing = TileTiming(chip.vector, self.program.works)
-        work = cols["count"][idx]
-        passes = timing.passes[work]
-        self.vpasses[idx] = passes
-        vb = cols["vb_bytes"][idx]
-        # the main operand is read once per pass, the second once
-        in_bytes = cols["va_bytes"][idx] + -(-vb // passes)
-        self.vtime[idx] = timing.cycles(work, cols["m"][idx], cols["n"][idx], in_bytes,
-                                        cols["vout_bytes"][idx])
-        # operations by kind: the works' per-element and per-row counts the timing built
-        rows = cols["m"][idx].astype(np.float64)[:, None]
-        counts = (timing.per_element[work] * rows * cols["n"][idx][:, None]
-                  + timing.per_row[work] * rows)
-        ops = np.zeros((self.n_layers, len(VECTOR_OPS)))
-        np.add.at(ops, cols["layer"][idx], counts)
-        first = self.col[f"vector_{VECTOR_OPS[0]}_ops"]
-        self.counters[:, first:first + len(VECTOR_OPS)] += np.rint(ops).astype(np.int64)
+        vtime = np.zeros((self.n, 7), np.int64)
+        vpasses = np.ones(self.n, np.int64)
+        if len(idx):
+            timing = TileTiming(chip.vector, self.program.works)
+            work = cols["count"][idx]
+            passes = timing.passes[work]
+            vpasses[idx] = passes
+            vb = cols["vb_bytes"][idx]
+            # the main operand is read once per pass, the second once
+            in_bytes = cols["va_bytes"][idx] + -(-vb // passes)
+            vtime[idx] = timing.cycles(work, cols["m"][idx], cols["n"][idx], in_bytes,
+                                       cols["vout_bytes"][idx])
+            # operations by kind: the works' per-element and per-row counts the timing built
+            rows = cols["m"][idx].astype(np.float64)[:, None]
+            counts = (timing.per_element[work] * rows * cols["n"][idx][:, None]
+                      + timing.per_row[work] * rows)
+            ops = np.zeros((self.n_layers, len(VECTOR_OPS)))
+            np.add.at(ops, cols["layer"][idx], counts)
+            first = _AT[f"vector_{VECTOR_OPS[0]}_ops"]
+            self.counters[:, first:first + len(VECTOR_OPS)] += np.rint(ops).astype(np.int64)
+        # per VECTOR command (other commands: unused): the engine's cycles and busy paths,
+        # its elements, and the bytes it reads (main operand: once per pass) and writes
+        self.vector_l = [
+            (int(vt[T_CYCLES]), int(vt[T_ALU]), int(vt[T_SFU]), m * n, a * p, b, o)
+            for vt, m, n, a, p, b, o in zip(
+                vtime[idx], cols["m"][idx].tolist(), cols["n"][idx].tolist(),
+                cols["va_bytes"][idx].tolist(), vpasses[idx].tolist(),
+                cols["vb_bytes"][idx].tolist(), cols["vout_bytes"][idx].tolist())]
+        self.vector_at = dict(zip(idx.tolist(), range(len(idx))))
 
     def _vector(self, i: int, t0: int, row) -> int:
         """Run ``VECTOR`` command ``i`` from ``t0``; its finish. The engine's cycles come from
         :meth:`_time_vectors`; it also books its scratchpad sides (the main operand read once
         per pass), and cannot finish before they are done."""
-        cols, col = self.cols, self.col
-        vt = self.vtime[i]
-        cyc = int(vt[T_CYCLES])
-        va = int(cols["va_bytes"][i]) * int(self.vpasses[i])
-        vb, vo = int(cols["vb_bytes"][i]), int(cols["vout_bytes"][i])
-        src = 2 if self.operands[i] == Operand.OFMAP else 0
+        cyc, alu, sfu, elements, va, vb, vo = self.vector_l[self.vector_at[i]]
+        src = 2 if self.operand_l[i] == _OFMAP else 0
         t_port = max(self._book(src, _READ, t0, 8 * va, row),
                      self._book(1, _READ, t0, 8 * vb, row),
                      self._book(2, _WRITE, t0, 8 * vo, row))
         self.cause[i] = CAUSE_VECTOR
-        row[col["vector_busy_cycles"]] += cyc
-        row[col["vector_alu_cycles"]] += int(vt[T_ALU])
-        row[col["vector_sfu_cycles"]] += int(vt[T_SFU])
-        row[col["vectors"]] += 1
-        row[col["vector_elements"]] += int(cols["m"][i]) * int(cols["n"][i])
-        row[col[f"{_SRAMS[src]}_vector_read_bytes"]] += va
-        row[col["filter_vector_read_bytes"]] += vb
-        row[col["ofmap_vector_write_bytes"]] += vo
+        for c, v in zip(_VECTOR_COLUMNS, (cyc, alu, sfu, 1, elements, vb, vo)):
+            row[c] += v
+        row[_VECTOR_READ[src]] += va
         return max(t0 + cyc, t_port)
 
     def result(self) -> ExecutionResult:
         """Close the array timeline and the layer windows; the run's results."""
-        program, finish, col = self.program, self.finish, self.col
-        counters, n_layers, cols = self.counters, self.n_layers, self.cols
+        program, col = self.program, self.col
+        n_layers, cols = self.n_layers, self.cols
         seg_start, seg_end, seg_cat = self.seg_start, self.seg_end, self.seg_cat
+        finish = np.array(self.finish, np.int64)
         total = int(finish.max()) if self.n else 0
         # Tail of the array timeline: its critical path, as every other gap.
         if total > self.array_free:
             self._charge_gap(total, int(np.argmax(finish)))
+        counters = self.counters = np.array(self.rows, np.int64).reshape(self.counters.shape)
         if self.multicore and n_layers:
             per_core = [col[name] for name in PER_CORE_COUNTERS]
             counters[:, per_core] *= self.layer_cores[:n_layers, None]
-        ends = layer_ends(program, finish, self.start, self.kinds, total)
+        start = np.array(self.start, np.int64)
+        ends = layer_ends(program, finish, start, self.kinds, total)
         window_cycles(counters, col, ends)
         charge_windows(counters, col, ends, seg_start, seg_end, seg_cat)
         names = tuple(ls.name for ls in program.layers)
-        layer_dicts = [{name: int(counters[li, c]) for name, c in col.items()}
-                       for li in range(n_layers)]
-        totals = {name: int(counters[:, c].sum()) for name, c in col.items()}
+        layer_dicts = [dict(zip(col, values)) for values in counters.tolist()]
+        totals = dict(zip(col, counters.sum(axis=0).tolist()))
         totals["cycles"] = total
         # The DRAM's totals (a shared DRAM's: every master's, as in SharedExecution.dram).
         dram_counters = self.dram.counters() if self.dram is not None else {}
-        trace = Trace(start=self.start, finish=finish, engine=self.engines.copy(),
+        trace = Trace(start=start, finish=finish, engine=self.engines.copy(),
                       kind=self.kinds.copy(), layer=self.layers.copy(), layer_names=names,
                       clock_mhz=self.chip.clock_mhz, operand=self.operands.copy(),
                       tile_g=cols["tile_g"].copy(), tile_m=cols["tile_m"].copy(),
                       tile_n=cols["tile_n"].copy(), tile_k=cols["tile_k"].copy(),
-                      nbytes=self.nbytes_col, dram_finish=self.dram_finish,
-                      link_start=self.link_start, link_finish=self.link_finish,
+                      nbytes=self.nbytes_col, dram_finish=np.array(self.dram_finish, np.int64),
+                      link_start=np.array(self.link_start, np.int64),
+                      link_finish=np.array(self.link_finish, np.int64),
                       work=np.where(self.kinds == Kind.VECTOR, cols["count"], -1),
                       work_names=tuple(w.name for w in program.works))
         return ExecutionResult(cycles=total, layers=layer_dicts, totals=totals,
                                dram=dram_counters, trace=trace)
-

@@ -42,6 +42,9 @@ _STAT_INDEX = {"reads": K.ST_READS, "writes": K.ST_WRITES, "row_hits": K.ST_ROW_
 _STAT_KEYS = ("reads", "writes", "row_hits", "row_misses", "row_conflicts", "activates")
 _STAT_COLS = ("dram_bus_read_bytes", "dram_bus_write_bytes", "dram_row_hits",
               "dram_row_misses", "dram_row_conflicts", "dram_activates")
+#: ``(statistic, column, counts requests)`` for :meth:`MemoryPath._dram_stats`
+_STAT_PLAN = tuple((_STAT_INDEX[key], c, key in ("reads", "writes"))
+                   for key, c in zip(_STAT_KEYS, _STAT_COLS))
 _SRAMS = tuple(o.sram for o in GemmOperand)   # indexed by GemmOperand: ifmap, filter, ofmap
 _READ, _WRITE = 0, 1
 
@@ -69,7 +72,8 @@ def box_extent(n2: int, s2: int, n1: int, s1: int, chunk: int, copies: int = 1) 
 
 class MemoryPath:
     """Transfer timing, mixed into the executor's per-chip state: it reads the state's command
-    columns (``cols``, ``layers``, ``locations``, ``layer_cores``), the DRAM (``dram``,
+    columns (``cols``, ``layers``, ``locations``, ``layer_cores``; ``boxes``: each command's
+    DRAM box ``(addr, n2, stride2, n1, stride1, chunk_bytes)`` as Python ints), the DRAM (``dram``,
     ``clocks``, ``max_out``, ``req_bytes``, ``addr_offset``) and the shared resources' free
     cycles (``res_free``), and adds to a layer's counter ``row``."""
 
@@ -78,11 +82,10 @@ class MemoryPath:
         (the other cores' copies continue the box's outer dimension, each at its own
         addresses); the core cycle the last request completes. Adds the DRAM's statistics to
         ``row``. A ``cached`` DRAM (``dram.model``) times it with :meth:`_cached`."""
-        dram, cols = self.dram, self.cols
+        dram = self.dram
         if dram is None:
             return t_start
-        addr, n2, s2, n1, s1, chunk = (int(cols[c][i]) for c in (
-            "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
+        addr, n2, s2, n1, s1, chunk = self.boxes[i]
         addr += self.addr_offset
         n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
         t0 = self.clocks.to_dram(t_start)
@@ -156,10 +159,11 @@ class MemoryPath:
         return self.idle
 
     def _dram_stats(self, delta, row) -> None:
-        col = self.col
-        for key, c in zip(_STAT_KEYS, _STAT_COLS):
-            value = int(delta[_STAT_INDEX[key]])
-            row[col[c]] += value * self.req_bytes if key in ("reads", "writes") else value
+        """Add the DRAM statistics ``delta`` (the kernel's layout) to ``row``: requests as bus
+        bytes, row hits, misses, conflicts and activates as counts."""
+        d, col = delta.tolist(), self.col
+        for stat, c, scale in _STAT_PLAN:
+            row[col[c]] += d[stat] * (self.req_bytes if scale else 1)
 
     def _res(self, name: str, start: int, nbytes: float, per_cycle: float, row, column: str) -> int:
         """Book ``nbytes`` on shared resource ``name`` (``per_cycle`` bytes a cycle) from

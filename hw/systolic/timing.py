@@ -100,7 +100,7 @@ def timing_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) ->
 def tile_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> tuple[int, ...]:
     """:func:`timing_counters` as a tuple of ints, memoised: the tiler and the executor time
     the same few tile shapes thousands of times per network."""
-    return tuple(int(v) for v in timing_counters(cfg, m, n, k, count))
+    return tuple(timing_counters(cfg, m, n, k, count).tolist())
 
 
 def gemm_timing(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1) -> ArrayCounters:

@@ -229,3 +229,12 @@ def test_waiting_for_the_host_copy_is_charged_to_the_link():
     assert from_host.layers[0]["stall_dram_cycles"] <= in_dram.layers[0]["stall_dram_cycles"] + 1
     c = from_host.layers[0]
     assert c["cycles"] == c["compute_cycles"] + c["stall_dram_cycles"] + c["stall_link_cycles"] + c["stall_sram_cycles"]
+
+
+def test_program_rows_are_the_columns_in_order():
+    """ProgramBuilder appends positional rows: ``_row``'s parameters are the columns, in order."""
+    import inspect
+
+    from hw.program import _INT_COLUMNS, _row
+    assert tuple(inspect.signature(_row).parameters) == _INT_COLUMNS
+    assert _row(*range(len(_INT_COLUMNS))) == list(range(len(_INT_COLUMNS)))

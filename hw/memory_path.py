@@ -176,23 +176,32 @@ class MemoryPath:
         row[self.col[column]] += cycles
         return end
 
-    def _l2(self, side: str, i: int, start: int, total: int, copies: int, row) -> int:
-        """Book ``total`` bytes of command ``i`` (its box, ``copies`` distinct copies, each
-        read or written ``total / (nbytes x copies)`` times) on an L2 side; the cycle the
-        booking ends. With plain bank interleaving (``l2.bank_hash = false``) the booking lasts
-        as long as the busiest bank needs (:func:`hw.memory.l2.busiest_bank_bytes`); the cycles
-        that adds are ``l2_conflict_cycles``."""
+    def _bank_skew(self, i: int, copies: int) -> tuple[int, int] | None:
+        """``(busiest bank's bytes x banks, bytes)`` of command ``i``'s box and its ``copies``
+        on an L2 with plain bank interleaving (``l2.bank_hash = false``,
+        :func:`hw.memory.l2.busiest_bank_bytes`); None where every bank takes an even share
+        (hashed banks, or nothing to move)."""
         l2 = self.chip.l2
-        per_cycle = l2.bytes_per_cycle
+        if l2.bank_hash:
+            return None
+        addr, n2, s2, n1, s1, chunk = self.boxes[i]
+        n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
+        box = n2 * n1 * chunk
+        if not box:
+            return None
+        worst = busiest_bank_bytes(l2, addr + self.addr_offset, n2, s2, n1, s1, chunk)
+        return worst * l2.banks, box
+
+    def _l2(self, side: str, start: int, total: int, skew: tuple[int, int] | None, row) -> int:
+        """Book ``total`` bytes on an L2 side (each byte of the box ``skew`` describes moved
+        ``total / box`` times); the cycle the booking ends. With plain bank interleaving
+        (``skew``, :meth:`_bank_skew`) the booking lasts as long as the busiest bank needs; the
+        cycles that adds are ``l2_conflict_cycles``."""
+        per_cycle = self.chip.l2.bytes_per_cycle
         booked = total
-        if not l2.bank_hash and total:
-            cols = self.cols
-            addr, n2, s2, n1, s1, chunk = (int(cols[c][i]) for c in (
-                "addr", "n2", "stride2", "n1", "stride1", "chunk_bytes"))
-            n2, s2 = _copied(n2, s2, n1, s1, chunk, copies)
-            box = n2 * n1 * chunk
-            worst = busiest_bank_bytes(l2, addr + self.addr_offset, n2, s2, n1, s1, chunk)
-            booked = max(total, math.ceil(worst * l2.banks * total / box))
+        if skew is not None and total:
+            worst_banks, box = skew
+            booked = max(total, math.ceil(worst_banks * total / box))
             row[self.col["l2_conflict_cycles"]] += (math.ceil(booked / per_cycle)
                                                     - math.ceil(total / per_cycle))
         return self._res(side, start, booked, per_cycle, row, f"{side}_port_cycles")
@@ -212,7 +221,7 @@ class MemoryPath:
         load = kind == Kind.LOAD
         t1 = t_dram = t_start
         if kind == Kind.STORE and operand == Operand.NONE:     # an L2 write-back
-            t1 = self._l2("l2_read", i, t_start, nbytes, 1, row)
+            t1 = self._l2("l2_read", t_start, nbytes, self._bank_skew(i, 1), row)
             t_dram = self._dram(i, t_start, True, 1, row)
             row[col["l2_read_bytes"]] += nbytes
             row[col["dram_ofmap_write_bytes"]] += nbytes
@@ -230,9 +239,10 @@ class MemoryPath:
                                       else "noc_network_out_cycles"))
         row[col["noc_bytes"]] += every
         self.cause[i] = CAUSE_DRAM
+        skew = self._bank_skew(i, copies)     # one box for every L2 booking below
         if location == Location.L2:           # served by the L2 / kept in it
             side = "l2_read" if load else "l2_write"
-            t1 = self._l2(side, i, t_start + lat + l2.latency_cycles, every, copies, row)
+            t1 = self._l2(side, t_start + lat + l2.latency_cycles, every, skew, row)
             row[col["l2_read_bytes" if load else "l2_write_bytes"]] += every
             if load:
                 row[col["l2_hit_bytes"]] += every
@@ -240,11 +250,11 @@ class MemoryPath:
             t_dram = self._dram(i, t_start, not load, copies, row) if nbytes else t_start
             t1 = t_dram
             if l2.present:                    # through the L2: a fill, or a write-through
-                t1 = max(t1, self._l2("l2_write", i, t_start, nbytes * copies, copies, row))
+                t1 = max(t1, self._l2("l2_write", t_start, nbytes * copies, skew, row))
                 row[col["l2_write_bytes"]] += nbytes * copies
                 if load:                      # every core then reads its tile from the L2
-                    t1 = max(t1, self._l2("l2_read", i, t_start + l2.latency_cycles, every,
-                                          copies, row))
+                    t1 = max(t1, self._l2("l2_read", t_start + l2.latency_cycles, every,
+                                          skew, row))
                     row[col["l2_read_bytes"]] += every
                     row[col["l2_miss_bytes"]] += nbytes * copies
                     row[col["l2_hit_bytes"]] += every - nbytes * copies

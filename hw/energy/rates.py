@@ -181,7 +181,7 @@ class EnergyRates:
     link_pj_per_bit: float
     area_mm2: dict[str, float]
     leakage_w: float
-    noc_pj_per_bit_hop: float = 0.0
+    noc_pj_per_bit_hop: float
 
     @property
     def register_bits_per_mac(self) -> int | None:

@@ -40,13 +40,16 @@ PRECISIONS = ("int8", "int16", "fp16", "fp32")
 DRAM_KINDS = ("ddr4", "lpddr4", "lpddr5", "hbm2", "hbm3")
 LINK_KINDS = ("on_package", "nvlink", "pcie")
 _SECTIONS = ("technology", "sources", "ops", "register", "sram", "dram", "link", "area", "static")
-#: Tables a file may leave out (their defaults are the shipped tables' values).
-_OPTIONAL = ("vector", "noc")
-#: ``[noc]``: pJ per bit per hop of an on-chip network when a file leaves it out (the shipped
-#: tables' figure).
-_NOC_PJ_PER_BIT_HOP = 0.24
-#: ``[vector]`` keys: the factors that turn the [ops] entries into a vector engine's operations.
-_VECTOR_KEYS = {"special_fn": ("fp32_mults", 3.0), "select": ("int_adds", 0.5)}
+#: Tables a file may leave out, with their entries: ``key: (field, unit, default)``, the
+#: defaults being the shipped tables' values. ``[vector]``: the factors that turn the [ops]
+#: entries into a vector engine's operations; ``[noc]``: pJ per bit per hop of an on-chip
+#: network.
+_OPTIONAL_KEYS = {
+    "vector": {"special_fn": ("fp32_mults", "fp32_mults", 3.0),
+               "select": ("int_adds", "int_adds", 0.5)},
+    "noc": {"pj_per_bit_hop": ("value", "pJ/bit/hop", 0.24)},
+}
+_OPTIONAL = tuple(_OPTIONAL_KEYS)
 #: Vector-engine operations on the special-function path (hw.vector.config.SFU_OPS).
 _SPECIAL_FNS = ("exp", "log", "rcp", "rsqrt", "tanh", "erf")
 _FP_OPS = ("fp16_add", "fp32_add", "fp16_mult", "fp32_mult")
@@ -111,9 +114,9 @@ class Technology:
     sram_bitcell_um2: float
     sram_array_efficiency: float
     leakage_mw_per_mm2: float
-    vector_special_fp32_mults: float = 3.0
-    vector_select_int_adds: float = 0.5
-    noc_pj_per_bit_hop: float = _NOC_PJ_PER_BIT_HOP
+    vector_special_fp32_mults: float = _OPTIONAL_KEYS["vector"]["special_fn"][2]
+    vector_select_int_adds: float = _OPTIONAL_KEYS["vector"]["select"][2]
+    noc_pj_per_bit_hop: float = _OPTIONAL_KEYS["noc"]["pj_per_bit_hop"][2]
     entries: tuple[Entry, ...] = field(repr=False, default=())
     sram_fit: tuple[float, float] = field(init=False, repr=False)
 
@@ -410,22 +413,7 @@ def _build(data: dict, path: str) -> Technology:
     if eff > 1:
         r.fail("[area] sram_array_efficiency.value", eff, "must be in (0, 1]")
     leak = r.number("static", "leakage_mw_per_mm2", "value", "mW/mm2")
-    vector = data.get("vector", {})
-    if not isinstance(vector, dict):
-        r.fail("[vector]", vector, "must be a table")
-    for key in vector:
-        if key not in _VECTOR_KEYS:
-            r.fail(f"[vector] {key}", vector[key], f"unknown entry; known: {', '.join(_VECTOR_KEYS)}")
-    factors = {key: (r.number("vector", key, name, name) if key in vector else default)
-               for key, (name, default) in _VECTOR_KEYS.items()}
-    noc = data.get("noc", {})
-    if not isinstance(noc, dict):
-        r.fail("[noc]", noc, "must be a table")
-    for key in noc:
-        if key != "pj_per_bit_hop":
-            r.fail(f"[noc] {key}", noc[key], "unknown entry; known: pj_per_bit_hop")
-    noc_pj = (r.number("noc", "pj_per_bit_hop", "value", "pJ/bit/hop") if noc
-              else _NOC_PJ_PER_BIT_HOP)
+    factors = _optional_tables(r, data)
     return Technology(
         name=name, node_nm=node, description=str(tech.get("description", "")), path=path,
         sources=dict(r.sources), int_add=int_add, int_mult=int_mult, fp_ops_pj=fp,
@@ -433,9 +421,25 @@ def _build(data: dict, path: str) -> Technology:
         sram_write_to_read=wtr, dram_pj_per_bit=dram, link_pj_per_bit=link,
         int_add_area=add_area, int_mult_area=mult_area, fp_area_um2=fp_area,
         sram_bitcell_um2=bitcell, sram_array_efficiency=eff, leakage_mw_per_mm2=leak,
-        vector_special_fp32_mults=factors["special_fn"],
-        vector_select_int_adds=factors["select"], noc_pj_per_bit_hop=noc_pj,
-        entries=tuple(r.entries))
+        vector_special_fp32_mults=factors["vector"]["special_fn"],
+        vector_select_int_adds=factors["vector"]["select"],
+        noc_pj_per_bit_hop=factors["noc"]["pj_per_bit_hop"], entries=tuple(r.entries))
+
+
+def _optional_tables(r: _Reader, data: dict) -> dict:
+    """Every entry of the tables a file may leave out (:data:`_OPTIONAL_KEYS`): the file's,
+    read and cited as any other, or the shipped default; unknown entries are errors."""
+    out = {}
+    for table, keys in _OPTIONAL_KEYS.items():
+        given = data.get(table, {})
+        if not isinstance(given, dict):
+            r.fail(f"[{table}]", given, "must be a table")
+        for key in given:
+            if key not in keys:
+                r.fail(f"[{table}] {key}", given[key], f"unknown entry; known: {', '.join(keys)}")
+        out[table] = {key: (r.number(table, key, field, unit) if key in given else default)
+                      for key, (field, unit, default) in keys.items()}
+    return out
 
 
 def dram_kind_for_preset(preset: str) -> str | None:

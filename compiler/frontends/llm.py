@@ -176,36 +176,32 @@ class DecoderConfig:
         return asdict(self)
 
 
-def _preset(**kw) -> DecoderConfig:
-    return DecoderConfig(**kw)
-
-
 _LLAMA = dict(ffn_kind="swiglu", norm="rmsnorm", positions="rotary", tied_embeddings=False,
               biases=False)
 
 LLM_PRESETS: dict[str, DecoderConfig] = {c.name: c for c in (
-    _preset(name="gpt3-175b", layers=96, d_model=12288, heads=96, ffn=49152, vocab=50257,
+    DecoderConfig(name="gpt3-175b", layers=96, d_model=12288, heads=96, ffn=49152, vocab=50257,
             max_seq_len=2048, source="Brown et al. 2020, Table 2.1 (175.0B): 96 layers, "
             "d_model 12288, 96 heads of 128, d_ff = 4 d_model, context 2048; GPT-2's 50257 tokens"),
-    _preset(name="llama2-7b", layers=32, d_model=4096, heads=32, ffn=11008, vocab=32000,
+    DecoderConfig(name="llama2-7b", layers=32, d_model=4096, heads=32, ffn=11008, vocab=32000,
             max_seq_len=4096, **_LLAMA,
             source="Touvron et al. 2023 (Llama 2), Table 1 and the released config: 6.74B"),
-    _preset(name="llama2-13b", layers=40, d_model=5120, heads=40, ffn=13824, vocab=32000,
+    DecoderConfig(name="llama2-13b", layers=40, d_model=5120, heads=40, ffn=13824, vocab=32000,
             max_seq_len=4096, **_LLAMA,
             source="Touvron et al. 2023 (Llama 2), Table 1 and the released config: 13.0B"),
-    _preset(name="llama2-70b", layers=80, d_model=8192, heads=64, kv_heads=8, ffn=28672,
+    DecoderConfig(name="llama2-70b", layers=80, d_model=8192, heads=64, kv_heads=8, ffn=28672,
             vocab=32000, max_seq_len=4096, **_LLAMA,
             source="Touvron et al. 2023 (Llama 2), Table 1 (GQA) and the released config: 69.0B"),
-    _preset(name="llama3-8b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
+    DecoderConfig(name="llama3-8b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
             vocab=128256, max_seq_len=8192, **_LLAMA,
             source="Meta Llama 3 model card and released config: 8.03B"),
-    _preset(name="llama3-70b", layers=80, d_model=8192, heads=64, kv_heads=8, ffn=28672,
+    DecoderConfig(name="llama3-70b", layers=80, d_model=8192, heads=64, kv_heads=8, ffn=28672,
             vocab=128256, max_seq_len=8192, **_LLAMA,
             source="Meta Llama 3 model card and released config: 70.6B"),
-    _preset(name="mixtral-8x7b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
+    DecoderConfig(name="mixtral-8x7b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
             vocab=32000, max_seq_len=32768, experts=8, top_k=2, **_LLAMA,
             source="Jiang et al. 2024 (Mixtral of Experts), Table 1; 46.7B total, 12.9B active"),
-    _preset(name="opt-30b", layers=48, d_model=7168, heads=56, ffn=28672, vocab=50272,
+    DecoderConfig(name="opt-30b", layers=48, d_model=7168, heads=56, ffn=28672, vocab=50272,
             max_seq_len=2048, ffn_kind="relu", extra_positions=2,
             source="Zhang et al. 2022 (OPT), Table 1: 48 layers, 56 heads, d 7168; ReLU FFN, "
             "learned positions with 2 offset rows, vocabulary 50272"),
@@ -240,8 +236,9 @@ def llm_config_from_dict(data: dict, where: str) -> DecoderConfig:
     data = {"name": Path(where).stem, **data}
     try:
         return DecoderConfig(**data)
-    except LlmConfigError as exc:
-        raise LlmConfigError(f"{where}: {str(exc).split(': ', 1)[1]}") from None
+    except LlmConfigError as exc:          # name the file, not the model
+        message = str(exc).removeprefix(f"LLM {data['name']!r}: ")
+        raise LlmConfigError(f"{where}: {message}") from None
 
 
 def load_llm_config(path: str | Path) -> DecoderConfig:

@@ -27,7 +27,7 @@ from hw.spec import ChipSpec
 from hw.system.system import ChipDevice, RooflineDevice
 
 __all__ = ["Device", "RooflineModel", "SimulatedChip", "DEVICE_MODELS", "device_model",
-           "op_cost"]
+           "op_cost", "simulate_op"]
 
 
 class Device(Protocol):
@@ -93,8 +93,9 @@ class RooflineModel:
 @dataclass
 class SimulatedChip:
     """An npulab chip (:class:`~hw.spec.ChipSpec`) as a :class:`Device`: ops run through the
-    run pipeline. Its peak FLOP/s and memory capacity are not reported (the planner's MFU and
-    fit check are left out for it, as before)."""
+    run pipeline. Its peak FLOP/s is not reported (the planner's MFU is left out for it); its
+    memory capacity is the system's ``[device] memory_gib`` when given (the fit check), else
+    unknown."""
 
     spec: ChipSpec
     peak_flops: float | None = None
@@ -105,19 +106,44 @@ class SimulatedChip:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one tensor element at the matrix engine's precision (NVDLA builds and
+        other engines: 2, fp16)."""
+        precision = getattr(self.spec.engine.config, "precision", None)
+        return max(1, precision.bits // 8) if precision is not None else 2
+
     def op_seconds(self, op: Op) -> float:
+        return self.op_run(op)["device_s"]
+
+    def op_run(self, op: Op) -> dict:
+        """``op`` alone on the chip (cached per shape): ``device_s`` (its cycles at the chip
+        clock), ``launch_s`` (the chip's launch overhead for this kind of kernel), ``cycles``,
+        ``dram_read_bytes``, ``dram_write_bytes`` and ``bound`` (what limits it)."""
         key = _shape_key(op)
         if key not in self._cache:
-            from npulab.pipeline import run
-            result = run(Graph(f"op.{op.name}", (replace(op, inputs=()),)), self.spec)
-            self._cache[key] = result.totals["cycles"] / self.spec.clock_hz
+            self._cache[key] = simulate_op(self.spec, op)
         return self._cache[key]
+
+
+def simulate_op(spec: ChipSpec, op: Op) -> dict:
+    """One op alone through the run pipeline on ``spec``: :meth:`SimulatedChip.op_run`'s
+    record (a plain dict, so a worker process can return it)."""
+    from npulab.pipeline import run
+    result = run(Graph(f"op.{op.name}", (replace(op, inputs=()),)), spec)
+    t = result.totals
+    bound = getattr(result.layers[0], "bound", None) if result.layers else None
+    # (an engine kind whose record lacks a figure, e.g. NVDLA's launch overhead: 0)
+    return {"device_s": t["cycles"] / spec.clock_hz, "launch_s": t.get("launch_overhead_s", 0.0),
+            "cycles": int(t["cycles"]), "dram_read_bytes": int(t.get("dram_read_bytes", 0)),
+            "dram_write_bytes": int(t.get("dram_write_bytes", 0)), "bound": bound or ""}
 
 
 def _chip(device: ChipDevice, dtype_bytes: int, chip_loader: Callable | None) -> SimulatedChip:
     from npulab.pipeline import resolve_device
     spec = device.spec() if chip_loader is None else chip_loader(device.config)
-    return SimulatedChip(resolve_device(spec))
+    memory = None if device.memory_gib is None else device.memory_gib * 2**30
+    return SimulatedChip(resolve_device(spec), memory_bytes=memory)
 
 
 #: The model of each device description: ``model(description, dtype_bytes, chip_loader)``.

@@ -23,7 +23,7 @@ active matmul weights (the LM head included, the input embedding, norms and bias
 
 Presets (:data:`LLM_PRESETS`; sources on each): GPT-3 175B (Brown et al. 2020, Table 2.1),
 Llama-2 7B/13B/70B (Touvron et al. 2023, Table 1 and the released configurations), Llama-3
-8B/70B (Meta's model cards), Mixtral 8x7B (Jiang et al. 2024, Table 1), OPT-30B (Zhang et al.
+8B/70B and Llama-3.1 8B/70B (Meta's model cards; 3.1 has the same shapes and a 128k context), Mixtral 8x7B (Jiang et al. 2024, Table 1), OPT-30B (Zhang et al.
 2022, Table 1; its learned positions hold 2 extra rows). :func:`load_llm_config` reads any other
 from TOML (``[llm]`` table, the same keys), with one-line errors.
 """
@@ -198,6 +198,12 @@ LLM_PRESETS: dict[str, DecoderConfig] = {c.name: c for c in (
     DecoderConfig(name="llama3-70b", layers=80, d_model=8192, heads=64, kv_heads=8, ffn=28672,
             vocab=128256, max_seq_len=8192, **_LLAMA,
             source="Meta Llama 3 model card and released config: 70.6B"),
+    DecoderConfig(name="llama3.1-8b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
+            vocab=128256, max_seq_len=131072, **_LLAMA,
+            source="Meta Llama 3.1 model card and released config: 8.03B, 128k context"),
+    DecoderConfig(name="llama3.1-70b", layers=80, d_model=8192, heads=64, kv_heads=8,
+            ffn=28672, vocab=128256, max_seq_len=131072, **_LLAMA,
+            source="Meta Llama 3.1 model card and released config: 70.6B, 128k context"),
     DecoderConfig(name="mixtral-8x7b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336,
             vocab=32000, max_seq_len=32768, experts=8, top_k=2, **_LLAMA,
             source="Jiang et al. 2024 (Mixtral of Experts), Table 1; 46.7B total, 12.9B active"),

@@ -19,6 +19,11 @@ class Gemm(_OpSizes):
 
     A fully connected layer is ``Gemm(m=batch_size, n=out_features, k=in_features)``; attention
     score and context products are ``Gemm`` with ``batch = batch_size * heads``.
+
+    ``kv_cache=True``: ``w`` is a slice of an LLM's key/value cache (``K^T`` for the scores, ``V``
+    for the context), kept in memory by earlier steps and read once per step, as weights are; the
+    op reads at most one producer (its ``a``). A Gemm with two producers reads ``w`` from the
+    second; otherwise ``w`` is the op's weights.
     """
 
     name: str
@@ -27,11 +32,19 @@ class Gemm(_OpSizes):
     k: int
     batch: int = 1
     inputs: tuple[str, ...] = ()
+    kv_cache: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
         _check_positive(self.name, "Gemm", m=self.m, n=self.n, k=self.k, batch=self.batch)
         _check_inputs(self.name, "Gemm", self.inputs)
+        if not isinstance(self.kv_cache, bool):
+            raise IRError(f"Gemm {self.name!r}: kv_cache = {self.kv_cache!r}: must be True or "
+                          f"False")
+        if self.kv_cache and len(self.inputs) > 1:
+            raise IRError(f"Gemm {self.name!r}: kv_cache = True reads its second operand from "
+                          f"the cache, so it takes at most one producer, not inputs = "
+                          f"{self.inputs!r}")
         _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")
 
     def gemm_shape(self) -> GemmShape:

@@ -75,7 +75,7 @@ VIEW_MOVES = ("reshape", "flatten", "squeeze", "unsqueeze")
 #: (the row-wise ones, for their backward ``<f>_grad`` ops, per element as :class:`Softmax` and
 #: :class:`Norm` state it; a pooling gradient routes or spreads each output gradient): dropout (a random compare, a select and the 1/(1-p) scale), the transposed convolution's
 #: col2im scatter-add, nearest (a copy) and linear resizing (two fma per output: lerp in two
-#: axes), and Adam (m and v updates: 2 mul + 2 fma; bias corrections: 2 mul; the update
+#: axes), rotary embeddings and SwiGLU (below), and Adam (m and v updates: 2 mul + 2 fma; bias corrections: 2 mul; the update
 #: lr * m / (sqrt(v) + eps): rsqrt, add, mul, fma).
 _ELTWISE = {
     "softmax": {"max": 1, "add": 2, "exp": 1, "mul": 1},
@@ -89,6 +89,11 @@ _ELTWISE = {
     "resize_linear": {"fma": 2},
     "adaptive_avg_pool": {"add": 1},
     "adam": {"mul": 5, "fma": 3, "rsqrt": 1, "add": 1},
+    # LLM decoders (compiler.llm): rotary position embedding x*cos + rotate_half(x)*sin (a mul
+    # and an fma per element of Q and K, Su et al. 2021 eq. 34); SwiGLU silu(gate) * up (two
+    # operands: silu's exp, add, rcp and mul, then the product; Shazeer 2020).
+    "rotary": {"mul": 1, "fma": 1},
+    "swiglu": {"exp": 1, "add": 1, "rcp": 1, "mul": 2},
     # ONNX activations and inference-time ops without a typed IR op (compiler.frontends):
     # batch norm y = x * scale + shift per channel; clip = max then min; hard sigmoid
     # max(0, min(1, a x + b)); prelu and thresholded relu a compare and a select; elu and

@@ -146,12 +146,18 @@ class ChipDevice:
 
     name: str
     config: str
+    memory_gib: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("name", "config"):
             v = getattr(self, key)
             if not isinstance(v, str) or not v:
                 raise ConfigError(f"ChipDevice: {key} = {v!r}: must be a non-empty string")
+        m = self.memory_gib
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float))
+                              or not 0 < m <= 1 << 20):
+            raise ConfigError(f"ChipDevice: memory_gib = {m!r}: must be a number of GiB in "
+                              f"(0, {1 << 20}]")
 
     def spec(self):
         """The :class:`~hw.spec.ChipSpec` of :attr:`config`."""
@@ -532,14 +538,18 @@ def _device_table(table, where) -> RooflineDevice | ChipDevice:
     rest = {k: v for k, v in table.items() if k != "kind"}
     if kind == "chip":
         for key in rest:
-            if key not in ("config", "name"):
+            if key not in ("config", "name", "memory_gib"):
                 raise ConfigError(f"{where}: device.{key}: unknown key; allowed keys for kind = "
-                                  f"\"chip\": config, name")
+                                  f"\"chip\": config, name, memory_gib")
         config = rest.get("config")
         if not isinstance(config, str) or not config:
             raise ConfigError(f"{where}: device.config = {config!r}: must name a chip config "
                               f"(a sim_configs preset such as \"default\" or a TOML path)")
-        return ChipDevice(name=rest.get("name", Path(config).stem), config=config)
+        try:
+            return ChipDevice(name=rest.get("name", Path(config).stem), config=config,
+                              memory_gib=rest.get("memory_gib"))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: device.{str(exc).removeprefix('ChipDevice: ')}") from None
     if kind in DEVICES:            # a named device, optionally with fields overridden
         if not rest:
             return DEVICES[kind]

@@ -37,6 +37,7 @@ COMMANDS = {
     "collective": ("system", "time a collective on a multi-chip system"),
     "system": ("system", "plan a training step over many chips"),
     "sweep": ("sweep", "run a design-space sweep (or report on one)"),
+    "llm": ("llm", "LLM inference: a layer's kernels, a batch's prefill and decode"),
     "map": ("map", "search the mapping space of one op (tilings, loop orders, dataflows)"),
     "validate": ("validate", "compare a chip's op latencies with measured ones (CSV in, error "
                              "table out)"),

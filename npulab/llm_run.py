@@ -63,7 +63,8 @@ def resolve_system(spec: str | SystemConfig) -> SystemConfig:
     if text not in system_names() and (text in chip_preset_names() or (
             text.endswith(".toml") and Path(text).is_file()
             and "\n[system]" not in "\n" + Path(text).read_text(errors="replace"))):
-        return load_system("fc:1", device=text)
+        from dataclasses import replace
+        return replace(load_system("fc:1", device=text), name=Path(text).stem)
     return load_system(text)
 
 

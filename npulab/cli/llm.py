@@ -6,10 +6,16 @@ each kernel's latency (device time + launch overhead), what bounds it, its FLOPs
 bytes, and the total. ``--format json`` gives ``ops`` (a list of ``{"name", "latency_s",
 ...}``) and ``total_s``; ``--format csv`` one row per kernel.
 
-``npulab llm run --model M --system S --tp P --batch B --prompt N --output K`` runs one batch
-of requests: the prefill (time to first token), ``K - 1`` decode steps (time per output token),
-end-to-end latency, tokens/s, weights and KV cache per chip against its memory, and each
+``npulab llm run --model M --system S --tp P --batch B --prompt N --output-tokens K`` runs
+one batch of requests: the prefill (time to first token), ``K - 1`` decode steps (time per
+output token), end-to-end latency, tokens/s, weights and KV cache per chip against its memory, and each
 phase's time per kernel summed over the layers.
+
+``npulab llm serve [TRACE.csv] --policy static|continuous|chunked|disaggregated`` runs a
+request trace (or a seeded Poisson process) through a batching scheduler
+(:mod:`npulab.llm_serve`) and prints latency percentiles, throughput, goodput and KV-cache
+occupancy; ``--rates`` sweeps the load; ``-o DIR`` writes the per-request and per-iteration
+CSVs and a Perfetto timeline.
 
 ``--model`` is a preset (``npulab llm models`` lists them) or a TOML file with an ``[llm]``
 table (``--llm-config FILE`` is the same).
@@ -28,7 +34,7 @@ FORMATS = ("table", "json", "csv")
 DEFAULT_SYSTEM = "a100x4"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, launch: str = "eager") -> None:
     model = p.add_mutually_exclusive_group()
     model.add_argument("--model", "-m", default="gpt3-175b",
                        help="an LLM preset (npulab llm models) or a TOML file with an [llm] "
@@ -45,8 +51,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-block", type=int, metavar="TOKENS",
                    help="paged KV-cache block size: decode attention reads whole blocks "
                         "(default: 1 for llm layer, 16 for llm run)")
-    p.add_argument("--no-launch", action="store_true",
-                   help="leave out the chip's per-kernel launch overhead (as a CUDA graph)")
+    p.add_argument("--launch", choices=("eager", "graph"), default=launch,
+                   help=f"eager: each kernel pays the chip's launch overhead (PyTorch eager, "
+                        f"what LLMCompass measures); graph: none (kernels captured in a CUDA "
+                        f"graph, as vLLM serves); default {launch}")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="worker processes simulating distinct kernels (default: all cores)")
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
@@ -65,7 +73,7 @@ def add_parser(subparsers) -> None:
                "  npulab llm layer --model gpt3-175b --system a100x4 --tp 4 --batch 8 "
                "--phase decode --kv-len 3072 --format json\n"
                "  npulab llm run --model llama2-13b --system a100x4 --tp 2 --batch 16 "
-               "--prompt 512 --output 64\n"
+               "--prompt 512 --output-tokens 64\n"
                "  npulab llm models")
     sub = p.add_subparsers(dest="llm_command", metavar="SUBCOMMAND", required=True)
     lay = sub.add_parser("layer", formatter_class=fmt,
@@ -86,8 +94,55 @@ def add_parser(subparsers) -> None:
     _common(run)
     run.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
     run.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
-    run.add_argument("--output", type=int, default=32,
+    run.add_argument("--output-tokens", type=int, default=32,
                      help="tokens generated per sequence (default 32)")
+    srv = sub.add_parser(
+        "serve", formatter_class=fmt, help="serve a request trace: batching scheduler, TTFT, "
+                                           "TPOT, throughput",
+        description="Run a request trace (a CSV of arrival_s, prompt_tokens, output_tokens, or "
+                    "a seeded Poisson process) through a batching scheduler on simulated chips: "
+                    "time to first token, time per output token, inter-token and end-to-end "
+                    "latency percentiles, throughput, goodput under SLOs, KV-cache occupancy.",
+        epilog="examples:\n"
+               "  npulab llm serve --model llama2-7b --system a100_like --rate 4 --requests 200\n"
+               "  npulab llm serve trace.csv --model llama2-70b --system a100x8 --tp 8 "
+               "--policy continuous\n"
+               "  npulab llm serve --model llama2-13b --system a100x4 --tp 2 --policy "
+               "disaggregated --rate 2\n"
+               "  npulab llm serve --model llama2-7b --system a100_like --rates 1,2,4,8 "
+               "--requests 100")
+    srv.add_argument("trace", nargs="?", metavar="TRACE.csv",
+                     help="requests: a CSV with arrival_s, prompt_tokens, output_tokens "
+                          "(default: a Poisson process, --rate)")
+    _common(srv, launch="graph")
+    srv.add_argument("--policy", default="chunked",
+                     choices=("static", "continuous", "chunked", "disaggregated"),
+                     help="scheduler (default chunked: Sarathi-Serve / vLLM V1)")
+    srv.add_argument("--rate", type=float, default=1.0,
+                     help="Poisson arrivals per second (default 1)")
+    srv.add_argument("--rates", metavar="R1,R2,..",
+                     help="a load sweep: serve the Poisson trace at each rate (throughput-"
+                          "latency curve)")
+    srv.add_argument("--requests", "-n", type=int, default=100,
+                     help="Poisson requests (default 100)")
+    srv.add_argument("--prompt-len", default="512", metavar="N|LO:HI",
+                     help="Poisson prompt tokens, fixed or uniform in LO:HI (default 512)")
+    srv.add_argument("--output-len", default="128", metavar="N|LO:HI",
+                     help="Poisson output tokens, fixed or uniform in LO:HI (default 128)")
+    srv.add_argument("--seed", type=int, default=0, help="Poisson seed (default 0)")
+    srv.add_argument("--max-num-seqs", type=int, default=256,
+                     help="sequences running at once (default 256)")
+    srv.add_argument("--max-batched-tokens", type=int, default=2048,
+                     help="tokens per iteration (chunked) or prompt tokens per prefill "
+                          "iteration (default 2048)")
+    srv.add_argument("--memory-utilization", type=float, default=0.9,
+                     help="fraction of each chip's memory for weights and KV cache "
+                          "(default 0.9)")
+    srv.add_argument("--slo-ttft-ms", type=float, help="time-to-first-token SLO for goodput")
+    srv.add_argument("--slo-tpot-ms", type=float, help="time-per-output-token SLO for goodput")
+    srv.add_argument("--output", "-o", metavar="DIR",
+                     help="write summary.json, requests.csv, iterations.csv and a Perfetto "
+                          "trace.json")
     sub.add_parser("models", help="list the LLM presets and their sizes",
                    description="The LLM presets: layers, width, heads, parameters.")
 
@@ -138,7 +193,7 @@ def cmd_layer(args) -> int:
     system = _system(args)
     r = llm_layer(_model(args), system, phase=args.phase, batch=args.batch,
                   prompt=args.prompt, kv_len=args.kv_len, tp=args.tp, ep=args.ep,
-                  launch=not args.no_launch, kv_block=args.kv_block or 1, jobs=args.jobs,
+                  launch=args.launch == "eager", kv_block=args.kv_block or 1, jobs=args.jobs,
                   progress=_progress())
     for w in r.warnings:
         print(f"npulab: warning: {w}", file=sys.stderr)
@@ -163,8 +218,8 @@ def cmd_run(args) -> int:
     from npulab.llm_run import llm_generate
     system = _system(args)
     r = llm_generate(_model(args), system, batch=args.batch, prompt=args.prompt,
-                     output=args.output, tp=args.tp, pp=args.pp, ep=args.ep,
-                     launch=not args.no_launch,
+                     output=args.output_tokens, tp=args.tp, pp=args.pp, ep=args.ep,
+                     launch=args.launch == "eager",
                      kv_block=16 if args.kv_block is None else args.kv_block, jobs=args.jobs,
                      progress=_progress())
     for w in r.warnings:
@@ -202,6 +257,131 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _length(text: str, flag: str):
+    parts = str(text).split(":")
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        vals = []
+    if len(vals) not in (1, 2):
+        raise ValueError(f"{flag} {text!r}: expected a token count N or a range LO:HI")
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        rates = []
+    if not rates:
+        raise ValueError(f"--rates {text!r}: expected request rates like 1,2,4")
+    return rates
+
+
+def _ms(v):
+    return "-" if v is None else f"{v * 1e3:,.2f}"
+
+
+def _serve_table(r) -> list[str]:
+    s = r.summary
+    lines = [f"npulab llm serve: {r.model} on {r.system}, tp {r.tp}, {r.policy} scheduler; "
+             f"{s['requests']} requests, {s['output_tokens']:,} output tokens",
+             f"{'metric':<26} {'p50 ms':>10} {'p90 ms':>10} {'p99 ms':>10} {'mean ms':>10}"]
+    for key, label in (("ttft_s", "time to first token"), ("tpot_s", "time per output token"),
+                       ("itl_s", "inter-token latency"), ("e2e_s", "end-to-end latency")):
+        d = s[key]
+        lines.append(f"{label:<26} {_ms(d['p50']):>10} {_ms(d['p90']):>10} {_ms(d['p99']):>10} "
+                     f"{_ms(d['mean']):>10}")
+    lines += [f"{'throughput':<26} {s['tokens_per_s']:,.1f} output tokens/s, "
+              f"{s['requests_per_s']:,.3f} requests/s over {s['makespan_s']:,.3f} s",
+              f"{'goodput':<26} {s['goodput_requests_per_s']:,.3f} requests/s "
+              f"({100 * s['slo_attained']:.1f} % within the SLOs)",
+              f"{'KV cache':<26} peak {s['kv_peak_blocks']:,} of {s['kv_blocks']:,} blocks, "
+              f"mean occupancy {100 * s['kv_mean_occupancy']:.1f} %; "
+              f"{s['preemptions']} preemptions",
+              f"({s['iterations']:,} iterations; {r.simulation['kernels_simulated']} distinct "
+              f"kernels simulated; {r.simulation['seconds']:.1f} s)"]
+    return lines
+
+
+def _write_serve(r, out: str) -> None:
+    from pathlib import Path
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    doc = r.to_dict()
+    (d / "summary.json").write_text(json.dumps(
+        {k: v for k, v in doc.items() if k not in ("requests", "iterations")}, indent=2) + "\n")
+    for name, rows in (("requests.csv", r.requests), ("iterations.csv", r.iterations)):
+        with open(d / name, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+    (d / "trace.json").write_text(json.dumps(r.perfetto()) + "\n")
+
+
+def cmd_serve(args) -> int:
+    from npulab.llm_serve import Scheduler, poisson_trace, read_trace, serve
+    system = _system(args)
+    sched = Scheduler(policy=args.policy, max_num_seqs=args.max_num_seqs,
+                      max_num_batched_tokens=args.max_batched_tokens,
+                      block_size=16 if args.kv_block is None else args.kv_block,
+                      memory_utilization=args.memory_utilization)
+    slo = {"slo_ttft_s": None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3,
+           "slo_tpot_s": None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3}
+    prompt = _length(args.prompt_len, "--prompt-len")
+    output = _length(args.output_len, "--output-len")
+    if args.rates:
+        if args.trace:
+            raise ValueError("--rates sweeps a Poisson trace; it takes no TRACE file")
+        from npulab.llm_run import KernelTimer
+        timer = KernelTimer(system, launch=args.launch == "eager", jobs=args.jobs,
+                            progress=_progress())
+        rows = []
+        for rate in _rates(args.rates):
+            trace = poisson_trace(args.requests, rate, prompt, output, args.seed)
+            r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
+                      timer=timer, **slo)
+            s = r.summary
+            rows.append({"rate": rate, "tokens_per_s": s["tokens_per_s"],
+                         "requests_per_s": s["requests_per_s"],
+                         "goodput_requests_per_s": s["goodput_requests_per_s"],
+                         **{f"{k}_{p}": s[k][p] for k in ("ttft_s", "tpot_s", "e2e_s")
+                            for p in ("p50", "p99")}})
+        if args.format == "json":
+            json.dump({"model": r.model, "system": r.system, "policy": r.policy,
+                       "curve": rows}, sys.stdout, indent=2)
+            print()
+        elif args.format == "csv":
+            _csv(rows, {})
+        else:
+            print(f"npulab llm serve: {r.model} on {r.system}, tp {r.tp}, {r.policy} "
+                  f"scheduler; {args.requests} Poisson requests per rate")
+            print(f"{'rate/s':>8} {'tokens/s':>10} {'goodput/s':>10} {'TTFT p50':>10} "
+                  f"{'TTFT p99':>10} {'TPOT p50':>10} {'TPOT p99':>10} {'E2E p99':>10}  (ms)")
+            for x in rows:
+                print(f"{x['rate']:>8g} {x['tokens_per_s']:>10,.1f} "
+                      f"{x['goodput_requests_per_s']:>10,.3f} {_ms(x['ttft_s_p50']):>10} "
+                      f"{_ms(x['ttft_s_p99']):>10} {_ms(x['tpot_s_p50']):>10} "
+                      f"{_ms(x['tpot_s_p99']):>10} {_ms(x['e2e_s_p99']):>10}")
+        return 0
+    trace = read_trace(args.trace) if args.trace else poisson_trace(
+        args.requests, args.rate, prompt, output, args.seed)
+    r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
+              launch=args.launch == "eager", jobs=args.jobs, progress=_progress(), **slo)
+    if args.output:
+        _write_serve(r, args.output)
+    if args.format == "json":
+        json.dump(r.to_dict(), sys.stdout, indent=2)
+        print()
+    elif args.format == "csv":
+        _csv(r.requests, {})
+    else:
+        print("\n".join(_serve_table(r)))
+        if args.output:
+            print(f"wrote {args.output}/summary.json, requests.csv, iterations.csv, trace.json")
+    return 0
+
+
 def cmd_models(args) -> int:
     from compiler.frontends.llm import LLM_PRESETS
     print(f"{'model':<14} {'layers':>6} {'d_model':>8} {'heads':>6} {'kv':>4} {'ffn':>7} "
@@ -220,6 +400,8 @@ def main(args) -> int:
             return cmd_models(args)
         if args.llm_command == "layer":
             return cmd_layer(args)
+        if args.llm_command == "serve":
+            return cmd_serve(args)
         return cmd_run(args)
     except ValueError as exc:
         raise UserError(str(exc)) from None

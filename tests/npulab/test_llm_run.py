@@ -167,7 +167,7 @@ def test_cli_run_on_simulated_a100s_with_a_toml_model(capsys, tmp_path):
     path = tmp_path / "small.toml"
     path.write_text(SMALL_TOML)
     code, out, err = run(capsys, "llm", "run", "--llm-config", str(path), "--system", "a100x4",
-                         "--tp", "2", "--batch", "4", "--prompt", "64", "--output", "4",
+                         "--tp", "2", "--batch", "4", "--prompt", "64", "--output-tokens", "4",
                          "--format", "json", "--jobs", "1")
     assert code == 0, err
     doc = json.loads(out)
@@ -187,7 +187,7 @@ def test_cli_run_on_simulated_a100s_with_a_toml_model(capsys, tmp_path):
     (["layer", "--llm-config", "missing.toml"], "missing.toml: no such file"),
     (["layer", "--batch", "0", "--system", "hgx-a100-4"],
      "batch = 0: must be an integer in 1..1,048,576"),
-    (["run", "--output", "0", "--system", "hgx-a100-4"],
+    (["run", "--output-tokens", "0", "--system", "hgx-a100-4"],
      "output = 0: must be an integer in 1..1,048,576"),
     (["layer", "--system", "nosuch"], "system 'nosuch': unknown"),
     (["layer", "--jobs", "0", "--system", "hgx-a100-4"], "jobs = 0: must be an integer in 1..1,024"),

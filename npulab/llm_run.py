@@ -33,7 +33,7 @@ from typing import Callable
 from compiler.frontends.llm import DecoderConfig, get_llm, llm_names, load_llm_config
 from compiler.frontends.llm_step import (StepOp, StepShape, check_int, check_layout,
                                          context_warning,
-                                         head_ops, kv_cache_bytes, layer_ops)
+                                         head_ops, kv_cache_bytes, layer_ops, weight_bytes)
 from hw.system.system import SystemConfig
 
 __all__ = ["KernelTimer", "LayerResult", "GenerateResult", "llm_layer", "llm_generate",
@@ -243,11 +243,13 @@ def _check_launch(launch: object) -> None:
 def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, prompt: int = 0,
               kv_len: int = 0, tp: int = 1, ep: int = 1, launch: bool = True,
               kv_block: int = 1, jobs: int | None = None, progress: Callable | None = None,
-              timer: KernelTimer | None = None) -> LayerResult:
+              timer: KernelTimer | None = None, weight_bits: int | None = None,
+              kv_bits: int | None = None) -> LayerResult:
     """One layer of a ``prefill`` (``batch`` prompts of ``prompt`` tokens) or a ``decode``
     step (``batch`` sequences, one new token each, ``kv_len`` tokens already cached) on one of
     ``tp`` ranks of ``system`` (module docstring). ``timer``: a :class:`KernelTimer` to share
-    (its cache and launch setting) across calls."""
+    (its cache and launch setting) across calls. ``weight_bits`` / ``kv_bits``: weight-only
+    quantization (8, 4) and an fp8 KV cache (8) (:func:`~compiler.frontends.llm_step.layer_ops`)."""
     cfg = resolve_llm(model)
     system = resolve_system(system)
     _check_launch(launch)
@@ -260,7 +262,8 @@ def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, 
     check_layout(cfg, tp, ep)
     groups = _tp_groups(system, tp)
     timer = timer or KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
-    ops = layer_ops(cfg, shape, tp, ep, dtype_bytes=timer.dtype_bytes, kv_block=kv_block)
+    ops = layer_ops(cfg, shape, tp, ep, dtype_bytes=timer.dtype_bytes, kv_block=kv_block,
+                    weight_bits=weight_bits, kv_bits=kv_bits)
     before, t0 = timer.simulated, timer.sim_seconds
     timer.prefetch(ops)
     rows = _merge([timer.kernel(s, groups) for s in ops])
@@ -335,10 +338,12 @@ def _stage_layers(layers: int, pp: int) -> list[int]:
 
 
 def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: int,
-                 output: int, tp: int = 1, pp: int = 1, ep: int = 1, launch: bool = True, kv_block: int = 16, jobs: int | None = None,
-                 progress: Callable | None = None) -> GenerateResult:
+                 output: int, tp: int = 1, pp: int = 1, ep: int = 1, launch: bool = True,
+                 kv_block: int = 16, jobs: int | None = None, progress: Callable | None = None,
+                 weight_bits: int | None = None, kv_bits: int | None = None) -> GenerateResult:
     """``batch`` requests of ``prompt`` tokens each generating ``output`` tokens, on ``tp x
-    pp`` chips of ``system`` (module docstring)."""
+    pp`` chips of ``system`` (module docstring); ``weight_bits`` / ``kv_bits`` as
+    :func:`llm_layer`'s."""
     cfg = resolve_llm(model)
     system = resolve_system(system)
     _check_launch(launch)
@@ -347,13 +352,15 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
     if pp > cfg.layers:
         raise ValueError(f"pp = {pp}: {cfg.name} has only {cfg.layers} layers to split")
     last = StepShape(batch, 1, prompt + output - 1) if output > 1 else StepShape(batch, prompt)
-    layer_ops(cfg, last, tp, ep, kv_block=kv_block)          # every step fits the model
+    layer_ops(cfg, last, tp, ep, kv_block=kv_block, weight_bits=weight_bits,
+              kv_bits=kv_bits)                           # checks the layout and the widths
     groups = _tp_groups(system, tp, pp)
     timer = KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     dtype_bytes = timer.dtype_bytes
     steps = [StepShape(batch, prompt, 0)] + [StepShape(batch, 1, prompt + i)
                                             for i in range(output - 1)]
-    step_ops = [(layer_ops(cfg, s, tp, ep, dtype_bytes=dtype_bytes, kv_block=kv_block),
+    step_ops = [(layer_ops(cfg, s, tp, ep, dtype_bytes=dtype_bytes, kv_block=kv_block,
+                           weight_bits=weight_bits, kv_bits=kv_bits),
                  head_ops(cfg, s, tp, dtype_bytes=dtype_bytes)) for s in steps]
     timer.prefetch([o for lay, head in step_ops for o in lay + head])
     stages = _stage_layers(cfg.layers, pp)
@@ -385,9 +392,9 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
                 acc[r["name"]] = dict(r)
         times.append(sum(r["latency_s"] for r in rows))
     max_stage = max(stages)
-    weights = (cfg.params - cfg.embedding_params) / cfg.layers * max_stage / tp * dtype_bytes
-    weights += cfg.embedding_params / tp * dtype_bytes
-    kv = kv_cache_bytes(cfg, batch * (prompt + output), tp, dtype_bytes, layers=max_stage)
+    weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage)
+    kv = kv_cache_bytes(cfg, batch * (prompt + output), tp,
+                        kv_bits / 8 if kv_bits else dtype_bytes, layers=max_stage)
     return GenerateResult(
         cfg.name, system.name, timer.device.name, batch, prompt, output, tp, pp, ep,
         times[0], times[1:], {k: list(v.values()) for k, v in phases.items() if v},

@@ -54,8 +54,8 @@ import numpy as np
 
 from compiler.frontends.llm import DecoderConfig
 from compiler.frontends.llm_step import (
-    ATTENTION, StepOp, StepShape, attention_ops, check_int, check_layout, head_ops,
-    kv_cache_bytes, layer_ops,
+    ATTENTION, StepOp, StepShape, attention_ops, check_bits, check_int, check_layout, head_ops,
+    kv_cache_bytes, layer_ops, weight_bytes,
 )
 from hw.system.system import SystemConfig
 
@@ -212,8 +212,10 @@ class IterationCost:
     (``False``: captured in a CUDA graph)."""
 
     def __init__(self, cfg: DecoderConfig, tp: int, ep: int, dtype_bytes: int,
-                 lookup: Callable, comm: Callable, launch: bool = True):
+                 lookup: Callable, comm: Callable, launch: bool = True,
+                 weight_bits: int | None = None, kv_bits: int | None = None):
         self.cfg, self.tp, self.ep, self.eb = cfg, tp, ep, dtype_bytes
+        self.weight_bits, self.kv_bits = weight_bits, kv_bits
         self.lookup, self.comm, self.launch = lookup, comm, launch
         self._dense: dict[int, float] = {}
         self._head: dict[int, float] = {}
@@ -233,7 +235,8 @@ class IterationCost:
     def dense_ops(self, tokens: int) -> list[StepOp]:
         """One layer's kernels but attention, for ``tokens`` tokens."""
         return [s for s in layer_ops(self.cfg, StepShape(tokens, 1), self.tp, self.ep,
-                                     dtype_bytes=self.eb) if s.name not in ATTENTION]
+                                     dtype_bytes=self.eb, weight_bits=self.weight_bits)
+                if s.name not in ATTENTION]
 
     def _dense_at(self, tokens: int) -> float:
         if tokens not in self._dense:
@@ -263,7 +266,8 @@ class IterationCost:
     def _attn_at(self, n: int, q: int, k: int, cached: bool) -> float:
         key = (n, q, k, cached)
         if key not in self._attn:
-            self._attn[key] = self._time(attention_ops(self.cfg, n, q, k, self.tp, cached),
+            self._attn[key] = self._time(attention_ops(self.cfg, n, q, k, self.tp, cached,
+                                                       self.kv_bits),
                                          launch=False)
         return self._attn[key]
 
@@ -666,18 +670,21 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
           ep: int = 1, scheduler: Scheduler | None = None, launch: bool = False,
           slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
           jobs: int | None = None, progress: Callable | None = None,
-          timer=None) -> ServeResult:
+          timer=None, weight_bits: int | None = None, kv_bits: int | None = None) -> ServeResult:
     """Serve ``trace`` with ``scheduler`` on ``tp`` chips of ``system`` (two groups of ``tp``
     when disaggregated); module docstring. ``launch``: add the chip's per-kernel launch
     overhead (default False: a serving engine captures its iterations in CUDA graphs, as vLLM
     does). ``timer``: a :class:`~npulab.llm_run.KernelTimer` on ``system`` to share its kernel
-    cache across calls (a load sweep); its launch setting then applies."""
+    cache across calls (a load sweep); its launch setting then applies. ``weight_bits`` /
+    ``kv_bits``: weight-only quantization (8, 4) and an fp8 KV cache (8): fewer bytes to move
+    and to hold, so more room for the cache."""
     import time as _time
     from npulab.llm_run import KernelTimer, _tp_groups, resolve_llm, resolve_system
     cfg = resolve_llm(model)
     system = resolve_system(system)
     sched = scheduler or Scheduler()
     check_layout(cfg, tp, ep)
+    check_bits(weight_bits, kv_bits)
     if not trace:
         raise TraceError("the trace has no requests")
     groups = 2 if sched.policy == "disaggregated" else 1
@@ -701,8 +708,9 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
         spec = getattr(timer.device, "spec", None)
         dram = getattr(getattr(spec, "config", None), "dram", None)
         mem = float(dram.capacity_bytes) if dram is not None else 80 * 2**30
-    weights = cfg.params / tp * eb
-    block_bytes = kv_cache_bytes(cfg, sched.block_size, tp, eb)
+    weights = weight_bytes(cfg, tp, eb, weight_bits)
+    kv_eb = kv_bits / 8 if kv_bits else eb
+    block_bytes = kv_cache_bytes(cfg, sched.block_size, tp, kv_eb)
     kv_blocks = int((mem * sched.memory_utilization - weights) // block_bytes)
     if kv_blocks < 1:
         raise ValueError(f"{cfg.name} on {tp} chip(s): the weights ({weights / 2**30:.1f} GiB "
@@ -714,7 +722,7 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
                          f"{-(-(r.prompt + r.output) // sched.block_size):,} KV blocks of "
                          f"{sched.block_size} tokens; the cache holds {kv_blocks:,} per chip on "
                          f"{tp} chip(s): use more chips (--tp) or shorter requests")
-    per_token = kv_cache_bytes(cfg, 1, tp, eb)
+    per_token = kv_cache_bytes(cfg, 1, tp, kv_eb)
 
     def kv_transfer(tokens: int) -> float:
         pairs = [(i, tp + i) for i in range(tp)]
@@ -730,7 +738,8 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
         def record(op):
             needed.setdefault(_key(op), op)
             return rough(op)
-        _simulate(trace, sched, lambda: IterationCost(cfg, tp, ep, eb, record, comm, launch),
+        _simulate(trace, sched, lambda: IterationCost(cfg, tp, ep, eb, record, comm, launch,
+                                                      weight_bits, kv_bits),
                   kv_blocks, kv_transfer)
         timer.prefetch([StepOp(op.name, op) for op in needed.values()])
     first_pass = timer.simulated - before
@@ -739,7 +748,8 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
         r = timer._record(op)
         return r["device_s"], r["launch_s"]
     seqs, iterations = _simulate(
-        trace, sched, lambda: IterationCost(cfg, tp, ep, eb, lookup, comm, launch), kv_blocks,
+        trace, sched, lambda: IterationCost(cfg, tp, ep, eb, lookup, comm, launch, weight_bits,
+                                            kv_bits), kv_blocks,
         kv_transfer)
     rows, itl = [], []
     for q in sorted(seqs, key=lambda q: q.req.id):

@@ -78,10 +78,12 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
             dilation_h=op.dilation_h, pad_top=op.pad_top)
+    w_bits = op.w_bits if isinstance(op, Gemm) and op.w_bits is not None else 0
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
-        b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2))
+        b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
+        b_bits=w_bits if 0 < w_bits < 8 * eb else 0)
 
 
 def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None, *,
@@ -651,9 +653,9 @@ def _b_box(p: TileProblem, base: int, g0: int, gsz: int, k0: int, ksz: int, n0: 
            trips, eb: int, choice: TileChoice):
     kt = ksz * p.k_unit
     if p.b_is_weight:
-        block = choice.k_units * p.k_unit * choice.n_tile * eb
+        block = p.b_size(choice.k_units * p.k_unit * choice.n_tile)
         index = (g0 * trips["k"] + k0 // choice.k_units) * trips["n"] + n0 // choice.n_tile
-        return base + index * block, 1, 0, 1, 0, gsz * kt * nsz * eb
+        return base + index * block, 1, 0, 1, 0, p.b_size(gsz * kt * nsz)
     addr = base + (g0 * p.k * p.n + k0 * p.n + n0) * eb
     if nsz == p.n:
         return addr, 1, 0, 1, 0, gsz * kt * p.n * eb

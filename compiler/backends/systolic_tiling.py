@@ -85,6 +85,7 @@ class TileProblem:
     elem_bytes: int
     acc_bytes: int
     b_is_weight: bool = True
+    b_bits: int = 0          # bits per stored B element when narrower than elem_bytes (Gemm.w_bits)
     # direct convolution geometry (NHWC)
     batch: int = 1
     out_h: int = 1
@@ -100,6 +101,12 @@ class TileProblem:
     # bytes per output element the ofmap tile holds beside its accumulators (a fused
     # epilogue's residual tile)
     out_extra_bytes: int = 0
+
+    def b_size(self, elements: int) -> int:
+        """Bytes of ``elements`` B elements as stored (:attr:`b_bits`, rounded up to a byte)."""
+        if self.b_bits:
+            return -(-elements * self.b_bits // 8)
+        return elements * self.elem_bytes
 
     @property
     def m_units(self) -> int:
@@ -331,7 +338,7 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
             k_items, k_trips = k_split[ku]
             a_passes = None                   # computed when a tiling with this (mu, ku) is costed
             for nt in n_cands:
-                b_fp, c_fp = kt * nt * eb, mu * unit_px * nt * ab
+                b_fp, c_fp = p.b_size(kt * nt), mu * unit_px * nt * ab
                 if b_fp > cap_b:
                     too_big("filter", b_fp)
                     continue
@@ -474,6 +481,8 @@ def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, eb: int, burst: int
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:
+    if p.b_bits:                     # narrower stored weights (a B that is always a weight)
+        return _burst(p.b_size(kt * nt), burst)
     if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled: one block per tile
         return _burst(kt * nt * eb, burst)
     return kt * _burst(nt * eb, burst)

@@ -64,7 +64,8 @@ from compiler.frontends.llm import DecoderConfig
 from compiler.ir import MAX_OP_MACS, Activation, Binary, Eltwise, Gemm, Move, Norm, Op, Softmax
 
 __all__ = ["StepShape", "StepOp", "LlmStepError", "layer_ops", "head_ops", "kv_cache_bytes",
-           "check_layout", "check_int", "context_warning", "attention_ops", "ATTENTION"]
+           "check_layout", "check_int", "check_bits", "context_warning", "attention_ops",
+           "ATTENTION", "weight_bytes"]
 
 
 class LlmStepError(ValueError):
@@ -160,6 +161,25 @@ def kv_cache_bytes(cfg: DecoderConfig, tokens: int, tp: int = 1, dtype_bytes: fl
     return 2 * _kv_heads_per_rank(cfg, tp) * cfg.head_dim * dtype_bytes * tokens * layers
 
 
+def weight_bytes(cfg: DecoderConfig, tp: int = 1, dtype_bytes: float = 2,
+                 weight_bits: int | None = None, layers: int | None = None,
+                 embeddings: bool = True) -> float:
+    """Weight bytes on one of ``tp`` ranks: ``layers`` layers (default all) with their
+    projections and FFN at ``weight_bits`` (norms, biases and the router at ``dtype_bytes``),
+    and the embeddings and LM head (kept at ``dtype_bytes``, as weight-only quantization
+    leaves them) when ``embeddings``."""
+    layers = cfg.layers if layers is None else layers
+    per_layer = cfg.layer_params()
+    d, h, g, dh, f = cfg.d_model, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
+    matmul = (d * h * dh + 2 * d * g * dh + h * dh * d
+              + cfg.experts * (3 if cfg.ffn_kind == "swiglu" else 2) * d * f)
+    narrow = (_bits(weight_bits) or 8 * dtype_bytes) / 8
+    total = layers * ((per_layer - matmul) * dtype_bytes + matmul * narrow)
+    if embeddings:
+        total += (cfg.embedding_params + cfg.norm_params) * dtype_bytes
+    return total / tp
+
+
 def context_warning(cfg: DecoderConfig, shape: StepShape) -> str | None:
     """A warning when the step's ``keys`` exceed the model's ``max_seq_len``: the model was
     not trained for it (learned positions end there), but its kernels' shapes are still what
@@ -182,13 +202,31 @@ def _query_chunks(new: int, macs: int) -> list[tuple[int, int]]:
     return [(chunk, full)] + ([(rest, 1)] if rest else [])
 
 
+def check_bits(weight_bits: int | None, kv_bits: int | None) -> None:
+    """Storage widths: weights 16, 8 or 4 bits; the KV cache 16 or 8 (None: 16)."""
+    for key, v, allowed in (("weight_bits", weight_bits, (4, 8, 16)),
+                            ("kv_bits", kv_bits, (8, 16))):
+        if v is not None and (isinstance(v, bool) or v not in allowed):
+            raise LlmStepError(f"{key} = {v!r}: must be one of {', '.join(map(str, allowed))}")
+
+
+def _bits(v: int | None) -> int | None:
+    return None if v in (None, 16) else v
+
+
 def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
-              dtype_bytes: int = 2, capacity: float = 1.0, kv_block: int = 1) -> list[StepOp]:
+              dtype_bytes: int = 2, capacity: float = 1.0, kv_block: int = 1,
+              weight_bits: int | None = None, kv_bits: int | None = None) -> list[StepOp]:
     """One decoder layer's kernels on one of ``tp`` ranks (module docstring). ``kv_block``:
     a paged cache's block size in tokens; attention over a cache (``context > 0``) reads whole
-    blocks, ``keys`` rounded up to a multiple of it (vLLM's PagedAttention masks the rest)."""
+    blocks, ``keys`` rounded up to a multiple of it (vLLM's PagedAttention masks the rest).
+    ``weight_bits`` (8, 4: weight-only quantization) and ``kv_bits`` (8: an fp8 cache) store
+    the projections' and FFN's weights and the cache narrower (``Gemm.w_bits``), widened as
+    they are loaded: fewer bytes, the same arithmetic."""
     check_layout(cfg, tp, ep)
     check_int("kv_block", kv_block, 1, 1 << 16)
+    check_bits(weight_bits, kv_bits)
+    wb = _bits(weight_bits)
     if not (isinstance(capacity, (int, float)) and not isinstance(capacity, bool)
             and 0 < capacity <= 64):
         raise LlmStepError(f"capacity = {capacity!r}: must be a number in (0, 64] (the MoE "
@@ -203,18 +241,18 @@ def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
     norm = cfg.norm
     ops: list[StepOp] = [
         StepOp(f"{norm}_attn", Norm(name=f"{norm}_attn", kind=norm, rows=T, cols=d)),
-        StepOp("qkv_proj", Gemm(name="qkv_proj", m=T, n=(hp + 2 * g) * dh, k=d)),
+        StepOp("qkv_proj", Gemm(name="qkv_proj", m=T, n=(hp + 2 * g) * dh, k=d, w_bits=wb)),
     ]
     if cfg.positions == "rotary":
         ops.append(StepOp("rotary", Eltwise(name="rotary", op="rotary",
                                             elements=T * (hp + g) * dh)))
-    ops += attention_ops(cfg, b, new, keys, tp, cached)
-    ops.append(StepOp("out_proj", Gemm(name="out_proj", m=T, n=d, k=hp * dh)))
+    ops += attention_ops(cfg, b, new, keys, tp, cached, kv_bits)
+    ops.append(StepOp("out_proj", Gemm(name="out_proj", m=T, n=d, k=hp * dh, w_bits=wb)))
     if tp > 1:
         ops.append(StepOp("allreduce_attn", collective="allreduce", nbytes=T * d * dtype_bytes))
     ops += [StepOp("residual_attn", Binary(name="residual_attn", fn="add", elements=T * d)),
             StepOp(f"{norm}_ffn", Norm(name=f"{norm}_ffn", kind=norm, rows=T, cols=d))]
-    ops += _ffn_ops(cfg, T, tp, ep, capacity)
+    ops += _ffn_ops(cfg, T, tp, ep, capacity, wb)
     if tp > 1:
         ops.append(StepOp("allreduce_ffn", collective="allreduce", nbytes=T * d * dtype_bytes))
     ops.append(StepOp("residual_ffn", Binary(name="residual_ffn", fn="add", elements=T * d)))
@@ -226,10 +264,12 @@ ATTENTION = ("q_mul_k", "softmax", "a_mul_v")
 
 
 def attention_ops(cfg: DecoderConfig, batch: int, new: int, keys: int, tp: int = 1,
-                  cached: bool = False) -> list[StepOp]:
+                  cached: bool = False, kv_bits: int | None = None) -> list[StepOp]:
     """The :data:`ATTENTION` kernels of ``batch`` sequences each with ``new`` queries over
     ``keys`` keys on one of ``tp`` ranks (module docstring), split along the queries when over
-    the IR's per-op limit. ``cached``: the keys and values are read from the KV cache."""
+    the IR's per-op limit. ``cached``: the keys and values are read from the KV cache, stored
+    at ``kv_bits`` (8: fp8)."""
+    kb = _bits(kv_bits) if cached else None
     h, dh = cfg.heads, cfg.head_dim
     g = _kv_heads_per_rank(cfg, tp)
     hp = h // tp
@@ -238,16 +278,17 @@ def attention_ops(cfg: DecoderConfig, batch: int, new: int, keys: int, tp: int =
     for q, n in _query_chunks(new, batch * hp * new * keys * dh):
         ops += [
             StepOp("q_mul_k", Gemm(name="q_mul_k", batch=batch * g, m=q * group, n=keys, k=dh,
-                                   kv_cache=cached), repeat=n),
+                                   kv_cache=cached, w_bits=kb), repeat=n),
             StepOp("softmax", Softmax(name="softmax", rows=batch * hp * q, cols=keys),
                    repeat=n),
             StepOp("a_mul_v", Gemm(name="a_mul_v", batch=batch * g, m=q * group, n=dh, k=keys,
-                                   kv_cache=cached), repeat=n),
+                                   kv_cache=cached, w_bits=kb), repeat=n),
         ]
     return ops
 
 
-def _ffn_ops(cfg: DecoderConfig, T: int, tp: int, ep: int, capacity: float) -> list[StepOp]:
+def _ffn_ops(cfg: DecoderConfig, T: int, tp: int, ep: int, capacity: float,
+             wb: int | None) -> list[StepOp]:
     d, f = cfg.d_model, cfg.ffn
     fp = f // (tp // ep)               # FFN columns of one expert on this rank
     up = 2 * fp if cfg.ffn_kind == "swiglu" else fp
@@ -261,14 +302,14 @@ def _ffn_ops(cfg: DecoderConfig, T: int, tp: int, ep: int, capacity: float) -> l
                 StepOp("router_softmax", Softmax(name="router_softmax", rows=T, cols=e))]
     else:
         experts, m = 1, T
-    ops.append(StepOp("ffn1", Gemm(name="ffn1", batch=experts, m=m, n=up, k=d)))
+    ops.append(StepOp("ffn1", Gemm(name="ffn1", batch=experts, m=m, n=up, k=d, w_bits=wb)))
     if cfg.ffn_kind == "swiglu":
         ops.append(StepOp("swiglu", Eltwise(name="swiglu", op="swiglu",
                                             elements=experts * m * fp, operands=2)))
     else:
         ops.append(StepOp(cfg.ffn_kind, Activation(name=cfg.ffn_kind, fn=cfg.ffn_kind,
                                                    elements=experts * m * fp)))
-    ops.append(StepOp("ffn2", Gemm(name="ffn2", batch=experts, m=m, n=d, k=fp)))
+    ops.append(StepOp("ffn2", Gemm(name="ffn2", batch=experts, m=m, n=d, k=fp, w_bits=wb)))
     return ops
 
 

@@ -10,7 +10,10 @@ from compiler.ir.base import (
     _check_positive, _check_size, _OpSizes,
 )
 
-__all__ = ["Gemm", "Conv2d", "conv2d"]
+__all__ = ["Gemm", "Conv2d", "conv2d", "W_BITS"]
+
+#: Storage widths of a Gemm's ``w`` (``Gemm.w_bits``): int4, int8/fp8, 16-bit.
+W_BITS = (4, 8, 16)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +27,11 @@ class Gemm(_OpSizes):
     for the context), kept in memory by earlier steps and read once per step, as weights are; the
     op reads at most one producer (its ``a``). A Gemm with two producers reads ``w`` from the
     second; otherwise ``w`` is the op's weights.
+
+    ``w_bits``: ``w`` is stored with this many bits per element (8: int8 or fp8; 4: int4, two per
+    byte) and widened to the engine's precision as it is loaded: weight-only quantization, or an
+    fp8 KV cache. It changes the bytes ``w`` occupies and moves, not the arithmetic. ``None``:
+    the engine's precision.
     """
 
     name: str
@@ -33,6 +41,7 @@ class Gemm(_OpSizes):
     batch: int = 1
     inputs: tuple[str, ...] = ()
     kv_cache: bool = False
+    w_bits: int | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
@@ -41,6 +50,13 @@ class Gemm(_OpSizes):
         if not isinstance(self.kv_cache, bool):
             raise IRError(f"Gemm {self.name!r}: kv_cache = {self.kv_cache!r}: must be True or "
                           f"False")
+        if self.w_bits is not None and (isinstance(self.w_bits, bool)
+                                        or self.w_bits not in W_BITS):
+            raise IRError(f"Gemm {self.name!r}: w_bits = {self.w_bits!r}: must be one of "
+                          f"{', '.join(map(str, W_BITS))} or None")
+        if self.w_bits is not None and len(self.inputs) > 1 and not self.kv_cache:
+            raise IRError(f"Gemm {self.name!r}: w_bits = {self.w_bits} narrows stored weights or a "
+                          f"KV cache, not a second producer's output (inputs = {self.inputs!r})")
         if self.kv_cache and len(self.inputs) > 1:
             raise IRError(f"Gemm {self.name!r}: kv_cache = True reads its second operand from "
                           f"the cache, so it takes at most one producer, not inputs = "
@@ -65,6 +81,16 @@ class Gemm(_OpSizes):
     @property
     def output_elements(self) -> int:
         return self.batch * self.m * self.n
+
+    def weight_bytes(self, elem_bytes: int) -> int:
+        """Bytes of ``w``: at ``w_bits`` when it is stored narrower (rounded up to a byte)."""
+        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
+            return self.weight_elements * elem_bytes
+        return -(-self.weight_elements * self.w_bits // 8)
+
+    def traffic_bytes(self, elem_bytes: int) -> int:
+        return (self.input_bytes(elem_bytes) + self.weight_bytes(elem_bytes)
+                + self.output_bytes(elem_bytes))
 
 
 @dataclass(frozen=True, kw_only=True)

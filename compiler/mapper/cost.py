@@ -59,8 +59,8 @@ ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2
  PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB, PI_REG_BITS) = range(13)
 P_INT = 15
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
- PF_OF_W, PF_DRAM) = range(12)
-P_FLOAT = 12
+ PF_OF_W, PF_DRAM, PF_B_BYTES) = range(13)
+P_FLOAT = 13
 _IFMAP = int(GemmOperand.IFMAP)
 _M, _N, _K = int(GemmDim.M), int(GemmDim.N), int(GemmDim.K)
 
@@ -172,7 +172,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
         b_bus, b_ex = b[ik, i_n, 0], b[ik, i_n, 1]
         c_bus, c_ex, acc_bus, acc_ex = c[im, i_n, 0], c[im, i_n, 1], c[im, i_n, 2], c[im, i_n, 3]
         # first load (first A and B tiles, or the MOVE of a resident input) and last store
-        b_first = gt * k[ik, 2] * n[i_n, 2] * eb
+        b_first = math.ceil(gt * k[ik, 2] * n[i_n, 2] * pflt[PF_B_BYTES])
         if in_res:
             first = pint[PI_FIRST_A] + setup + math.ceil(b_first * bwinv)
         else:

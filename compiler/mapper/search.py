@@ -100,6 +100,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
         pflt[r] = rates.scratchpads[name].read_pj_per_bit
         pflt[w] = rates.scratchpads[name].write_pj_per_bit
     pflt[C.PF_DRAM] = rates.dram_pj_per_bit
+    pflt[C.PF_B_BYTES] = p.b_bits / 8 if p.b_bits else p.elem_bytes
     return pint, pflt
 
 
@@ -421,7 +422,7 @@ def _details(search: _Search, space: MappingSpace, p: TileProblem, dfs) -> tuple
     det_i, det_f = search.run(ig, im, i_n, ik, idf, detail=True)
     search.best, search.evaluated = keep, evaluated
     out = []
-    eb, ab = p.elem_bytes, p.acc_bytes
+    ab = p.acc_bytes
     for j in range(len(ig)):
         di = det_i[j, o[j]]
         dfv = det_f[j, o[j]]
@@ -441,6 +442,6 @@ def _details(search: _Search, space: MappingSpace, p: TileProblem, dfs) -> tuple
             dram_bytes=counters["dram_bytes"], dram_bus_bytes=counters["dram_bus_bytes"],
             tiles=counters["tiles"], energy_j=float(dfv[7]), edp_js=float(dfv[8]),
             objective=obj, energy_breakdown_j=energy, counters=counters,
-            ifmap_bytes=0 if in_res else gt * a_fp, filter_bytes=gt * ku * p.k_unit * nt * eb,
+            ifmap_bytes=0 if in_res else gt * a_fp, filter_bytes=gt * p.b_size(ku * p.k_unit * nt),
             ofmap_bytes=gt * mu * p.unit_pixels * nt * ab, index=int(gids[j])))
     return tuple(out)

@@ -230,7 +230,8 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 nsz = nt[:, [S0, S1][ncol]][None, :]
                 ncount = nt[:, [C0, C1][ncol]][None, :]
                 block = (p.b_is_weight) | (nsz == p.n)
-                per = np.where(block, -(-(kel * nsz * eb) // unit) * unit,
+                whole = (-(-(kel * nsz * p.b_bits) // 8) if p.b_bits else kel * nsz * eb)
+                per = np.where(block, -(-whole // unit) * unit,
                                kel * (-(-(nsz * eb) // unit) * unit))
                 b[:, :, j] += kcount * ncount * per
     c = np.zeros((nM, nN, 4), np.int64)
@@ -246,7 +247,8 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                     c[i, :, j] += cnt * ncount * per
                     c[i, :, 2 + j] += cnt * ncount * (-(-(pixels * nsz * ab) // unit) * unit)
     # ---- capacity masks at g_t = 1 and the group options for whole-GEMM tiles
-    b_fp = kt[:, TILE][:, None] * p.k_unit * nt[:, TILE][None, :] * eb
+    b_el = kt[:, TILE][:, None] * p.k_unit * nt[:, TILE][None, :]
+    b_fp = -(-(b_el * p.b_bits) // 8) if p.b_bits else b_el * eb
     c_fp = mt[:, TILE][:, None] * p.unit_pixels * nt[:, TILE][None, :] * ab
     fa = np.ones((nM, nK), bool) if input_resident else a[:, :, 2] <= cap_a
     fb = b_fp <= cap_b

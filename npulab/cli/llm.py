@@ -15,7 +15,7 @@ phase's time per kernel summed over the layers.
 request trace (or a seeded Poisson process) through a batching scheduler
 (:mod:`npulab.llm_serve`) and prints latency percentiles, throughput, goodput and KV-cache
 occupancy; ``--rates`` sweeps the load; ``-o DIR`` writes the per-request and per-iteration
-CSVs and a Perfetto timeline.
+CSVs, a Perfetto timeline and an HTML report (:mod:`npulab.llm_report`).
 
 ``--model`` is a preset (``npulab llm models`` lists them) or a TOML file with an ``[llm]``
 table (``--llm-config FILE`` is the same).
@@ -55,6 +55,11 @@ def _common(p: argparse.ArgumentParser, launch: str = "eager") -> None:
                    help=f"eager: each kernel pays the chip's launch overhead (PyTorch eager, "
                         f"what LLMCompass measures); graph: none (kernels captured in a CUDA "
                         f"graph, as vLLM serves); default {launch}")
+    p.add_argument("--weight-bits", type=int, choices=(16, 8, 4), default=16,
+                   help="weight-only quantization: the projections' and FFN's weights stored "
+                        "in 8 or 4 bits, widened as loaded (default 16)")
+    p.add_argument("--kv-bits", type=int, choices=(16, 8), default=16,
+                   help="KV cache stored in 8 bits (fp8) or 16 (default)")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="worker processes simulating distinct kernels (default: all cores)")
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
@@ -141,8 +146,9 @@ def add_parser(subparsers) -> None:
     srv.add_argument("--slo-ttft-ms", type=float, help="time-to-first-token SLO for goodput")
     srv.add_argument("--slo-tpot-ms", type=float, help="time-per-output-token SLO for goodput")
     srv.add_argument("--output", "-o", metavar="DIR",
-                     help="write summary.json, requests.csv, iterations.csv and a Perfetto "
-                          "trace.json")
+                     help="write summary.json, requests.csv, iterations.csv, a Perfetto "
+                          "trace.json and report.html (with --rates: curve.json, curve.csv, "
+                          "curve.html and each rate's run in rate_<rate>/)")
     sub.add_parser("models", help="list the LLM presets and their sizes",
                    description="The LLM presets: layers, width, heads, parameters.")
 
@@ -194,6 +200,7 @@ def cmd_layer(args) -> int:
     r = llm_layer(_model(args), system, phase=args.phase, batch=args.batch,
                   prompt=args.prompt, kv_len=args.kv_len, tp=args.tp, ep=args.ep,
                   launch=args.launch == "eager", kv_block=args.kv_block or 1, jobs=args.jobs,
+                  weight_bits=args.weight_bits, kv_bits=args.kv_bits,
                   progress=_progress())
     for w in r.warnings:
         print(f"npulab: warning: {w}", file=sys.stderr)
@@ -219,7 +226,8 @@ def cmd_run(args) -> int:
     system = _system(args)
     r = llm_generate(_model(args), system, batch=args.batch, prompt=args.prompt,
                      output=args.output_tokens, tp=args.tp, pp=args.pp, ep=args.ep,
-                     launch=args.launch == "eager",
+                     launch=args.launch == "eager", weight_bits=args.weight_bits,
+                     kv_bits=args.kv_bits,
                      kv_block=16 if args.kv_block is None else args.kv_block, jobs=args.jobs,
                      progress=_progress())
     for w in r.warnings:
@@ -317,6 +325,21 @@ def _write_serve(r, out: str) -> None:
             w.writeheader()
             w.writerows(rows)
     (d / "trace.json").write_text(json.dumps(r.perfetto()) + "\n")
+    from npulab.llm_report import render_serve_html
+    (d / "report.html").write_text(render_serve_html(doc), encoding="utf-8")
+
+
+def _write_curve(doc: dict, out: str) -> None:
+    from pathlib import Path
+    from npulab.llm_report import render_curve_html
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "curve.json").write_text(json.dumps(doc, indent=2) + "\n")
+    with open(d / "curve.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(doc["curve"][0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(doc["curve"])
+    (d / "curve.html").write_text(render_curve_html(doc), encoding="utf-8")
 
 
 def cmd_serve(args) -> int:
@@ -340,16 +363,21 @@ def cmd_serve(args) -> int:
         for rate in _rates(args.rates):
             trace = poisson_trace(args.requests, rate, prompt, output, args.seed)
             r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
-                      timer=timer, **slo)
+                      timer=timer, weight_bits=args.weight_bits, kv_bits=args.kv_bits, **slo)
+            if args.output:
+                _write_serve(r, f"{args.output}/rate_{rate:g}")
             s = r.summary
             rows.append({"rate": rate, "tokens_per_s": s["tokens_per_s"],
                          "requests_per_s": s["requests_per_s"],
                          "goodput_requests_per_s": s["goodput_requests_per_s"],
                          **{f"{k}_{p}": s[k][p] for k in ("ttft_s", "tpot_s", "e2e_s")
                             for p in ("p50", "p99")}})
+        doc = {"model": r.model, "system": r.system, "tp": r.tp, "policy": r.policy,
+               "requests": args.requests, "curve": rows}
+        if args.output:
+            _write_curve(doc, args.output)
         if args.format == "json":
-            json.dump({"model": r.model, "system": r.system, "policy": r.policy,
-                       "curve": rows}, sys.stdout, indent=2)
+            json.dump(doc, sys.stdout, indent=2)
             print()
         elif args.format == "csv":
             _csv(rows, {})
@@ -363,11 +391,15 @@ def cmd_serve(args) -> int:
                       f"{x['goodput_requests_per_s']:>10,.3f} {_ms(x['ttft_s_p50']):>10} "
                       f"{_ms(x['ttft_s_p99']):>10} {_ms(x['tpot_s_p50']):>10} "
                       f"{_ms(x['tpot_s_p99']):>10} {_ms(x['e2e_s_p99']):>10}")
+            if args.output:
+                print(f"wrote {args.output}/curve.json, curve.csv, curve.html and each rate's "
+                      f"run in {args.output}/rate_<rate>/")
         return 0
     trace = read_trace(args.trace) if args.trace else poisson_trace(
         args.requests, args.rate, prompt, output, args.seed)
     r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
-              launch=args.launch == "eager", jobs=args.jobs, progress=_progress(), **slo)
+              launch=args.launch == "eager", jobs=args.jobs, progress=_progress(),
+              weight_bits=args.weight_bits, kv_bits=args.kv_bits, **slo)
     if args.output:
         _write_serve(r, args.output)
     if args.format == "json":
@@ -378,7 +410,8 @@ def cmd_serve(args) -> int:
     else:
         print("\n".join(_serve_table(r)))
         if args.output:
-            print(f"wrote {args.output}/summary.json, requests.csv, iterations.csv, trace.json")
+            print(f"wrote {args.output}/summary.json, requests.csv, iterations.csv, trace.json, "
+                  f"report.html")
     return 0
 
 

@@ -104,3 +104,20 @@ def test_a_training_step_counts_a_transformer_blocks_tokens():
     r = plan_step(g, Strategy(dp=1, tp=1, pp=1, microbatches=1), 1, None, lambda op: 1e-6,
                   lambda kind, nbytes, groups: 0.0)
     assert r.samples_per_step == 2 and r.tokens_per_step == 128
+
+
+def test_gemm_weights_stored_narrower_count_their_own_bytes():
+    """Gemm.w_bits: a weight (or KV-cache) operand stored in 8 or 4 bits occupies and moves
+    ceil(elements x bits / 8) bytes at any element width of the engine; A and the output keep
+    the engine's width; w_bits at or above it changes nothing."""
+    from compiler.ir import IRError
+    g = Gemm(name="w", m=3, n=5, k=7, batch=2, w_bits=4)
+    assert g.weight_bytes(2) == -(-2 * 7 * 5 * 4 // 8) == 35
+    assert g.traffic_bytes(2) == 2 * 3 * 7 * 2 + 35 + 2 * 3 * 5 * 2
+    assert Gemm(name="w", m=3, n=5, k=7, w_bits=16).weight_bytes(2) == 70
+    assert Gemm(name="w", m=3, n=5, k=7, w_bits=8).weight_bytes(1) == 35
+    for bad in (3, 2, True, 32):
+        with pytest.raises(IRError, match=r"w_bits = .*: must be one of 4, 8, 16 or None"):
+            Gemm(name="w", m=1, n=1, k=1, w_bits=bad)
+    with pytest.raises(IRError, match=r"narrows stored weights or a KV cache"):
+        Gemm(name="w", m=1, n=1, k=1, w_bits=8, inputs=("a", "b"))

@@ -357,6 +357,7 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
     _conv(20, 24, 40, 3, pad=1, name="conv"),
     _conv(12, 8, 8, 3, pad=1, groups=4, batch=2, name="grouped"),
     Gemm(name="fc", m=50, n=300, k=200, batch=2),
+    Gemm(name="fc_int4", m=50, n=300, k=200, batch=2, w_bits=4),   # weights stored in 4 bits
 ])
 def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics

@@ -196,3 +196,37 @@ def test_cli_bad_input_is_one_line(capsys, argv, message):
     code, out, err = run(capsys, "llm", *argv)
     assert code == 2
     assert err.startswith("npulab: error: ") and message in err and err.count("\n") == 1
+
+
+def test_weight_only_quantization_and_an_fp8_cache_shrink_the_bytes_they_store(tmp_path):
+    """On the default chip made fp16, weights stored in 4 bits and the KV cache in 8
+    (Gemm.w_bits): the projections read a quarter of their weight bytes and the attention GEMMs
+    half their cache bytes, exactly; the arithmetic is unchanged (same FLOPs); the weights and
+    cache per chip shrink alike (what a server then fits)."""
+    from hw.presets import presets_dir
+    chip = tmp_path / "fp16.toml"
+    chip.write_text((presets_dir() / "default.toml").read_text().replace(
+        'precision = "int8"', 'precision = "fp16"'))
+    kw = dict(phase="decode", batch=2, kv_len=511, launch=False, jobs=1)
+    full = {o["name"]: o for o in llm_layer(SMALL, str(chip), **kw).ops}
+    narrow = {o["name"]: o for o in llm_layer(SMALL, str(chip), weight_bits=4, kv_bits=8,
+                                              **kw).ops}
+    ops = {o.name: o.op for o in layer_ops(SMALL, StepShape(2, 1, 511))}
+    for name in ("qkv_proj", "out_proj", "ffn1", "ffn2"):
+        w = ops[name].weight_elements
+        assert full[name]["dram_bytes"] - narrow[name]["dram_bytes"] == 2 * w - w // 2, name
+        assert full[name]["flops"] == narrow[name]["flops"]
+    for name in ("q_mul_k", "a_mul_v"):
+        kv = ops[name].weight_elements                   # 2 sequences x 2 KV heads x 512 x 64
+        assert kv == 2 * 2 * 512 * 64
+        assert full[name]["dram_bytes"] - narrow[name]["dram_bytes"] == 2 * kv - kv, name
+    from compiler.frontends.llm_step import weight_bytes
+    g16 = llm_generate(SMALL, "hgx-a100-4", batch=2, prompt=16, output=2)
+    g4 = llm_generate(SMALL, "hgx-a100-4", batch=2, prompt=16, output=2, weight_bits=4,
+                      kv_bits=8)
+    assert g4.kv_cache_bytes_per_chip == g16.kv_cache_bytes_per_chip / 2
+    assert g4.weight_bytes_per_chip == weight_bytes(SMALL, 1, 2, 4)
+    # layers' projections and FFN at 4 bits, everything else (embeddings, norms) at 16
+    d, f = 512, 1408
+    proj = d * 8 * 64 + 2 * d * 2 * 64 + 8 * 64 * d + 3 * d * f
+    assert g16.weight_bytes_per_chip - g4.weight_bytes_per_chip == SMALL.layers * proj * 1.5

@@ -183,12 +183,21 @@ def test_cli_serve_writes_every_view_with_the_same_numbers(capsys, tmp_path):
     assert len(rows) == 30 and summary["requests"] == 30
     assert np.percentile([float(r["ttft_s"]) for r in rows], 99) == pytest.approx(
         summary["ttft_s"]["p99"])
+    page = (out / "report.html").read_text()
+    assert f"{summary['ttft_s']['p99'] * 1e3:,.2f}" in page and page.count("<svg") == 2
+    assert f"{summary['tokens_per_s']:,.1f} output tokens/s" in page
     trace = json.loads((out / "trace.json").read_text())
     assert sum(1 for e in trace["traceEvents"] if e["ph"] == "X") == summary["iterations"]
     code, js, _ = run(capsys, *args, "--format", "json")
     assert json.loads(js)["summary"] == summary
-    code, curve, _ = run(capsys, *args[:-4], "--rates", "5,40", "--format", "json")
+    code, curve, _ = run(capsys, *args[:-4], "--rates", "5,40", "--format", "json", "-o",
+                         str(tmp_path / "curve"))
     rows = json.loads(curve)["curve"]
+    assert json.loads((tmp_path / "curve" / "curve.json").read_text())["curve"] == rows
+    page = (tmp_path / "curve" / "curve.html").read_text()
+    assert page.count("<svg") == 1 and f"{rows[1]['ttft_s_p99'] * 1e3:,.2f}" in page
+    again = json.loads((tmp_path / "curve" / "rate_40" / "summary.json").read_text())
+    assert again["summary"]["ttft_s"]["p99"] == rows[1]["ttft_s_p99"]
     assert [r["rate"] for r in rows] == [5.0, 40.0]
     assert rows[1]["ttft_s_p99"] >= rows[0]["ttft_s_p99"]      # more load, longer waits
 

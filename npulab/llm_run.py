@@ -37,7 +37,7 @@ from compiler.frontends.llm_step import (StepOp, StepShape, check_int, check_lay
 from hw.system.system import SystemConfig
 
 __all__ = ["KernelTimer", "LayerResult", "GenerateResult", "llm_layer", "llm_generate",
-           "resolve_llm", "resolve_system"]
+           "resolve_llm", "resolve_system", "kv_in_l2", "KV_PLACEMENTS"]
 
 
 def resolve_llm(name: str | DecoderConfig) -> DecoderConfig:
@@ -175,6 +175,24 @@ class KernelTimer:
                 * s.repeat, "comm_bytes": 0, "bound": r["bound"]}
 
 
+KV_PLACEMENTS = ("auto", "dram", "l2")
+
+
+def kv_in_l2(placement: str, timer: KernelTimer, kv_bytes: float) -> bool:
+    """Where the KV cache lives: ``dram``, ``l2`` (held in the chip's L2), or ``auto``: the L2
+    when the chip has one and the whole cache of a chip (every layer's: the weights stream
+    through the L2 between them) fits the half of it kept tensors may take, else DRAM."""
+    if placement not in KV_PLACEMENTS:
+        raise ValueError(f"kv_placement = {placement!r}: must be one of "
+                         f"{', '.join(KV_PLACEMENTS)}")
+    if placement != "auto":
+        return placement == "l2"
+    config = getattr(getattr(timer.device, "spec", None), "config", None)
+    l2 = getattr(config, "l2", None)
+    return bool(l2 is not None and l2.present and l2.keep_outputs
+                and kv_bytes <= l2.capacity_bytes // 2)
+
+
 def _merge(rows: list[dict]) -> list[dict]:
     """Rows of the same name (a split attention's chunks) summed, in first-seen order."""
     out: dict[str, dict] = {}
@@ -216,6 +234,7 @@ class LayerResult:
     sim_seconds: float = 0.0
     kernels_simulated: int = 0
     warnings: list[str] = field(default_factory=list)
+    kv_placement: str = "dram"
 
     @property
     def total_s(self) -> float:
@@ -226,7 +245,8 @@ class LayerResult:
                 "phase": self.phase, "batch": self.shape.batch,
                 "new_tokens": self.shape.new_tokens, "context": self.shape.context,
                 "tp": self.tp, "ep": self.ep, "ops": [dict(r) for r in self.ops],
-                "total_s": self.total_s, "warnings": list(self.warnings),
+                "total_s": self.total_s, "kv_placement": self.kv_placement,
+                "warnings": list(self.warnings),
                 "simulation": {"kernels_simulated": self.kernels_simulated,
                                "seconds": self.sim_seconds}}
 
@@ -244,12 +264,13 @@ def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, 
               kv_len: int = 0, tp: int = 1, ep: int = 1, launch: bool = True,
               kv_block: int = 1, jobs: int | None = None, progress: Callable | None = None,
               timer: KernelTimer | None = None, weight_bits: int | None = None,
-              kv_bits: int | None = None) -> LayerResult:
+              kv_bits: int | None = None, kv_placement: str = "auto") -> LayerResult:
     """One layer of a ``prefill`` (``batch`` prompts of ``prompt`` tokens) or a ``decode``
     step (``batch`` sequences, one new token each, ``kv_len`` tokens already cached) on one of
     ``tp`` ranks of ``system`` (module docstring). ``timer``: a :class:`KernelTimer` to share
     (its cache and launch setting) across calls. ``weight_bits`` / ``kv_bits``: weight-only
-    quantization (8, 4) and an fp8 KV cache (8) (:func:`~compiler.frontends.llm_step.layer_ops`)."""
+    quantization (8, 4) and an fp8 KV cache (8) (:func:`~compiler.frontends.llm_step.layer_ops`);
+    ``kv_placement``: :func:`kv_in_l2`."""
     cfg = resolve_llm(model)
     system = resolve_system(system)
     _check_launch(launch)
@@ -262,15 +283,17 @@ def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, 
     check_layout(cfg, tp, ep)
     groups = _tp_groups(system, tp)
     timer = timer or KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
+    kv_eb = kv_bits / 8 if kv_bits else timer.dtype_bytes
+    in_l2 = kv_in_l2(kv_placement, timer, kv_cache_bytes(cfg, batch * shape.keys, tp, kv_eb))
     ops = layer_ops(cfg, shape, tp, ep, dtype_bytes=timer.dtype_bytes, kv_block=kv_block,
-                    weight_bits=weight_bits, kv_bits=kv_bits)
+                    weight_bits=weight_bits, kv_bits=kv_bits, kv_in_l2=in_l2)
     before, t0 = timer.simulated, timer.sim_seconds
     timer.prefetch(ops)
     rows = _merge([timer.kernel(s, groups) for s in ops])
     warning = context_warning(cfg, shape)
     return LayerResult(cfg.name, system.name, timer.device.name, phase, shape, tp, ep, rows,
                        timer.sim_seconds - t0, timer.simulated - before,
-                       [warning] if warning else [])
+                       [warning] if warning else [], "l2" if in_l2 else "dram")
 
 
 @dataclass
@@ -297,6 +320,7 @@ class GenerateResult:
     sim_seconds: float = 0.0
     kernels_simulated: int = 0
     warnings: list[str] = field(default_factory=list)
+    kv_placement: str = "dram"
 
     @property
     def tpot_s(self) -> float:
@@ -327,6 +351,7 @@ class GenerateResult:
                 "weight_bytes_per_chip": self.weight_bytes_per_chip,
                 "kv_cache_bytes_per_chip": self.kv_cache_bytes_per_chip,
                 "memory_bytes": self.memory_bytes, "fits": self.fits,
+                "kv_placement": self.kv_placement,
                 "phases": {k: [dict(r) for r in v] for k, v in self.phases.items()},
                 "warnings": list(self.warnings), "simulation": {"kernels_simulated": self.kernels_simulated,
                                "seconds": self.sim_seconds}}
@@ -340,7 +365,8 @@ def _stage_layers(layers: int, pp: int) -> list[int]:
 def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: int,
                  output: int, tp: int = 1, pp: int = 1, ep: int = 1, launch: bool = True,
                  kv_block: int = 16, jobs: int | None = None, progress: Callable | None = None,
-                 weight_bits: int | None = None, kv_bits: int | None = None) -> GenerateResult:
+                 weight_bits: int | None = None, kv_bits: int | None = None,
+                 kv_placement: str = "auto") -> GenerateResult:
     """``batch`` requests of ``prompt`` tokens each generating ``output`` tokens, on ``tp x
     pp`` chips of ``system`` (module docstring); ``weight_bits`` / ``kv_bits`` as
     :func:`llm_layer`'s."""
@@ -357,10 +383,13 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
     groups = _tp_groups(system, tp, pp)
     timer = KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     dtype_bytes = timer.dtype_bytes
+    kv_eb = kv_bits / 8 if kv_bits else dtype_bytes
+    in_l2 = kv_in_l2(kv_placement, timer,
+                     kv_cache_bytes(cfg, batch * (prompt + output), tp, kv_eb))
     steps = [StepShape(batch, prompt, 0)] + [StepShape(batch, 1, prompt + i)
                                             for i in range(output - 1)]
     step_ops = [(layer_ops(cfg, s, tp, ep, dtype_bytes=dtype_bytes, kv_block=kv_block,
-                           weight_bits=weight_bits, kv_bits=kv_bits),
+                           weight_bits=weight_bits, kv_bits=kv_bits, kv_in_l2=in_l2),
                  head_ops(cfg, s, tp, dtype_bytes=dtype_bytes)) for s in steps]
     timer.prefetch([o for lay, head in step_ops for o in lay + head])
     stages = _stage_layers(cfg.layers, pp)
@@ -393,10 +422,9 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
         times.append(sum(r["latency_s"] for r in rows))
     max_stage = max(stages)
     weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage)
-    kv = kv_cache_bytes(cfg, batch * (prompt + output), tp,
-                        kv_bits / 8 if kv_bits else dtype_bytes, layers=max_stage)
+    kv = kv_cache_bytes(cfg, batch * (prompt + output), tp, kv_eb, layers=max_stage)
     return GenerateResult(
         cfg.name, system.name, timer.device.name, batch, prompt, output, tp, pp, ep,
         times[0], times[1:], {k: list(v.values()) for k, v in phases.items() if v},
         kv, weights, timer.device.memory_bytes, timer.sim_seconds, timer.simulated,
-        [w for w in [context_warning(cfg, last)] if w])
+        [w for w in [context_warning(cfg, last)] if w], "l2" if in_l2 else "dram")

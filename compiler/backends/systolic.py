@@ -206,6 +206,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         b_src = op.inputs[1] if len(op.inputs) >= 2 else None
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
             op.weight_bytes(eb) * 2)  # pre-tiled weights (edge slack)
+        held = (splits is not None and isinstance(op, Gemm) and op.w_in_l2
+                and place.hold(b_addr, op.weight_bytes(eb) * 2, whole[op.name].weight_bytes(eb)))
         a_ready = [ready.get(src)]
         if b_src is not None:
             a_ready.append(ready.get(b_src))
@@ -215,6 +217,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
             input_deps=[d for d in a_ready if d is not None],
             input_resident=resident.get(src) if input_resident else None,
             output_resident=keep_out, epi=epi)
+        if held:
+            place.release(b_addr)
         if keep_out:
             resident[op.name] = last_compute
             ready[op.name] = last_compute

@@ -216,13 +216,15 @@ def _bits(v: int | None) -> int | None:
 
 def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
               dtype_bytes: int = 2, capacity: float = 1.0, kv_block: int = 1,
-              weight_bits: int | None = None, kv_bits: int | None = None) -> list[StepOp]:
+              weight_bits: int | None = None, kv_bits: int | None = None,
+              kv_in_l2: bool = False) -> list[StepOp]:
     """One decoder layer's kernels on one of ``tp`` ranks (module docstring). ``kv_block``:
     a paged cache's block size in tokens; attention over a cache (``context > 0``) reads whole
     blocks, ``keys`` rounded up to a multiple of it (vLLM's PagedAttention masks the rest).
     ``weight_bits`` (8, 4: weight-only quantization) and ``kv_bits`` (8: an fp8 cache) store
     the projections' and FFN's weights and the cache narrower (``Gemm.w_bits``), widened as
-    they are loaded: fewer bytes, the same arithmetic."""
+    they are loaded: fewer bytes, the same arithmetic. ``kv_in_l2``: the cache is held in the
+    chip's L2 (``Gemm.w_in_l2``), not read from DRAM."""
     check_layout(cfg, tp, ep)
     check_int("kv_block", kv_block, 1, 1 << 16)
     check_bits(weight_bits, kv_bits)
@@ -246,7 +248,7 @@ def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
     if cfg.positions == "rotary":
         ops.append(StepOp("rotary", Eltwise(name="rotary", op="rotary",
                                             elements=T * (hp + g) * dh)))
-    ops += attention_ops(cfg, b, new, keys, tp, cached, kv_bits)
+    ops += attention_ops(cfg, b, new, keys, tp, cached, kv_bits, kv_in_l2)
     ops.append(StepOp("out_proj", Gemm(name="out_proj", m=T, n=d, k=hp * dh, w_bits=wb)))
     if tp > 1:
         ops.append(StepOp("allreduce_attn", collective="allreduce", nbytes=T * d * dtype_bytes))
@@ -264,12 +266,14 @@ ATTENTION = ("q_mul_k", "softmax", "a_mul_v")
 
 
 def attention_ops(cfg: DecoderConfig, batch: int, new: int, keys: int, tp: int = 1,
-                  cached: bool = False, kv_bits: int | None = None) -> list[StepOp]:
+                  cached: bool = False, kv_bits: int | None = None,
+                  kv_in_l2: bool = False) -> list[StepOp]:
     """The :data:`ATTENTION` kernels of ``batch`` sequences each with ``new`` queries over
     ``keys`` keys on one of ``tp`` ranks (module docstring), split along the queries when over
     the IR's per-op limit. ``cached``: the keys and values are read from the KV cache, stored
-    at ``kv_bits`` (8: fp8)."""
+    at ``kv_bits`` (8: fp8), and held in the L2 with ``kv_in_l2``."""
     kb = _bits(kv_bits) if cached else None
+    in_l2 = bool(kv_in_l2 and cached)
     h, dh = cfg.heads, cfg.head_dim
     g = _kv_heads_per_rank(cfg, tp)
     hp = h // tp
@@ -278,11 +282,11 @@ def attention_ops(cfg: DecoderConfig, batch: int, new: int, keys: int, tp: int =
     for q, n in _query_chunks(new, batch * hp * new * keys * dh):
         ops += [
             StepOp("q_mul_k", Gemm(name="q_mul_k", batch=batch * g, m=q * group, n=keys, k=dh,
-                                   kv_cache=cached, w_bits=kb), repeat=n),
+                                   kv_cache=cached, w_bits=kb, w_in_l2=in_l2), repeat=n),
             StepOp("softmax", Softmax(name="softmax", rows=batch * hp * q, cols=keys),
                    repeat=n),
             StepOp("a_mul_v", Gemm(name="a_mul_v", batch=batch * g, m=q * group, n=dh, k=keys,
-                                   kv_cache=cached, w_bits=kb), repeat=n),
+                                   kv_cache=cached, w_bits=kb, w_in_l2=in_l2), repeat=n),
         ]
     return ops
 

@@ -32,6 +32,10 @@ class Gemm(_OpSizes):
     byte) and widened to the engine's precision as it is loaded: weight-only quantization, or an
     fp8 KV cache. It changes the bytes ``w`` occupies and moves, not the arithmetic. ``None``:
     the engine's precision.
+
+    ``w_in_l2=True``: ``w`` is held in the chip's shared L2 when the op starts (a KV cache small
+    enough to stay there between steps), so its loads are L2 hits; on a chip without an L2, or
+    when it does not fit the half of the L2 kept tensors may take, it is read from DRAM.
     """
 
     name: str
@@ -42,11 +46,18 @@ class Gemm(_OpSizes):
     inputs: tuple[str, ...] = ()
     kv_cache: bool = False
     w_bits: int | None = None
+    w_in_l2: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
         _check_positive(self.name, "Gemm", m=self.m, n=self.n, k=self.k, batch=self.batch)
         _check_inputs(self.name, "Gemm", self.inputs)
+        if not isinstance(self.w_in_l2, bool):
+            raise IRError(f"Gemm {self.name!r}: w_in_l2 = {self.w_in_l2!r}: must be True or "
+                          f"False")
+        if self.w_in_l2 and len(self.inputs) > 1:
+            raise IRError(f"Gemm {self.name!r}: w_in_l2 = True holds stored weights or a KV "
+                          f"cache in the L2, not a second producer's output")
         if not isinstance(self.kv_cache, bool):
             raise IRError(f"Gemm {self.name!r}: kv_cache = {self.kv_cache!r}: must be True or "
                           f"False")
@@ -62,6 +73,14 @@ class Gemm(_OpSizes):
                           f"the cache, so it takes at most one producer, not inputs = "
                           f"{self.inputs!r}")
         _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")
+
+    def __repr__(self) -> str:
+        # the LLM fields only when set, so an ordinary GEMM reads as it always has
+        extra = "".join(f", {key}={getattr(self, key)!r}" for key, default in
+                        (("kv_cache", False), ("w_bits", None), ("w_in_l2", False))
+                        if getattr(self, key) != default)
+        return (f"Gemm(name={self.name!r}, m={self.m}, n={self.n}, k={self.k}, "
+                f"batch={self.batch}, inputs={self.inputs!r}{extra})")
 
     def gemm_shape(self) -> GemmShape:
         return GemmShape(self.batch, self.m, self.n, self.k)

@@ -65,6 +65,12 @@ def _common(p: argparse.ArgumentParser, launch: str = "eager") -> None:
     p.add_argument("--format", "-f", choices=FORMATS, default="table", help="stdout format")
 
 
+def _placement(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kv-placement", choices=("auto", "dram", "l2"), default="auto",
+                   help="where the KV cache lives: auto (the chip's L2 when the whole cache fits "
+                        "half of it, else DRAM; default), dram, or l2")
+
+
 def add_parser(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
@@ -87,6 +93,7 @@ def add_parser(subparsers) -> None:
                                      "one tensor-parallel rank, kernel by kernel.")
     _common(lay)
     lay.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    _placement(lay)
     lay.add_argument("--prompt", type=int, default=2048,
                      help="prefill: prompt tokens per sequence (default 2048)")
     lay.add_argument("--kv-len", type=int, default=2048,
@@ -98,6 +105,7 @@ def add_parser(subparsers) -> None:
                                      "throughput, memory.")
     _common(run)
     run.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
+    _placement(run)
     run.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
     run.add_argument("--output-tokens", type=int, default=32,
                      help="tokens generated per sequence (default 32)")
@@ -201,7 +209,7 @@ def cmd_layer(args) -> int:
                   prompt=args.prompt, kv_len=args.kv_len, tp=args.tp, ep=args.ep,
                   launch=args.launch == "eager", kv_block=args.kv_block or 1, jobs=args.jobs,
                   weight_bits=args.weight_bits, kv_bits=args.kv_bits,
-                  progress=_progress())
+                  kv_placement=args.kv_placement, progress=_progress())
     for w in r.warnings:
         print(f"npulab: warning: {w}", file=sys.stderr)
     if args.format == "json":
@@ -215,7 +223,8 @@ def cmd_layer(args) -> int:
     what = (f"batch {s.batch} x {s.new_tokens} prompt tokens" if r.phase == "prefill" else
             f"batch {s.batch}, 1 new token at KV length {s.context}")
     print(f"npulab llm layer: {r.model} {r.phase}, {what}, on {r.system} ({r.device}), tp "
-          f"{r.tp}" + (f", ep {r.ep}" if r.ep > 1 else "") + "; one layer on one rank")
+          f"{r.tp}" + (f", ep {r.ep}" if r.ep > 1 else "") + "; one layer on one rank"
+          + (f"; KV cache in {r.kv_placement.upper()}" if r.phase == "decode" else ""))
     print("\n".join(_op_table(r.ops, r.total_s)))
     print(f"({r.kernels_simulated} distinct kernels simulated in {r.sim_seconds:.1f} s)")
     return 0
@@ -227,7 +236,7 @@ def cmd_run(args) -> int:
     r = llm_generate(_model(args), system, batch=args.batch, prompt=args.prompt,
                      output=args.output_tokens, tp=args.tp, pp=args.pp, ep=args.ep,
                      launch=args.launch == "eager", weight_bits=args.weight_bits,
-                     kv_bits=args.kv_bits,
+                     kv_bits=args.kv_bits, kv_placement=args.kv_placement,
                      kv_block=16 if args.kv_block is None else args.kv_block, jobs=args.jobs,
                      progress=_progress())
     for w in r.warnings:
@@ -254,7 +263,8 @@ def cmd_run(args) -> int:
             ("end-to-end latency", f"{r.total_s * 1e3:,.3f} ms"),
             ("throughput", f"{r.tokens_per_s:,.1f} output tokens/s"),
             ("weights per chip", _fmt_bytes(r.weight_bytes_per_chip)),
-            ("KV cache per chip", f"{_fmt_bytes(r.kv_cache_bytes_per_chip)} (memory {mem})")]
+            ("KV cache per chip", f"{_fmt_bytes(r.kv_cache_bytes_per_chip)} (memory {mem}; "
+                                  f"held in {r.kv_placement.upper()})")]
     for k, v in rows:
         print(f"{k:<24} {v}")
     for phase, ops in r.phases.items():

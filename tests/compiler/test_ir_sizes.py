@@ -121,3 +121,8 @@ def test_gemm_weights_stored_narrower_count_their_own_bytes():
             Gemm(name="w", m=1, n=1, k=1, w_bits=bad)
     with pytest.raises(IRError, match=r"narrows stored weights or a KV cache"):
         Gemm(name="w", m=1, n=1, k=1, w_bits=8, inputs=("a", "b"))
+    # the LLM fields show in the repr only when set
+    assert repr(Gemm(name="w", m=1, n=2, k=3)) == ("Gemm(name='w', m=1, n=2, k=3, batch=1, "
+                                                  "inputs=())")
+    assert repr(Gemm(name="w", m=1, n=2, k=3, kv_cache=True, w_bits=8, w_in_l2=True)).endswith(
+        "inputs=(), kv_cache=True, w_bits=8, w_in_l2=True)")

@@ -230,3 +230,24 @@ def test_weight_only_quantization_and_an_fp8_cache_shrink_the_bytes_they_store(t
     d, f = 512, 1408
     proj = d * 8 * 64 + 2 * d * 2 * 64 + 8 * 64 * d + 3 * d * f
     assert g16.weight_bytes_per_chip - g4.weight_bytes_per_chip == SMALL.layers * proj * 1.5
+
+
+def test_a_cache_that_fits_the_l2_is_read_from_it():
+    """kv_placement auto: the whole cache of a chip (every layer) in at most half of the L2
+    (a100_like: 20 of 40 MiB) stays there, and the attention GEMMs read no cache byte from
+    DRAM (Gemm.w_in_l2); forced to DRAM they read it all; a cache too large stays in DRAM."""
+    kw = dict(phase="decode", batch=2, kv_len=255, launch=False, jobs=1)
+    auto = llm_layer(SMALL, "a100_like", **kw)
+    dram = llm_layer(SMALL, "a100_like", kv_placement="dram", **kw)
+    assert (auto.kv_placement, dram.kv_placement) == ("l2", "dram")
+    a = {o["name"]: o for o in auto.ops}
+    d = {o["name"]: o for o in dram.ops}
+    cache = 2 * 2 * 256 * 64 * 2                     # sequences x KV heads x keys x dh x fp16
+    for name in ("q_mul_k", "a_mul_v"):
+        assert d[name]["dram_bytes"] - a[name]["dram_bytes"] >= cache
+        assert a[name]["dram_bytes"] < cache / 10
+    big = llm_layer("llama2-7b", "hgx-a100-4", phase="decode", batch=64, kv_len=4000)
+    assert big.kv_placement == "dram"                 # a roofline device has no L2
+    with pytest.raises(ValueError, match=r"kv_placement = 'hbm': must be one of auto, dram, "
+                                         r"l2"):
+        llm_layer(SMALL, "a100_like", kv_placement="hbm", **kw)

@@ -162,6 +162,8 @@ class KernelTimer:
         """One step kernel's timing row (``repeat`` times); ``ranks``: the tensor-parallel
         groups its collectives run over (all at once)."""
         if s.op is None:
+            if s.group:
+                ranks = [tuple(range(s.group))]
             t = self._comm(s.collective, float(s.nbytes), ranks) * s.repeat
             return {"name": s.name, "kind": "collective", "repeat": s.repeat, "latency_s": t,
                     "device_s": t, "launch_s": 0.0, "flops": 0, "dram_bytes": 0,
@@ -207,13 +209,16 @@ def _merge(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
-def _tp_groups(system: SystemConfig, tp: int, pp: int = 1) -> list[tuple[int, ...]]:
+def _tp_groups(system: SystemConfig, tp: int, pp: int = 1, ep: int = 1
+               ) -> list[tuple[int, ...]]:
     """The tensor-parallel groups of one pipeline stage (ranks 0..tp-1: the first stage's;
-    every stage's groups are alike on a symmetric network)."""
+    every stage's groups are alike on a symmetric network); a stage takes ``max(tp, ep)``
+    chips (expert parallelism with data-parallel attention: ``ep`` ranks)."""
     n = system.topology.n_ranks
-    if tp * pp > n:
-        raise ValueError(f"tp x pp = {tp} x {pp} = {tp * pp}: the system {system.name!r} has "
-                         f"{n} chips")
+    width = max(tp, ep)
+    if width * pp > n:
+        what = f"tp x pp = {tp} x {pp}" if width == tp else f"ep x pp = {ep} x {pp}"
+        raise ValueError(f"{what} = {width * pp}: the system {system.name!r} has {n} chips")
     return [tuple(range(tp))]
 
 
@@ -281,7 +286,7 @@ def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, 
     else:
         raise ValueError(f"phase = {phase!r}: must be prefill or decode")
     check_layout(cfg, tp, ep)
-    groups = _tp_groups(system, tp)
+    groups = _tp_groups(system, tp, 1, ep)
     timer = timer or KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     kv_eb = kv_bits / 8 if kv_bits else timer.dtype_bytes
     in_l2 = kv_in_l2(kv_placement, timer, kv_cache_bytes(cfg, batch * shape.keys, tp, kv_eb))
@@ -380,7 +385,7 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
     last = StepShape(batch, 1, prompt + output - 1) if output > 1 else StepShape(batch, prompt)
     layer_ops(cfg, last, tp, ep, kv_block=kv_block, weight_bits=weight_bits,
               kv_bits=kv_bits)                           # checks the layout and the widths
-    groups = _tp_groups(system, tp, pp)
+    groups = _tp_groups(system, tp, pp, ep)
     timer = KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     dtype_bytes = timer.dtype_bytes
     kv_eb = kv_bits / 8 if kv_bits else dtype_bytes
@@ -390,7 +395,7 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
                                             for i in range(output - 1)]
     step_ops = [(layer_ops(cfg, s, tp, ep, dtype_bytes=dtype_bytes, kv_block=kv_block,
                            weight_bits=weight_bits, kv_bits=kv_bits, kv_in_l2=in_l2),
-                 head_ops(cfg, s, tp, dtype_bytes=dtype_bytes)) for s in steps]
+                 head_ops(cfg, s, tp, dtype_bytes=dtype_bytes, ep=ep)) for s in steps]
     timer.prefetch([o for lay, head in step_ops for o in lay + head])
     stages = _stage_layers(cfg.layers, pp)
     phases: dict[str, dict[str, dict]] = {"prefill": {}, "decode": {}}
@@ -421,8 +426,9 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
                 acc[r["name"]] = dict(r)
         times.append(sum(r["latency_s"] for r in rows))
     max_stage = max(stages)
-    weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage)
-    kv = kv_cache_bytes(cfg, batch * (prompt + output), tp, kv_eb, layers=max_stage)
+    weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage, ep=ep)
+    ranks = ep if tp == 1 and ep > 1 else 1         # data-parallel attention: batch / ep each
+    kv = kv_cache_bytes(cfg, batch * (prompt + output) // ranks, tp, kv_eb, layers=max_stage)
     return GenerateResult(
         cfg.name, system.name, timer.device.name, batch, prompt, output, tp, pp, ep,
         times[0], times[1:], {k: list(v.values()) for k, v in phases.items() if v},

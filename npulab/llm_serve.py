@@ -685,6 +685,10 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
     sched = scheduler or Scheduler()
     check_layout(cfg, tp, ep)
     check_bits(weight_bits, kv_bits)
+    if tp == 1 and ep > 1:
+        raise ValueError(f"ep = {ep} with tp = 1 (data-parallel attention, all-to-all to the "
+                         f"experts) is modelled by llm layer and llm run; the server takes "
+                         f"experts within the tensor-parallel group: ep dividing tp")
     if not trace:
         raise TraceError("the trace has no requests")
     groups = 2 if sched.policy == "disaggregated" else 1

@@ -112,15 +112,16 @@ class StepShape:
 @dataclass(frozen=True)
 class StepOp:
     """One kernel of a step: an IR op run ``repeat`` times, or a collective over the
-    tensor-parallel group (``collective``: ``allreduce`` or ``allgather``, ``nbytes`` in
-    nccl-tests' convention: the per-rank buffer for all-reduce, the gathered one for
-    all-gather)."""
+    tensor-parallel group, or over the first ``group`` ranks (``collective``: ``allreduce``,
+    ``allgather`` or ``alltoall``, ``nbytes`` in nccl-tests' convention: the per-rank buffer
+    for all-reduce, the gathered one for all-gather, what a rank sends for all-to-all)."""
 
     name: str
     op: Op | None = None
     repeat: int = 1
     collective: str | None = None
     nbytes: int = 0
+    group: int = 0              # ranks the collective spans (0: the tensor-parallel group)
 
     @property
     def flops(self) -> int:
@@ -141,9 +142,13 @@ def check_layout(cfg: DecoderConfig, tp: int, ep: int = 1) -> None:
         if cfg.experts == 1:
             raise LlmStepError(f"ep = {ep}: {cfg.name} is dense (experts = 1); ep needs a "
                                f"mixture of experts")
-        if tp % ep or cfg.experts % ep:
-            raise LlmStepError(f"ep = {ep}: must divide tp = {tp} and experts = {cfg.experts} "
-                               f"(experts are spread over the tensor-parallel group)")
+        if cfg.experts % ep or (tp > 1 and tp % ep):
+            raise LlmStepError(f"ep = {ep}: must divide experts = {cfg.experts} and, with "
+                               f"tensor parallelism, tp = {tp} (experts spread over the "
+                               f"tensor-parallel group; tp = 1 spreads them over ep ranks with "
+                               f"data-parallel attention)")
+        if tp == 1:
+            return
     if cfg.ffn % (tp // ep):
         raise LlmStepError(f"tp = {tp}: tp / ep = {tp // ep} must divide ffn = {cfg.ffn} of "
                            f"{cfg.name} (FFN columns are split)")
@@ -163,18 +168,20 @@ def kv_cache_bytes(cfg: DecoderConfig, tokens: int, tp: int = 1, dtype_bytes: fl
 
 def weight_bytes(cfg: DecoderConfig, tp: int = 1, dtype_bytes: float = 2,
                  weight_bits: int | None = None, layers: int | None = None,
-                 embeddings: bool = True) -> float:
+                 embeddings: bool = True, ep: int = 1) -> float:
     """Weight bytes on one of ``tp`` ranks: ``layers`` layers (default all) with their
     projections and FFN at ``weight_bits`` (norms, biases and the router at ``dtype_bytes``),
     and the embeddings and LM head (kept at ``dtype_bytes``, as weight-only quantization
-    leaves them) when ``embeddings``."""
+    leaves them) when ``embeddings``. With ``tp = 1`` and ``ep > 1`` a rank holds every
+    weight but the experts, and ``experts / ep`` of those."""
     layers = cfg.layers if layers is None else layers
-    per_layer = cfg.layer_params()
     d, h, g, dh, f = cfg.d_model, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
-    matmul = (d * h * dh + 2 * d * g * dh + h * dh * d
-              + cfg.experts * (3 if cfg.ffn_kind == "swiglu" else 2) * d * f)
+    attn = d * h * dh + 2 * d * g * dh + h * dh * d
+    experts = cfg.experts * (3 if cfg.ffn_kind == "swiglu" else 2) * d * f
+    rest = cfg.layer_params() - attn - experts
     narrow = (_bits(weight_bits) or 8 * dtype_bytes) / 8
-    total = layers * ((per_layer - matmul) * dtype_bytes + matmul * narrow)
+    split = ep if tp == 1 and ep > 1 else 1
+    total = layers * (rest * dtype_bytes + (attn + experts / split) * narrow)
     if embeddings:
         total += (cfg.embedding_params + cfg.norm_params) * dtype_bytes
     return total / tp
@@ -237,6 +244,14 @@ def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
     g = _kv_heads_per_rank(cfg, tp)
     hp = h // tp                       # query heads on this rank
     b, new, keys, T = shape.batch, shape.new_tokens, shape.keys, shape.tokens
+    a2a = tp == 1 and ep > 1           # data-parallel attention, experts over ep ranks
+    if a2a:
+        if b % ep:
+            raise LlmStepError(f"batch = {b}: must be a multiple of ep = {ep} (with tp = 1 "
+                               f"each of the ep ranks runs the attention of batch / ep "
+                               f"sequences)")
+        b //= ep
+        T = b * new
     cached = shape.context > 0
     if cached:
         keys = -(-keys // kv_block) * kv_block
@@ -254,7 +269,7 @@ def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
         ops.append(StepOp("allreduce_attn", collective="allreduce", nbytes=T * d * dtype_bytes))
     ops += [StepOp("residual_attn", Binary(name="residual_attn", fn="add", elements=T * d)),
             StepOp(f"{norm}_ffn", Norm(name=f"{norm}_ffn", kind=norm, rows=T, cols=d))]
-    ops += _ffn_ops(cfg, T, tp, ep, capacity, wb)
+    ops += _ffn_ops(cfg, T, tp, ep, capacity, wb, shape.tokens, dtype_bytes if a2a else 0)
     if tp > 1:
         ops.append(StepOp("allreduce_ffn", collective="allreduce", nbytes=T * d * dtype_bytes))
     ops.append(StepOp("residual_ffn", Binary(name="residual_ffn", fn="add", elements=T * d)))
@@ -292,18 +307,23 @@ def attention_ops(cfg: DecoderConfig, batch: int, new: int, keys: int, tp: int =
 
 
 def _ffn_ops(cfg: DecoderConfig, T: int, tp: int, ep: int, capacity: float,
-             wb: int | None) -> list[StepOp]:
+             wb: int | None, total: int, a2a_bytes: int) -> list[StepOp]:
+    """The FFN of ``T`` tokens on this rank (``total`` in the step); ``a2a_bytes``: the element
+    bytes of an all-to-all dispatch and combine (data-parallel attention), 0 for none."""
     d, f = cfg.d_model, cfg.ffn
-    fp = f // (tp // ep)               # FFN columns of one expert on this rank
+    fp = f // max(1, tp // ep)         # FFN columns of one expert on this rank
     up = 2 * fp if cfg.ffn_kind == "swiglu" else fp
     ops: list[StepOp] = []
     if cfg.experts > 1:
         e = cfg.experts
-        routed = -(-T * cfg.top_k // ep)          # token-expert pairs for this rank's experts
+        routed = -(-total * cfg.top_k // ep)      # token-expert pairs for this rank's experts
         experts = min(e // ep, routed)             # a few tokens reach only a few experts
         m = max(1, math.ceil(capacity * routed / experts))
         ops += [StepOp("router", Gemm(name="router", m=T, n=e, k=d)),
                 StepOp("router_softmax", Softmax(name="router_softmax", rows=T, cols=e))]
+        if a2a_bytes:                  # this rank's tokens go to their experts' ranks
+            ops.append(StepOp("alltoall_dispatch", collective="alltoall", group=ep,
+                              nbytes=T * cfg.top_k * d * a2a_bytes))
     else:
         experts, m = 1, T
     ops.append(StepOp("ffn1", Gemm(name="ffn1", batch=experts, m=m, n=up, k=d, w_bits=wb)))
@@ -314,15 +334,22 @@ def _ffn_ops(cfg: DecoderConfig, T: int, tp: int, ep: int, capacity: float,
         ops.append(StepOp(cfg.ffn_kind, Activation(name=cfg.ffn_kind, fn=cfg.ffn_kind,
                                                    elements=experts * m * fp)))
     ops.append(StepOp("ffn2", Gemm(name="ffn2", batch=experts, m=m, n=d, k=fp, w_bits=wb)))
+    if a2a_bytes and cfg.experts > 1:   # and the experts' outputs come back
+        ops.append(StepOp("alltoall_combine", collective="alltoall", group=ep,
+                          nbytes=T * cfg.top_k * d * a2a_bytes))
     return ops
 
 
 def head_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, *,
-             dtype_bytes: int = 2) -> list[StepOp]:
+             dtype_bytes: int = 2, ep: int = 1) -> list[StepOp]:
     """The step's kernels outside the layers (module docstring): embedding on the first
-    pipeline stage; final norm, LM head, logits gather and sampling on the last."""
-    check_layout(cfg, tp)
+    pipeline stage; final norm, LM head, logits gather and sampling on the last. With
+    ``tp = 1`` and ``ep > 1`` (data-parallel attention) a rank runs ``batch / ep`` sequences."""
+    check_layout(cfg, tp, ep)
     b, T, d = shape.batch, shape.tokens, cfg.d_model
+    if tp == 1 and ep > 1:
+        b //= ep
+        T = b * shape.new_tokens
     vocab = -(-cfg.vocab // tp)
     ops = [StepOp("embedding", Move(name="embedding", kind="gather", elements=T * d)),
            StepOp("final_norm", Norm(name="final_norm", kind=cfg.norm, rows=T, cols=d)),

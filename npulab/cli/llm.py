@@ -45,8 +45,9 @@ def _common(p: argparse.ArgumentParser, launch: str = "eager") -> None:
                         f"a100_like chips on NVLink), or one chip: a chip preset or TOML file")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel chips (default 1)")
     p.add_argument("--ep", type=int, default=1,
-                   help="MoE: expert-parallel degree within the tensor-parallel group "
-                        "(default 1)")
+                   help="MoE: expert-parallel degree (default 1): within the tensor-parallel "
+                        "group (ep divides tp), or with --tp 1 over ep chips with data-parallel "
+                        "attention and all-to-alls")
     p.add_argument("--batch", "-b", type=int, default=1, help="sequences in the batch")
     p.add_argument("--kv-block", type=int, metavar="TOKENS",
                    help="paged KV-cache block size: decode attention reads whole blocks "

@@ -174,3 +174,28 @@ def test_bad_shapes_are_one_line_errors():
         StepShape(0, 4)
     with pytest.raises(LlmStepError, match=r"new_tokens = -1"):
         StepShape(1, -1)
+
+
+def test_expert_parallel_with_data_parallel_attention_routes_through_all_to_alls():
+    """tp = 1, ep = 4 (Mixtral on 4 ranks, DeepSeek-style): each rank runs the attention of
+    batch / 4 sequences and 2 of the 8 experts on every token routed to them; an all-to-all
+    sends each rank's tokens (top-2 copies) to the experts' ranks and another brings them back;
+    no all-reduce. The ranks' FLOPs add up to the batch's decode FLOPs."""
+    cfg = get_llm("mixtral-8x7b")
+    shape = StepShape(8, 1, 99)
+    ops = layer_ops(cfg, shape, tp=1, ep=4)
+    by = {o.name: o for o in ops}
+    assert "allreduce_attn" not in by and "allreduce_ffn" not in by
+    for name in ("alltoall_dispatch", "alltoall_combine"):
+        assert by[name].collective == "alltoall" and by[name].group == 4
+        assert by[name].nbytes == 2 * 2 * 4096 * 2       # 2 tokens x top-2 x d x fp16
+    assert by["qkv_proj"].op.m == 2                       # this rank's 2 sequences
+    assert by["ffn1"].op.batch == 2                       # 8 experts / 4 ranks
+    assert by["ffn1"].op.m == 2                           # 8 tokens x 2 / 4 ranks / 2 experts
+    per_rank = sum(o.flops for o in ops) * cfg.layers + sum(
+        o.flops for o in head_ops(cfg, shape, 1, ep=4))
+    assert 4 * per_rank == 8 * cfg.decode_flops(100)
+    with pytest.raises(LlmStepError, match=r"batch = 6: must be a multiple of ep = 4"):
+        layer_ops(cfg, StepShape(6, 1, 99), tp=1, ep=4)
+    with pytest.raises(LlmStepError, match=r"ep = 3: must divide experts = 8"):
+        layer_ops(cfg, shape, tp=1, ep=3)

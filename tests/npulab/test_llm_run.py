@@ -251,3 +251,19 @@ def test_a_cache_that_fits_the_l2_is_read_from_it():
     with pytest.raises(ValueError, match=r"kv_placement = 'hbm': must be one of auto, dram, "
                                          r"l2"):
         llm_layer(SMALL, "a100_like", kv_placement="hbm", **kw)
+
+
+def test_expert_parallel_chips_hold_their_experts_and_their_sequences():
+    """Mixtral with ep = 4 and data-parallel attention on 4 chips: a chip holds every weight
+    but the experts, 2 of the 8 experts, and the cache of its 2 of the 8 sequences; the step
+    adds the two all-to-alls, timed on the network over the 4 ranks."""
+    from compiler.frontends.llm_step import weight_bytes
+    cfg = get_llm("mixtral-8x7b")
+    r = llm_generate(cfg, "hgx-a100-4", batch=8, prompt=16, output=3, ep=4)
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2
+    assert r.weight_bytes_per_chip == weight_bytes(cfg) - experts * 3 / 4
+    assert r.kv_cache_bytes_per_chip == kv_cache_bytes(cfg, 2 * 19)
+    rows = {o["name"]: o for o in r.phases["decode"]}
+    a2a = collective(load_system("hgx-a100-4"), "alltoall", 2 * 2 * 4096 * 2,
+                     groups=[(0, 1, 2, 3)]).time_s
+    assert rows["alltoall_dispatch"]["latency_s"] == pytest.approx(a2a * 32 * 2)

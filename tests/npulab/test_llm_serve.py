@@ -209,6 +209,7 @@ def test_cli_serve_writes_every_view_with_the_same_numbers(capsys, tmp_path):
     (["--policy", "disaggregated", "--tp", "4"],
      "tp x pp = 4 x 2 = 8: the system 'hgx-a100-4' has 4 chips"),
     (["--max-num-seqs", "0"], "max_num_seqs = 0: must be an integer in 1..65,536"),
+    (["--model", "mixtral-8x7b", "--ep", "2"], "ep = 2 with tp = 1 (data-parallel attention"),
     (["--model", "llama2-70b"], "llama2-70b on 1 chip(s): the weights (128.5 GiB per chip) "
                                 "leave no room for a KV cache"),
 ])

@@ -54,7 +54,8 @@ import numpy as np
 
 from compiler.frontends.llm import DecoderConfig
 from compiler.frontends.llm_step import (
-    ATTENTION, StepOp, StepShape, attention_ops, check_bits, check_int, check_layout, head_ops,
+    ATTENTION, StepOp, StepShape, attention_ops, check_bits, check_context, check_int,
+    check_layout, head_ops,
     kv_cache_bytes, layer_ops, weight_bytes,
 )
 from hw.system.system import SystemConfig
@@ -721,6 +722,7 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
                          f"per chip) leave no room for a KV cache in {sched.memory_utilization:g}"
                          f" x {mem / 2**30:.1f} GiB; use more chips (--tp)")
     r = max(trace, key=lambda r: r.prompt + r.output)
+    check_context(cfg, r.prompt + r.output, f"request {r.id}'s prompt + output tokens")
     if -(-(r.prompt + r.output) // sched.block_size) > kv_blocks:
         raise ValueError(f"request {r.id} (prompt {r.prompt}, output {r.output}) needs "
                          f"{-(-(r.prompt + r.output) // sched.block_size):,} KV blocks of "

@@ -64,7 +64,8 @@ from compiler.frontends.llm import DecoderConfig
 from compiler.ir import MAX_OP_MACS, Activation, Binary, Eltwise, Gemm, Move, Norm, Op, Softmax
 
 __all__ = ["StepShape", "StepOp", "LlmStepError", "layer_ops", "head_ops", "kv_cache_bytes",
-           "check_layout", "check_int", "check_bits", "context_warning", "attention_ops",
+           "check_layout", "check_int", "check_bits", "check_context", "context_warning",
+           "attention_ops",
            "ATTENTION", "weight_bytes"]
 
 
@@ -187,6 +188,17 @@ def weight_bytes(cfg: DecoderConfig, tp: int = 1, dtype_bytes: float = 2,
     return total / tp
 
 
+#: How far beyond its ``max_seq_len`` a model's step may go (timed with a warning); further is
+#: an error: a typo'd length would otherwise simulate for hours.
+CONTEXT_SLACK = 4
+
+
+def check_context(cfg: DecoderConfig, tokens: int, what: str = "context + new tokens") -> None:
+    if tokens > CONTEXT_SLACK * cfg.max_seq_len:
+        raise LlmStepError(f"{what} = {tokens:,}: at most {CONTEXT_SLACK} x {cfg.name}'s "
+                           f"max_seq_len = {CONTEXT_SLACK * cfg.max_seq_len:,} tokens")
+
+
 def context_warning(cfg: DecoderConfig, shape: StepShape) -> str | None:
     """A warning when the step's ``keys`` exceed the model's ``max_seq_len``: the model was
     not trained for it (learned positions end there), but its kernels' shapes are still what
@@ -233,6 +245,7 @@ def layer_ops(cfg: DecoderConfig, shape: StepShape, tp: int = 1, ep: int = 1, *,
     they are loaded: fewer bytes, the same arithmetic. ``kv_in_l2``: the cache is held in the
     chip's L2 (``Gemm.w_in_l2``), not read from DRAM."""
     check_layout(cfg, tp, ep)
+    check_context(cfg, shape.keys)
     check_int("kv_block", kv_block, 1, 1 << 16)
     check_bits(weight_bits, kv_bits)
     wb = _bits(weight_bits)

@@ -152,6 +152,12 @@ def test_long_prompt_attention_is_split_under_the_per_op_limit():
     assert sum(o.repeat for o in ops) > 1
 
 
+def test_a_context_far_beyond_the_model_is_refused():
+    with pytest.raises(LlmStepError, match=r"context \+ new tokens = 8,193: at most 4 x "
+                                           r"gpt3-175b's max_seq_len = 8,192 tokens"):
+        layer_ops(get_llm("gpt3-175b"), StepShape(1, 1, 8192))
+
+
 def test_context_beyond_the_model_is_timed_with_a_warning():
     assert context_warning(get_llm("gpt3-175b"), StepShape(8, 1, 3072)).startswith(
         "context 3072 + new tokens 1 = 3073 is beyond gpt3-175b's max_seq_len = 2,048")

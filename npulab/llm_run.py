@@ -68,9 +68,9 @@ def resolve_system(spec: str | SystemConfig) -> SystemConfig:
     return load_system(text)
 
 
-def _cost_hint(op: StepOp) -> float:
+def _cost_hint(op) -> float:
     """A size to order the simulations by (the longest first balances the workers)."""
-    return float(op.op.macs or op.op.traffic_bytes(2))
+    return float(op.macs or op.traffic_bytes(2))
 
 
 class KernelTimer:
@@ -99,11 +99,17 @@ class KernelTimer:
 
     # -- compute kernels ---------------------------------------------------------------------
     def _record(self, op) -> dict:
-        run = getattr(self.device, "op_run", None)
-        if run is not None:
-            return run(op)
         from npulab.devices import _shape_key, op_cost
         key = _shape_key(op)
+        run = getattr(self.device, "op_run", None)
+        if run is not None:
+            if key not in self.device._cache:      # not prefetched: simulated here
+                t0 = time.perf_counter()
+                record = run(op)
+                self.simulated += 1
+                self.sim_seconds += time.perf_counter() - t0
+                return record
+            return run(op)
         if key not in self._roofline:
             flops, nbytes, _ = op_cost(op, self.dtype_bytes)
             t = self.device.op_seconds(op)
@@ -128,7 +134,7 @@ class KernelTimer:
         if not todo:
             return
         t0 = time.perf_counter()
-        items = sorted(todo.items(), key=lambda kv: -_cost_hint(StepOp("x", kv[1])))
+        items = sorted(todo.items(), key=lambda kv: -_cost_hint(kv[1]))
         jobs = self.jobs or os.cpu_count() or 1
         total = len(items)
         if self.progress:

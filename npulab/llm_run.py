@@ -295,7 +295,9 @@ def llm_layer(model, system: SystemConfig | str, *, phase: str, batch: int = 1, 
     groups = _tp_groups(system, tp, 1, ep)
     timer = timer or KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     kv_eb = kv_bits / 8 if kv_bits else timer.dtype_bytes
-    in_l2 = kv_in_l2(kv_placement, timer, kv_cache_bytes(cfg, batch * shape.keys, tp, kv_eb))
+    per_rank = batch // ep if tp == 1 and ep > 1 else batch     # data-parallel attention
+    in_l2 = kv_in_l2(kv_placement, timer,
+                     kv_cache_bytes(cfg, per_rank * shape.keys, tp, kv_eb))
     ops = layer_ops(cfg, shape, tp, ep, dtype_bytes=timer.dtype_bytes, kv_block=kv_block,
                     weight_bits=weight_bits, kv_bits=kv_bits, kv_in_l2=in_l2)
     before, t0 = timer.simulated, timer.sim_seconds
@@ -395,8 +397,9 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
     timer = KernelTimer(system, launch=launch, jobs=jobs, progress=progress)
     dtype_bytes = timer.dtype_bytes
     kv_eb = kv_bits / 8 if kv_bits else dtype_bytes
+    ranks = ep if tp == 1 and ep > 1 else 1         # data-parallel attention: batch / ep each
     in_l2 = kv_in_l2(kv_placement, timer,
-                     kv_cache_bytes(cfg, batch * (prompt + output), tp, kv_eb))
+                     kv_cache_bytes(cfg, batch * (prompt + output) // ranks, tp, kv_eb))
     steps = [StepShape(batch, prompt, 0)] + [StepShape(batch, 1, prompt + i)
                                             for i in range(output - 1)]
     step_ops = [(layer_ops(cfg, s, tp, ep, dtype_bytes=dtype_bytes, kv_block=kv_block,
@@ -417,7 +420,7 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
                  (timer.kernel(s, groups) for s in head)]
         if pp > 1:
             hand = shape.tokens * cfg.d_model * dtype_bytes
-            send = timer._comm("broadcast", float(hand), [(0, tp)])
+            send = timer._comm("broadcast", float(hand), [(0, max(tp, ep))])
             rows.append({"name": "pipeline_send", "kind": "collective", "repeat": pp - 1,
                          "latency_s": send * (pp - 1), "device_s": send * (pp - 1),
                          "launch_s": 0.0, "flops": 0, "dram_bytes": 0,
@@ -433,7 +436,6 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
         times.append(sum(r["latency_s"] for r in rows))
     max_stage = max(stages)
     weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage, ep=ep)
-    ranks = ep if tp == 1 and ep > 1 else 1         # data-parallel attention: batch / ep each
     kv = kv_cache_bytes(cfg, batch * (prompt + output) // ranks, tp, kv_eb, layers=max_stage)
     return GenerateResult(
         cfg.name, system.name, timer.device.name, batch, prompt, output, tp, pp, ep,

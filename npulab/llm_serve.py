@@ -64,6 +64,8 @@ __all__ = ["Request", "Scheduler", "POLICIES", "ServeResult", "read_trace", "poi
            "serve", "TraceError", "IterationCost", "grid"]
 
 POLICIES = ("static", "continuous", "chunked", "disaggregated")
+#: A static batch's prompt tokens at most (its prefill is one iteration): 4 M.
+STATIC_MAX_TOKENS = 1 << 22
 PERCENTILES = (50, 90, 99)
 
 
@@ -90,7 +92,7 @@ def read_trace(path: str | Path) -> list[Request]:
     columns are ignored), one request per row, arrival times in seconds."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")     # a spreadsheet's byte-order mark
     except FileNotFoundError:
         raise TraceError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -235,13 +237,13 @@ class IterationCost:
 
     def dense_ops(self, tokens: int) -> list[StepOp]:
         """One layer's kernels but attention, for ``tokens`` tokens."""
-        return [s for s in layer_ops(self.cfg, StepShape(tokens, 1), self.tp, self.ep,
+        return [s for s in layer_ops(self.cfg, StepShape(1, tokens), self.tp, self.ep,
                                      dtype_bytes=self.eb, weight_bits=self.weight_bits)
                 if s.name not in ATTENTION]
 
     def _dense_at(self, tokens: int) -> float:
         if tokens not in self._dense:
-            head = [s for s in head_ops(self.cfg, StepShape(tokens, 1), self.tp,
+            head = [s for s in head_ops(self.cfg, StepShape(1, tokens), self.tp,
                                         dtype_bytes=self.eb)
                     if s.name in ("embedding", "final_norm")]
             self._dense[tokens] = (self.cfg.layers * self._time(self.dense_ops(tokens))
@@ -386,30 +388,30 @@ class _Engine:
         seq.order = self.admitted
         self.running.append(seq)
 
-    def _preempt_latest(self, keep: _Seq) -> bool:
-        """Preempt the latest-admitted running sequence other than ``keep`` (recompute: its
-        blocks are freed and it waits, first in line, to prefill again); False if none."""
-        victims = [r for r in self.running if r is not keep]
-        if not victims:
-            return False
-        v = max(victims, key=lambda r: r.order)
+    def _preempt(self, v: _Seq) -> None:
+        """Preempt ``v`` (recompute: its blocks are freed and it waits, first in line, to
+        prefill again)."""
         self.running.remove(v)
         self._release(v)
         v.preemptions += 1
         v.base = v.generated
         v.prefilled = 0
         self.waiting.appendleft(v)
-        return True
 
     def _decodable(self) -> list[_Seq]:
-        """Running sequences past their prefill, each with a block for its next token (the
-        latest-admitted preempted when none is free), oldest first."""
+        """Running sequences past their prefill, each with a block for its next token, oldest
+        first. When none is free the latest-admitted running sequence is preempted, the one
+        asking included (vLLM's order: the oldest keep going)."""
         for seq in sorted(self.running, key=lambda r: r.order):
             if seq not in self.running or not seq.prefill_done:
                 continue
             while not self._grow(seq, seq.context + 1):
-                if not self._preempt_latest(seq):
+                if len(self.running) == 1:
                     raise RuntimeError("serve: a lone sequence outgrew the KV cache")  # checked
+                victim = max(self.running, key=lambda r: r.order)
+                self._preempt(victim)
+                if victim is seq:
+                    break
         return sorted([r for r in self.running if r.prefill_done], key=lambda r: r.order)
 
     def plan(self) -> tuple[list[_Seq], list[tuple[_Seq, int]]]:
@@ -418,10 +420,14 @@ class _Engine:
         s = self.s
         if self.mode == "static":
             if not self.static_batch:
+                tokens = 0
                 while self.waiting and len(self.static_batch) < s.max_num_seqs:
                     seq = self.waiting[0]
+                    if self.static_batch and tokens + seq.req.prompt > STATIC_MAX_TOKENS:
+                        break
                     if not self._grow(seq, seq.req.prompt + seq.req.output):
                         break
+                    tokens += seq.req.prompt
                     self._admit(self.waiting.popleft())
                     self.static_batch.append(seq)
                 return [], [(seq, seq.req.prompt) for seq in self.static_batch]
@@ -485,6 +491,7 @@ class _Engine:
             logits += pad
         start = self.clock
         self.clock = end = start + self.cost.iteration(keys, parts, logits)
+        in_use = self.capacity - self.free          # during the iteration, before releases
         done_prefill = []
         for q, take in chunks:
             q.prefilled += take
@@ -509,7 +516,7 @@ class _Engine:
             "engine": self.name, "start_s": start, "end_s": end,
             "tokens": len(keys) + sum(p[0] for p in parts), "decodes": len(decodes),
             "prefill_tokens": sum(p[0] for p in parts), "prefills": len(parts),
-            "kv_blocks": self.capacity - self.free, "running": len(self.running)})
+            "kv_blocks": in_use, "running": len(self.running)})
         return done_prefill
 
 
@@ -690,10 +697,12 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
         raise ValueError(f"ep = {ep} with tp = 1 (data-parallel attention, all-to-all to the "
                          f"experts) is modelled by llm layer and llm run; the server takes "
                          f"experts within the tensor-parallel group: ep dividing tp")
-    if not trace:
-        raise TraceError("the trace has no requests")
-    groups = 2 if sched.policy == "disaggregated" else 1
-    _tp_groups(system, tp, groups)
+    trace = _checked(trace)
+    if sched.policy == "disaggregated" and 2 * tp > system.topology.n_ranks:
+        raise ValueError(f"disaggregated serving takes two groups of tp = {tp} chips: "
+                         f"{2 * tp}; the system {system.name!r} has "
+                         f"{system.topology.n_ranks}")
+    _tp_groups(system, tp)
     for key, v in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
                               or not 0 < v <= 1e6):
@@ -772,6 +781,27 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
                        {"kernels_simulated": timer.simulated - before,
                         "kernels_found_in_first_pass": first_pass,
                         "seconds": _time.perf_counter() - t0})
+
+
+def _checked(trace) -> list[Request]:
+    """The trace's requests, each checked as :func:`read_trace` checks a row, in arrival
+    order (ties by id)."""
+    if not isinstance(trace, (list, tuple)) or not trace:
+        raise TraceError("the trace has no requests")
+    ids = set()
+    for r in trace:
+        if not isinstance(r, Request):
+            raise TraceError(f"trace entry {r!r}: must be a Request")
+        a = r.arrival_s
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not (
+                math.isfinite(a) and 0 <= a <= 1e9):
+            raise TraceError(f"request {r.id}: arrival_s = {a!r}: must be in 0..1e9 s")
+        for key in ("prompt", "output"):
+            check_int(f"request {r.id}: {key}", getattr(r, key), 1, 1 << 24)
+        if r.id in ids:
+            raise TraceError(f"request id {r.id!r} appears twice; ids must be unique")
+        ids.add(r.id)
+    return sorted(trace, key=lambda r: (r.arrival_s, r.id))
 
 
 def _key(op):

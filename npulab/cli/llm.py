@@ -208,7 +208,8 @@ def cmd_layer(args) -> int:
     system = _system(args)
     r = llm_layer(_model(args), system, phase=args.phase, batch=args.batch,
                   prompt=args.prompt, kv_len=args.kv_len, tp=args.tp, ep=args.ep,
-                  launch=args.launch == "eager", kv_block=args.kv_block or 1, jobs=args.jobs,
+                  launch=args.launch == "eager", jobs=args.jobs,
+                  kv_block=1 if args.kv_block is None else args.kv_block,
                   weight_bits=args.weight_bits, kv_bits=args.kv_bits,
                   kv_placement=args.kv_placement, progress=_progress())
     for w in r.warnings:
@@ -288,13 +289,35 @@ def _length(text: str, flag: str):
 
 
 def _rates(text: str) -> list[float]:
+    """Every rate checked before any is served; each names its own output folder."""
     try:
         rates = [float(t) for t in text.split(",") if t.strip()]
     except ValueError:
         rates = []
     if not rates:
         raise ValueError(f"--rates {text!r}: expected request rates like 1,2,4")
+    for r in rates:
+        if not 0 < r <= 1e6:
+            raise ValueError(f"--rates {text!r}: rate {r:g} must be in (0, 1e6] requests/s")
+    names = [f"{r:g}" for r in rates]
+    if len(set(names)) < len(names):
+        raise ValueError(f"--rates {text!r}: two rates print alike ({', '.join(names)}); "
+                         f"give distinct rates")
     return rates
+
+
+def _out_dir(out: str | None) -> None:
+    """Make ``-o DIR`` before the run, so a bad path fails at once in one line."""
+    if out is None:
+        return
+    from pathlib import Path
+    d = Path(out)
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"-o {out}: exists and is not a directory")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"-o {out}: cannot create it ({exc.strerror or exc})") from None
 
 
 def _ms(v):
@@ -367,11 +390,13 @@ def cmd_serve(args) -> int:
     if args.rates:
         if args.trace:
             raise ValueError("--rates sweeps a Poisson trace; it takes no TRACE file")
+        rates = _rates(args.rates)
+        _out_dir(args.output)
         from npulab.llm_run import KernelTimer
         timer = KernelTimer(system, launch=args.launch == "eager", jobs=args.jobs,
                             progress=_progress())
         rows = []
-        for rate in _rates(args.rates):
+        for rate in rates:
             trace = poisson_trace(args.requests, rate, prompt, output, args.seed)
             r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
                       timer=timer, weight_bits=args.weight_bits, kv_bits=args.kv_bits, **slo)
@@ -408,6 +433,7 @@ def cmd_serve(args) -> int:
         return 0
     trace = read_trace(args.trace) if args.trace else poisson_trace(
         args.requests, args.rate, prompt, output, args.seed)
+    _out_dir(args.output)
     r = serve(_model(args), system, trace, tp=args.tp, ep=args.ep, scheduler=sched,
               launch=args.launch == "eager", jobs=args.jobs, progress=_progress(),
               weight_bits=args.weight_bits, kv_bits=args.kv_bits, **slo)

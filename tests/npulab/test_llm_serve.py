@@ -207,7 +207,9 @@ def test_cli_serve_writes_every_view_with_the_same_numbers(capsys, tmp_path):
     (["--prompt-len", "a:b"], "--prompt-len 'a:b': expected a token count N or a range LO:HI"),
     (["--rates", "x"], "--rates 'x': expected request rates like 1,2,4"),
     (["--policy", "disaggregated", "--tp", "4"],
-     "tp x pp = 4 x 2 = 8: the system 'hgx-a100-4' has 4 chips"),
+     "disaggregated serving takes two groups of tp = 4 chips: 8; the system 'hgx-a100-4' has 4"),
+    (["--rates", "1,1.0000001"], "two rates print alike (1, 1); give distinct rates"),
+    (["--rates", "2,0"], "rate 0 must be in (0, 1e6] requests/s"),
     (["--max-num-seqs", "0"], "max_num_seqs = 0: must be an integer in 1..65,536"),
     (["--model", "mixtral-8x7b", "--ep", "2"], "ep = 2 with tp = 1 (data-parallel attention"),
     (["--model", "llama2-70b"], "llama2-70b on 1 chip(s): the weights (128.5 GiB per chip) "
@@ -234,3 +236,51 @@ def test_on_a_simulated_chip_the_first_pass_finds_the_kernels_the_trace_needs():
     assert all(q["finish_s"] is not None for q in r.requests)
     assert any(i["decodes"] > 1 for i in r.iterations)        # requests were batched
 
+
+
+def test_the_latest_admitted_request_is_the_one_preempted():
+    """Two long requests in a cache that holds one: the second (admitted later) is preempted
+    when it needs a block, even though it is the one asking; the first never is (vLLM's order:
+    the oldest keep going)."""
+    from npulab.llm_serve import Request
+    trace = [Request(0, 0.0, 3000, 2000), Request(1, 0.001, 3000, 2000)]
+    r = serve("llama2-7b", SYSTEM, trace, scheduler=Scheduler("continuous",
+                                                             memory_utilization=0.2))
+    first, second = r.requests
+    assert first["preemptions"] == 0 and second["preemptions"] > 0
+    assert first["finish_s"] < second["finish_s"]
+
+
+def test_a_trace_given_in_python_is_checked_and_put_in_arrival_order(tmp_path):
+    from npulab.llm_serve import Request
+    shuffled = [Request(0, 5.0, 100, 2), Request(1, 0.0, 100, 2)]
+    r = serve("llama2-7b", SYSTEM, shuffled)
+    assert r.requests[1]["ttft_s"] < 0.1                 # not held behind request 0
+    for bad, message in ((Request(0, -1.0, 10, 2), r"arrival_s = -1.0: must be in 0..1e9"),
+                         (Request(0, 0.0, 0, 2), r"request 0: prompt = 0: must be an integer"),
+                         (Request(0, 0.0, 10, 1.5), r"request 0: output = 1.5")):
+        with pytest.raises(ValueError, match=message):
+            serve("llama2-7b", SYSTEM, [bad])
+    with pytest.raises(TraceError, match=r"request id 3 appears twice"):
+        serve("llama2-7b", SYSTEM, [Request(3, 0.0, 10, 2), Request(3, 1.0, 10, 2)])
+    # a CSV saved with a byte-order mark reads like any other
+    p = tmp_path / "bom.csv"
+    p.write_text("\ufeffarrival_s,prompt_tokens,output_tokens\n0,10,2\n", encoding="utf-8")
+    assert read_trace(p)[0].prompt == 10
+
+
+def test_kv_occupancy_counts_the_blocks_an_iteration_used():
+    """One-token requests free their blocks at the end of their only iteration: the blocks it
+    used are still what the iteration records."""
+    trace = poisson_trace(5, 1.0, prompt=64, output=1, seed=0)
+    r = serve("llama2-7b", SYSTEM, trace)
+    assert r.summary["kv_peak_blocks"] == 4               # 64 tokens in blocks of 16
+    assert all(i["kv_blocks"] == 4 for i in r.iterations)
+
+
+def test_cli_output_directory_that_is_a_file_fails_before_the_run(capsys, tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    code, out, err = run(capsys, "llm", "serve", "--model", "llama2-7b", "--system",
+                         "hgx-a100-4", "-n", "3", "-o", str(f))
+    assert code == 2 and err == f"npulab: error: -o {f}: exists and is not a directory\n"

@@ -201,18 +201,31 @@ def kv_in_l2(placement: str, timer: KernelTimer, kv_bytes: float) -> bool:
                 and kv_bytes <= l2.capacity_bytes // 2)
 
 
+#: A timing row's quantities that add up (over repeats, layers and steps).
+_SUMMED = ("repeat", "latency_s", "device_s", "launch_s", "flops", "dram_bytes", "comm_bytes")
+
+
+def _scaled(row: dict, times: int) -> dict:
+    """``row`` run ``times`` times (every layer of a model)."""
+    return dict(row, **{k: row[k] * times for k in _SUMMED})
+
+
+def _accumulate(acc: dict[str, dict], rows) -> None:
+    """Add ``rows`` into ``acc`` by name (a new name keeps its first-seen place)."""
+    for r in rows:
+        m = acc.get(r["name"])
+        if m is None:
+            acc[r["name"]] = dict(r)
+        else:
+            for k in _SUMMED:
+                m[k] += r[k]
+
+
 def _merge(rows: list[dict]) -> list[dict]:
     """Rows of the same name (a split attention's chunks) summed, in first-seen order."""
-    out: dict[str, dict] = {}
-    for r in rows:
-        if r["name"] not in out:
-            out[r["name"]] = dict(r)
-            continue
-        m = out[r["name"]]
-        for key in ("repeat", "latency_s", "device_s", "launch_s", "flops", "dram_bytes",
-                    "comm_bytes"):
-            m[key] += r[key]
-    return list(out.values())
+    acc: dict[str, dict] = {}
+    _accumulate(acc, rows)
+    return list(acc.values())
 
 
 def _tp_groups(system: SystemConfig, tp: int, pp: int = 1, ep: int = 1
@@ -411,11 +424,7 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
     times = []
     for shape, (lay, head) in zip(steps, step_ops):
         acc = phases["prefill" if shape.context == 0 else "decode"]
-        rows = [dict(r, latency_s=r["latency_s"] * cfg.layers,
-                     device_s=r["device_s"] * cfg.layers, launch_s=r["launch_s"] * cfg.layers,
-                     flops=r["flops"] * cfg.layers, dram_bytes=r["dram_bytes"] * cfg.layers,
-                     comm_bytes=r["comm_bytes"] * cfg.layers, repeat=r["repeat"] * cfg.layers)
-                for r in _merge([timer.kernel(s, groups) for s in lay])]
+        rows = [_scaled(r, cfg.layers) for r in _merge([timer.kernel(s, groups) for s in lay])]
         rows += [dict(r, name=f"head.{r['name']}") for r in
                  (timer.kernel(s, groups) for s in head)]
         if pp > 1:
@@ -425,14 +434,7 @@ def llm_generate(model, system: SystemConfig | str, *, batch: int = 1, prompt: i
                          "latency_s": send * (pp - 1), "device_s": send * (pp - 1),
                          "launch_s": 0.0, "flops": 0, "dram_bytes": 0,
                          "comm_bytes": hand * (pp - 1), "bound": "network"})
-        for r in rows:
-            if r["name"] in acc:
-                m = acc[r["name"]]
-                for key in ("repeat", "latency_s", "device_s", "launch_s", "flops",
-                            "dram_bytes", "comm_bytes"):
-                    m[key] += r[key]
-            else:
-                acc[r["name"]] = dict(r)
+        _accumulate(acc, rows)
         times.append(sum(r["latency_s"] for r in rows))
     max_stage = max(stages)
     weights = weight_bytes(cfg, tp, dtype_bytes, weight_bits, layers=max_stage, ep=ep)

@@ -2,7 +2,8 @@
 simulated chips (issue 25).
 
 **Requests** come from a CSV trace (:func:`read_trace`: ``arrival_s, prompt_tokens,
-output_tokens``) or a seeded Poisson process (:func:`poisson_trace`).
+output_tokens``) or a seeded Poisson process (:func:`poisson_trace`), both in
+:mod:`npulab.llm_trace`.
 
 **Schedulers** (:data:`POLICIES`; :class:`Scheduler` holds their settings, named as vLLM's):
 
@@ -43,11 +44,9 @@ occupancy over time; one record per iteration (the Perfetto timeline).
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -59,6 +58,7 @@ from compiler.frontends.llm_step import (
     kv_cache_bytes, layer_ops, weight_bytes,
 )
 from hw.system.system import SystemConfig
+from npulab.llm_trace import Request, TraceError, checked_trace, poisson_trace, read_trace
 
 __all__ = ["Request", "Scheduler", "POLICIES", "ServeResult", "read_trace", "poisson_trace",
            "serve", "TraceError", "IterationCost", "grid"]
@@ -67,102 +67,6 @@ POLICIES = ("static", "continuous", "chunked", "disaggregated")
 #: A static batch's prompt tokens at most (its prefill is one iteration): 4 M.
 STATIC_MAX_TOKENS = 1 << 22
 PERCENTILES = (50, 90, 99)
-
-
-class TraceError(ValueError):
-    """A bad trace file or generator setting: the message names the file, row, key and value."""
-
-
-@dataclass(frozen=True)
-class Request:
-    """One request: it arrives at ``arrival_s`` with ``prompt`` tokens and generates
-    ``output`` tokens."""
-
-    id: int
-    arrival_s: float
-    prompt: int
-    output: int
-
-
-_TRACE_KEYS = ("arrival_s", "prompt_tokens", "output_tokens")
-
-
-def read_trace(path: str | Path) -> list[Request]:
-    """A CSV trace: a header with ``arrival_s``, ``prompt_tokens`` and ``output_tokens`` (other
-    columns are ignored), one request per row, arrival times in seconds."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")     # a spreadsheet's byte-order mark
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: cannot read it ({exc})") from None
-    rows = list(csv.reader(text.splitlines()))
-    if not rows:
-        raise TraceError(f"{p}: empty; expected a header {','.join(_TRACE_KEYS)}")
-    header = [h.strip() for h in rows[0]]
-    missing = [k for k in _TRACE_KEYS if k not in header]
-    if missing:
-        raise TraceError(f"{p}: the header lacks {', '.join(missing)}; expected columns "
-                         f"{', '.join(_TRACE_KEYS)}")
-    col = {k: header.index(k) for k in _TRACE_KEYS}
-    out = []
-    for line, row in enumerate(rows[1:], 2):
-        if not any(c.strip() for c in row):
-            continue
-        vals = {}
-        for key, i in col.items():
-            raw = row[i].strip() if i < len(row) else ""
-            try:
-                v = float(raw) if key == "arrival_s" else int(raw)
-            except ValueError:
-                raise TraceError(f"{p}: row {line}: {key} = {raw!r}: must be "
-                                 + ("a number of seconds" if key == "arrival_s"
-                                    else "a whole number of tokens")) from None
-            if key == "arrival_s" and not (math.isfinite(v) and 0 <= v <= 1e9):
-                raise TraceError(f"{p}: row {line}: arrival_s = {raw}: must be in 0..1e9 s")
-            if key != "arrival_s" and not 1 <= v <= 1 << 24:
-                raise TraceError(f"{p}: row {line}: {key} = {raw}: must be in 1..{1 << 24:,}")
-            vals[key] = v
-        out.append(Request(len(out), vals["arrival_s"], vals["prompt_tokens"],
-                           vals["output_tokens"]))
-    if not out:
-        raise TraceError(f"{p}: no requests after the header")
-    if len(out) > 1_000_000:
-        raise TraceError(f"{p}: {len(out):,} requests: at most 1,000,000")
-    return sorted(out, key=lambda r: (r.arrival_s, r.id))
-
-
-def _length(value, key: str) -> tuple[int, int]:
-    """A token length: an integer, or ``(lo, hi)`` for uniform integers in lo..hi."""
-    lo, hi = (value, value) if isinstance(value, int) and not isinstance(value, bool) else (
-        tuple(value) if isinstance(value, (tuple, list)) and len(value) == 2 else (None, None))
-    for v in (lo, hi):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 24:
-            raise TraceError(f"{key} = {value!r}: must be a token count in 1..{1 << 24:,} or "
-                             f"a range lo:hi")
-    if hi < lo:
-        raise TraceError(f"{key} = {value!r}: the range end must be >= its start")
-    return lo, hi
-
-
-def poisson_trace(requests: int, rate: float, prompt=512, output=128,
-                  seed: int = 0) -> list[Request]:
-    """``requests`` arrivals of a Poisson process of ``rate`` requests/s (exponential gaps,
-    the first at 0), prompt and output lengths fixed or uniform over ``(lo, hi)``; seeded."""
-    check_int("requests", requests, 1, 1_000_000)
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1e6:
-        raise TraceError(f"rate = {rate!r}: must be a number of requests/s in (0, 1e6]")
-    check_int("seed", seed, 0, 2**63 - 1)
-    p, o = _length(prompt, "prompt"), _length(output, "output")
-    rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / rate, requests)
-    gaps[0] = 0.0
-    arrivals = np.cumsum(gaps)
-    prompts = rng.integers(p[0], p[1] + 1, requests)
-    outputs = rng.integers(o[0], o[1] + 1, requests)
-    return [Request(i, float(arrivals[i]), int(prompts[i]), int(outputs[i]))
-            for i in range(requests)]
 
 
 @dataclass(frozen=True)
@@ -697,7 +601,7 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
         raise ValueError(f"ep = {ep} with tp = 1 (data-parallel attention, all-to-all to the "
                          f"experts) is modelled by llm layer and llm run; the server takes "
                          f"experts within the tensor-parallel group: ep dividing tp")
-    trace = _checked(trace)
+    trace = checked_trace(trace)
     if sched.policy == "disaggregated" and 2 * tp > system.topology.n_ranks:
         raise ValueError(f"disaggregated serving takes two groups of tp = {tp} chips: "
                          f"{2 * tp}; the system {system.name!r} has "
@@ -781,27 +685,6 @@ def serve(model, system: SystemConfig | str, trace: list[Request], *, tp: int = 
                        {"kernels_simulated": timer.simulated - before,
                         "kernels_found_in_first_pass": first_pass,
                         "seconds": _time.perf_counter() - t0})
-
-
-def _checked(trace) -> list[Request]:
-    """The trace's requests, each checked as :func:`read_trace` checks a row, in arrival
-    order (ties by id)."""
-    if not isinstance(trace, (list, tuple)) or not trace:
-        raise TraceError("the trace has no requests")
-    ids = set()
-    for r in trace:
-        if not isinstance(r, Request):
-            raise TraceError(f"trace entry {r!r}: must be a Request")
-        a = r.arrival_s
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not (
-                math.isfinite(a) and 0 <= a <= 1e9):
-            raise TraceError(f"request {r.id}: arrival_s = {a!r}: must be in 0..1e9 s")
-        for key in ("prompt", "output"):
-            check_int(f"request {r.id}: {key}", getattr(r, key), 1, 1 << 24)
-        if r.id in ids:
-            raise TraceError(f"request id {r.id!r} appears twice; ids must be unique")
-        ids.add(r.id)
-    return sorted(trace, key=lambda r: (r.arrival_s, r.id))
 
 
 def _key(op):

@@ -112,19 +112,29 @@ class DecoderConfig:
 
     # ---- closed forms ----------------------------------------------------------------------
     @property
+    def attention_weights(self) -> int:
+        """Q, K, V and output projection weights of one layer (no biases)."""
+        d, h, g, dh = self.d_model, self.heads, self.kv_heads, self.head_dim
+        return d * h * dh + 2 * d * g * dh + h * dh * d
+
+    @property
+    def ffn_weights(self) -> int:
+        """One FFN's (one expert's) weights, no biases: ``2 d f``, SwiGLU ``3 d f``."""
+        return (3 if self.ffn_kind == "swiglu" else 2) * self.d_model * self.ffn
+
+    @property
     def attention_params(self) -> int:
         """Q, K, V and output projections of one layer, with their biases."""
-        d, h, g, dh = self.d_model, self.heads, self.kv_heads, self.head_dim
-        weights = d * h * dh + 2 * d * g * dh + h * dh * d
-        return weights + ((h * dh + 2 * g * dh + d) if self.biases else 0)
+        h, g, dh = self.heads, self.kv_heads, self.head_dim
+        return self.attention_weights + ((h * dh + 2 * g * dh + self.d_model)
+                                         if self.biases else 0)
 
     @property
     def expert_params(self) -> int:
         """One FFN (one expert of a MoE layer), with its biases."""
         d, f = self.d_model, self.ffn
-        if self.ffn_kind == "swiglu":
-            return 3 * d * f + ((2 * f + d) if self.biases else 0)
-        return 2 * d * f + ((f + d) if self.biases else 0)
+        biases = (2 * f + d) if self.ffn_kind == "swiglu" else (f + d)
+        return self.ffn_weights + (biases if self.biases else 0)
 
     @property
     def norm_params(self) -> int:
@@ -158,11 +168,10 @@ class DecoderConfig:
     def matmul_weights(self) -> int:
         """Weights a token multiplies: every layer's projections, active experts and router,
         and the LM head (not the input embedding, norms or biases)."""
-        d, h, g, dh, f = self.d_model, self.heads, self.kv_heads, self.head_dim, self.ffn
-        attn = d * h * dh + 2 * d * g * dh + h * dh * d
-        ffn = (3 if self.ffn_kind == "swiglu" else 2) * d * f
+        d = self.d_model
         router = d * self.experts if self.experts > 1 else 0
-        return self.layers * (attn + self.top_k * ffn + router) + self.vocab * d
+        return (self.layers * (self.attention_weights + self.top_k * self.ffn_weights + router)
+                + self.vocab * d)
 
     def kv_bytes_per_token(self, bytes_per_element: float = 2) -> float:
         """KV-cache bytes one token adds to one layer: ``2 x kv_heads x head_dim x bytes``."""

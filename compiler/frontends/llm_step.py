@@ -176,9 +176,7 @@ def weight_bytes(cfg: DecoderConfig, tp: int = 1, dtype_bytes: float = 2,
     leaves them) when ``embeddings``. With ``tp = 1`` and ``ep > 1`` a rank holds every
     weight but the experts, and ``experts / ep`` of those."""
     layers = cfg.layers if layers is None else layers
-    d, h, g, dh, f = cfg.d_model, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
-    attn = d * h * dh + 2 * d * g * dh + h * dh * d
-    experts = cfg.experts * (3 if cfg.ffn_kind == "swiglu" else 2) * d * f
+    attn, experts = cfg.attention_weights, cfg.experts * cfg.ffn_weights
     rest = cfg.layer_params() - attn - experts
     narrow = (_bits(weight_bits) or 8 * dtype_bytes) / 8
     split = ep if tp == 1 and ep > 1 else 1

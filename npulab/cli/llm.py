@@ -195,9 +195,10 @@ def _op_table(ops: list[dict], total: float) -> list[str]:
     return lines
 
 
-def _csv(rows: list[dict], extra: dict) -> None:
-    keys = list(extra) + list(rows[0])
-    w = csv.DictWriter(sys.stdout, fieldnames=keys, lineterminator="\n")
+def _csv(rows: list[dict], extra: dict, stream=None) -> None:
+    """``rows`` as CSV (each led by the ``extra`` columns) on ``stream`` (default stdout)."""
+    w = csv.DictWriter(stream or sys.stdout, fieldnames=list(extra) + list(rows[0]),
+                       lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow({**extra, **r})
@@ -307,17 +308,15 @@ def _rates(text: str) -> list[float]:
 
 
 def _out_dir(out: str | None) -> None:
-    """Make ``-o DIR`` before the run, so a bad path fails at once in one line."""
-    if out is None:
-        return
-    from pathlib import Path
-    d = Path(out)
-    if d.exists() and not d.is_dir():
-        raise ValueError(f"-o {out}: exists and is not a directory")
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"-o {out}: cannot create it ({exc.strerror or exc})") from None
+    """Check ``-o DIR`` before the run, so a bad path fails at once in one line (it is created
+    when written)."""
+    if out is not None:
+        from hw.files import check_output_dir
+        from hw.systolic.config import ConfigError
+        try:
+            check_output_dir(out, flag="-o")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _ms(v):
@@ -355,9 +354,7 @@ def _write_serve(r, out: str) -> None:
         {k: v for k, v in doc.items() if k not in ("requests", "iterations")}, indent=2) + "\n")
     for name, rows in (("requests.csv", r.requests), ("iterations.csv", r.iterations)):
         with open(d / name, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-            w.writeheader()
-            w.writerows(rows)
+            _csv(rows, {}, f)
     (d / "trace.json").write_text(json.dumps(r.perfetto()) + "\n")
     from npulab.llm_report import render_serve_html
     (d / "report.html").write_text(render_serve_html(doc), encoding="utf-8")
@@ -370,9 +367,7 @@ def _write_curve(doc: dict, out: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     (d / "curve.json").write_text(json.dumps(doc, indent=2) + "\n")
     with open(d / "curve.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(doc["curve"][0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(doc["curve"])
+        _csv(doc["curve"], {}, f)
     (d / "curve.html").write_text(render_curve_html(doc), encoding="utf-8")
 
 

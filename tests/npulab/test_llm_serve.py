@@ -283,4 +283,5 @@ def test_cli_output_directory_that_is_a_file_fails_before_the_run(capsys, tmp_pa
     f.write_text("x")
     code, out, err = run(capsys, "llm", "serve", "--model", "llama2-7b", "--system",
                          "hgx-a100-4", "-n", "3", "-o", str(f))
-    assert code == 2 and err == f"npulab: error: -o {f}: exists and is not a directory\n"
+    assert code == 2 and err == (f"npulab: error: -o {f}: exists and is not a directory; "
+                                 f"expected an output directory\n")

@@ -129,13 +129,13 @@ class TransformerModel:
     def embedding_ops(self, tp: int = 1, *, micro_batch: int | None = None) -> list[Op]:
         """First pipeline stage: the token + position embedding lookup."""
         b = self.micro_batch if micro_batch is None else micro_batch
-        self._check_tp(tp)
+        self._check_tp(tp, layer=False)
         return [Move(name="embedding", kind="gather", elements=b * self.seq_len * self.hidden)]
 
     def head_ops(self, tp: int = 1, *, micro_batch: int | None = None) -> list[Op]:
         """Last pipeline stage: final layer norm, vocab-parallel logits and cross-entropy."""
         b = self.micro_batch if micro_batch is None else micro_batch
-        self._check_tp(tp)
+        self._check_tp(tp, layer=False)
         tokens = b * self.seq_len
         v = -(-self.vocab // tp)
         return [
@@ -152,10 +152,12 @@ class TransformerModel:
                                     batch=b, pre_norm=self.pre_norm)
         return Graph(f"{self.name}.block", tuple(ops), batch=b, tokens=self.seq_len)
 
-    def _check_tp(self, tp: object) -> None:
+    def _check_tp(self, tp: object, layer: bool = True) -> None:
+        """``tp`` must be an integer >= 1; for a layer's ops it must also split heads and FFN
+        (the embedding and logits are vocab-parallel with the vocabulary padded)."""
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"model {self.name!r}: tp = {tp!r}: must be an integer >= 1")
-        if self.heads % tp or self.ffn % tp:
+        if layer and self.heads % tp or self.ffn % tp:
             raise ValueError(f"model {self.name!r}: tp = {tp} must divide heads = {self.heads} "
                              f"and ffn = {self.ffn} (Megatron splits heads and FFN columns)")
 

@@ -249,6 +249,14 @@ class _Comm:
         return self.cache[key]
 
 
+def _counted(colls) -> list:
+    """((op, nbytes), ...) -> [(op, count, nbytes)], sorted by op name and size."""
+    counts: dict = {}
+    for op, nbytes in colls:
+        counts[(op, float(nbytes))] = counts.get((op, float(nbytes)), 0) + 1
+    return [(op, n, x) for (op, x), n in sorted(counts.items())]
+
+
 def _check_int(key: str, value: object, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"plan_step: {key} = {value!r}: must be an integer >= {minimum}")
@@ -257,13 +265,16 @@ def _check_int(key: str, value: object, minimum: int = 1) -> None:
 def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = None,
               op_time: OpTime | None = None, comm_time: CommTime | None = None,
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
-              peak_flops: float | None = None, graph_batch: int | None = None) -> StepReport:
+              peak_flops: float | None = None, graph_batch: int | None = None,
+              layer_plan=None) -> StepReport:
     """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
     preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
     physical rank of logical (Megatron-order) rank ``r`` (default: identity); ``peak_flops``
     (FLOP/s per rank) enables MFU; ``graph_batch`` = samples per micro-batch of a graph
-    (default: :attr:`compiler.ir.Graph.batch`)."""
+    (default: :attr:`compiler.ir.Graph.batch`); ``layer_plan``: an
+    :class:`~compiler.parallel.intra_op.IntraOpPlan` whose sharding replaces Megatron-LM's
+    (its ``t``, recomputation and sequence parallelism must be the strategy's)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -316,18 +327,33 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     act_chunk = 0.0
     act_transient = 0.0
 
+    if layer_plan is not None:
+        if not isinstance(model, TransformerModel):
+            raise ValueError("plan_step: layer_plan needs a TransformerModel")
+        if (layer_plan.t, layer_plan.recompute, layer_plan.sequence_parallel) != (
+                tp, st.recompute, st.sequence_parallel):
+            raise ValueError(f"plan_step: layer_plan is for t = {layer_plan.t}, recompute = "
+                             f"{layer_plan.recompute}, sequence_parallel = "
+                             f"{layer_plan.sequence_parallel}; the strategy has tp = {tp}, "
+                             f"recompute = {st.recompute}, sp = {st.sequence_parallel}")
     if isinstance(model, TransformerModel):
-        m = st.validate(n_ranks, layers=model.layers, heads=model.heads,
+        m = st.validate(n_ranks, layers=model.layers,
+                        heads=model.heads if layer_plan is None else None,
                         global_batch=None if st.microbatches else model.global_batch,
                         micro_batch=model.micro_batch)
         b, s_len, h, a, f = (model.micro_batch, model.seq_len, model.hidden, model.heads,
                              model.ffn)
-        lc = model.layers // nv
+        lcs = list(st.stage_layers) if st.stage_layers else [model.layers // nv] * nv
         sp = st.sequence_parallel
-        fwd = model.layer_ops(tp, sequence_parallel=sp)
-        bwd = backward_ops(Graph("layer", tuple(fwd))).ops
+        if layer_plan is None:
+            fwd = model.layer_ops(tp, sequence_parallel=sp)
+            bwd = backward_ops(Graph("layer", tuple(fwd))).ops
+        else:
+            fwd, bwd = layer_plan.forward_ops, layer_plan.backward_ops
         tf_l, tb_l = timer.total(fwd), timer.total(bwd)
-        if st.recompute == "full":
+        if layer_plan is not None:
+            tr_l = timer.total(layer_plan.recompute_ops)
+        elif st.recompute == "full":
             tr_l = tf_l
         elif st.recompute == "selective":
             tr_l = timer.total(op for op in fwd if op.name.endswith(_SELECTIVE))
@@ -340,17 +366,20 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         head_b = timer.total(backward_ops(Graph("h", tuple(head))).ops)
         buf = float(b * s_len * h * dtype_bytes)
         if sp:
-            fwd_coll = [("allgather", 2), ("reducescatter", 2)]
-            bwd_coll = [("allgather", 4), ("reducescatter", 2)]
+            fwd_coll = [("allgather", 2, buf), ("reducescatter", 2, buf)]
+            bwd_coll = [("allgather", 4, buf), ("reducescatter", 2, buf)]
             if st.recompute == "full":
-                bwd_coll = [("allgather", 6), ("reducescatter", 4)]
-            emb_coll = ([("reducescatter", 1)], [])
-            head_coll = ([("allgather", 1)], [("reducescatter", 1)])
+                bwd_coll = [("allgather", 6, buf), ("reducescatter", 4, buf)]
+            emb_coll = ([("reducescatter", 1, buf)], [])
+            head_coll = ([("allgather", 1, buf)], [("reducescatter", 1, buf)])
         else:
-            fwd_coll = [("allreduce", 2)]
-            bwd_coll = [("allreduce", 4 if st.recompute == "full" else 2)]
-            emb_coll = ([("allreduce", 1)], [])
-            head_coll = ([], [("allreduce", 1)])
+            fwd_coll = [("allreduce", 2, buf)]
+            bwd_coll = [("allreduce", 4 if st.recompute == "full" else 2, buf)]
+            emb_coll = ([("allreduce", 1, buf)], [])
+            head_coll = ([], [("allreduce", 1, buf)])
+        if layer_plan is not None:
+            fwd_coll = _counted(layer_plan.fwd_collectives)
+            bwd_coll = _counted(layer_plan.bwd_collectives)
         for k in range(nv):
             s = k % pp
             groups = tp_groups(s)
@@ -358,12 +387,13 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             def ctime(colls) -> tuple[float, float, float]:
                 if tp == 1:
                     return 0.0, 0.0, 0.0
-                t = sum(n * comm("tp", op, buf, groups) for op, n in colls)
-                nb = sum(n * buf for _, n in colls)
-                sent = sum(n * collective_sent_bytes(op, buf, tp) for op, n in colls)
+                t = sum(n * comm("tp", op, x, groups) for op, n, x in colls)
+                nb = sum(n * x for _, n, x in colls)
+                sent = sum(n * collective_sent_bytes(op, x, tp) for op, n, x in colls)
                 return t, nb, sent
 
             (tf_c, nf, sf), (tb_c, nb_, sb) = ctime(fwd_coll), ctime(bwd_coll)
+            lc = lcs[k]
             f_comp[k] = lc * tf_l
             b_comp[k] = lc * (tb_l + tr_l)
             r_comp[k] = lc * tr_l
@@ -388,16 +418,25 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
                          for ti in range(tp)]
                 send[k] = comm("pp", "broadcast", send_nbytes, pairs)
         vocab_rank = -(-model.vocab // tp)
-        layer_rank = (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h
-        stage_params[:] = lc * v * layer_rank
+        if layer_plan is None:
+            layer_rank = (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h
+        else:
+            layer_rank = layer_plan.params
+        for s in range(pp):
+            stage_params[s] = sum(lcs[k] for k in range(nv) if k % pp == s) * layer_rank
         stage_params[0] += vocab_rank * h + s_len * h
         stage_params[-1] += 2 * h + (vocab_rank * h if pp > 1 else 0)
-        act_chunk = lc * activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
-                                                    recompute=st.recompute,
-                                                    dtype_bytes=dtype_bytes)
+        if layer_plan is None:
+            act_layer = activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
+                                                   recompute=st.recompute,
+                                                   dtype_bytes=dtype_bytes)
+        else:
+            act_layer = layer_plan.activation_bytes
+        act_chunk = [lcs[s] * act_layer for s in range(pp)]
         if st.recompute == "full":
             act_transient = activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
-                                                       dtype_bytes=dtype_bytes)
+                                                       dtype_bytes=dtype_bytes) \
+                if layer_plan is None else layer_plan.activation_bytes_full
         samples = dp * m * b
         tokens = samples * s_len
         flops = model_flops(model, samples)
@@ -416,7 +455,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         f_comp[0] = timer.total(graph.ops)
         b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops)
         stage_params[0] = graph_params(graph)
-        act_chunk = float(sum(op.output_elements for op in graph) * dtype_bytes)
+        act_chunk = [float(sum(op.output_elements for op in graph) * dtype_bytes)]
         samples = dp * m * gb
         tokens = samples * graph.tokens          # sequence positions (1 per image for a CNN)
         flops = 6.0 * graph.macs * dp * m
@@ -460,7 +499,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         op = "allreduce" if st.zero == 0 else "reducescatter"
         nb = max(int(math.ceil(grad / bucket)), 1)
         sizes = [bucket] * (nb - 1) + [grad - bucket * (nb - 1)]
-        costs = [comm("dp", op, x, groups) for x in sizes]
+        full = comm("dp", op, bucket, groups) if nb > 1 else 0.0   # every bucket but the last
+        costs = [full] * (nb - 1) + [comm("dp", op, sizes[-1], groups)]
         window = float(res.last_backward_s[s])
         if st.overlap_dp:
             t, cum = 0.0, 0.0
@@ -512,7 +552,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     stage_mem = []
     for s in range(pp):
         state = zero_memory_bytes(float(stage_params[s]), dp, st.zero)
-        act = float(res.max_in_flight[s]) * act_chunk + act_transient
+        act = float(res.max_in_flight[s]) * act_chunk[s] + act_transient
         stage_mem.append({"stage": s, "params": state["params"], "grads": state["grads"],
                           "optimizer": state["optimizer"], "activations": act,
                           "total": state["total"] + act})

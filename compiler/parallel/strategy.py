@@ -31,6 +31,9 @@ class Strategy:
     the model (``global_batch / (dp * micro_batch)``). ``interleave`` = virtual pipeline stages
     per rank (Megatron's interleaved 1F1B, Narayanan et al. 2021 §2.2.2; 1 = plain).
     ``bucket_mb`` = gradient bucket size in MiB (PyTorch DDP's default ``bucket_cap_mb`` is 25).
+    ``stage_layers`` = layers on each pipeline stage, first to last (uneven stages, e.g. fewer
+    layers on the stages that also hold the embedding or the logits; Megatron-LM's
+    ``--decoder-first/last-pipeline-num-layers``); ``None`` splits the layers evenly.
     """
 
     dp: int = 1
@@ -44,6 +47,7 @@ class Strategy:
     bucket_mb: float = 25.0
     overlap_dp: bool = True
     interleave: int = 1
+    stage_layers: tuple | None = None
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp", "interleave"):
@@ -68,6 +72,18 @@ class Strategy:
         if self.interleave > 1 and self.schedule != "1f1b":
             raise _bad("interleave", self.interleave, "1 with schedule=gpipe (interleaving is a "
                        "1F1B schedule)")
+        sl = self.stage_layers
+        if sl is not None:
+            if isinstance(sl, list):
+                sl = tuple(sl)
+                object.__setattr__(self, "stage_layers", sl)
+            if (not isinstance(sl, tuple) or len(sl) != self.pp or any(
+                    isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in sl)):
+                raise _bad("stage_layers", sl, f"{self.pp} integers >= 1 (one per pipeline "
+                           f"stage), e.g. {'/'.join(['24'] * self.pp)}")
+            if self.interleave > 1:
+                raise _bad("stage_layers", "/".join(map(str, sl)), "omitted with interleave > 1 "
+                           "(interleaved stages are even)")
         if self.zero and self.dp == 1:
             raise _bad("zero", self.zero, "0 when dp = 1 (ZeRO shards state over data-parallel "
                        "ranks; give dp > 1)")
@@ -85,7 +101,7 @@ class Strategy:
         """Check the strategy against a system and model; return the micro-batch count.
 
         Raises ValueError naming the key: ``dp*tp*pp != n_ranks``, ``tp`` not dividing ``heads``,
-        ``pp * interleave`` not dividing ``layers`` (uneven stages are not modelled), a global
+        ``pp * interleave`` not dividing ``layers`` (without stage_layers), a global
         batch that the data-parallel replicas and micro-batches do not split evenly, or
         interleaving with a micro-batch count that is not a multiple of ``pp`` (Megatron-LM's
         requirement).
@@ -95,9 +111,13 @@ class Strategy:
                              f"{self.n_ranks}: must equal the number of ranks, {n_ranks}")
         if heads is not None and heads % self.tp:
             raise _bad("tp", self.tp, f"a divisor of the model's heads = {heads}")
-        if layers is not None and layers % (self.pp * self.interleave):
+        if layers is not None and self.stage_layers is not None:
+            if sum(self.stage_layers) != layers:
+                raise _bad("stage_layers", "/".join(map(str, self.stage_layers)),
+                           f"layers per stage that add up to the model's layers = {layers}")
+        elif layers is not None and layers % (self.pp * self.interleave):
             raise _bad("pp", self.pp, f"such that pp * interleave = {self.pp * self.interleave} "
-                       f"divides the model's layers = {layers} (uneven stages are not modelled)")
+                       f"divides the model's layers = {layers} (or give stage_layers)")
         m = self.microbatches
         if m is None:
             if global_batch is None:
@@ -124,7 +144,8 @@ def parse_strategy(text: str) -> Strategy:
     """``"dp=2,tp=4,pp=2,zero=1,schedule=gpipe,recompute=selective,sp=true"`` -> Strategy.
 
     Keys: the :class:`Strategy` fields; ``sp`` is short for ``sequence_parallel`` and ``m`` /
-    ``mb`` for ``microbatches``, ``v`` for ``interleave``. Errors name the key, the value and
+    ``mb`` for ``microbatches``, ``v`` for ``interleave``; ``stage_layers`` is a slash-separated
+    list (``pp=4,stage_layers=23/25/25/23``). Errors name the key, the value and
     what is allowed.
     """
     if not isinstance(text, str):
@@ -153,6 +174,12 @@ def parse_strategy(text: str) -> Strategy:
             if raw.lower() not in _BOOL:
                 raise _bad(key, raw, "true or false")
             values[key] = _BOOL[raw.lower()]
+        elif key == "stage_layers":
+            try:
+                values[key] = tuple(int(x) for x in raw.split("/"))
+            except ValueError:
+                raise _bad(key, raw, "layers per stage separated by '/', e.g. 23/25/25/23") \
+                    from None
         elif key == "bucket_mb":
             try:
                 values[key] = float(raw)

@@ -241,12 +241,17 @@ class SystemConfig:
     def with_protocol(self, name: str) -> "SystemConfig":
         """This system as one protocol sees it: its overhead per message, link efficiencies
         scaled by its bandwidth factor, no further protocol choice."""
+        cache = self.__dict__.setdefault("_by_protocol", {})   # a topology is costly to build
+        if name in cache:
+            return cache[name]
         for proto in self.protocols:
             if proto.name == name:
                 topo = replace(self.topology,
                                link_efficiency=self.topology.link_efficiency
                                * proto.bandwidth_factor)
-                return replace(self, topology=topo, overhead_ns=proto.overhead_ns, protocols=())
+                cache[name] = replace(self, topology=topo, overhead_ns=proto.overhead_ns,
+                                      protocols=())
+                return cache[name]
         raise ValueError(f"protocol = {name!r}: system {self.name!r} has "
                          f"{', '.join(p.name for p in self.protocols) or 'no protocols'}")
 

@@ -116,11 +116,39 @@ class SystemPlan:
         return out
 
 
+def host_link_gbps(system: SystemConfig) -> float | None:
+    """GB/s (efficiency included) of the slowest host-to-rank link, or None without a host."""
+    import numpy as np
+    topo = system.topology
+    if topo.host is None:
+        return None
+    src, dst = np.asarray(topo.link_src), np.asarray(topo.link_dst)
+    mask = (src == topo.host) & (dst < topo.n_ranks)
+    if not mask.any():          # a host on a switch: its one link
+        mask = src == topo.host
+    return float(np.min(np.asarray(topo.link_bytes_per_s, float)[mask])) / 1e9
+
+
+def input_pipeline_for(system: SystemConfig, text: str):
+    """``--input`` text -> an InputPipeline; without ``host_link_gbps`` in the text, the
+    system's host link (when it has one) is the host-to-device copy's bandwidth."""
+    from compiler.parallel.training import InputPipeline, parse_options
+    ip = parse_options(InputPipeline, "" if text.strip().lower() == "default" else text,
+                       "--input")
+    if "host_link" not in text.replace("-", "_"):
+        gbps = host_link_gbps(system)
+        if gbps is not None:
+            ip = replace(ip, host_link_gbps=gbps)
+    return ip
+
+
 def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: str = "sim",
          algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
-         op_time: Callable | None = None) -> SystemPlan:
+         op_time: Callable | None = None, input_pipeline=None,
+         compression=None, timeline: bool = False) -> SystemPlan:
     """Plan one training step of ``model`` on ``system`` with ``strategy`` (ranks 0..N-1 of the
-    system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency."""
+    system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency
+    (with the same input pipeline: one loader feeds it)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if microbatches is not None:
@@ -136,12 +164,14 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
     comm_time = comm_time_for(system, mode=comm_mode, algorithm=algorithm)
     peak, mem = device.peak_flops, device.memory_bytes
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
-                       dtype_bytes=dtype_bytes, peak_flops=peak)
+                       dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
+                       compression=compression, timeline=timeline)
     # One chip, same samples per step: every micro-batch of every replica runs on it.
     one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
                    schedule=strategy.schedule, recompute=strategy.recompute)
     baseline = plan_step(model, one, 1, None, op_time, comm_time, device_mem_bytes=mem,
-                         dtype_bytes=dtype_bytes, peak_flops=peak)
+                         dtype_bytes=dtype_bytes, peak_flops=peak,
+                         input_pipeline=input_pipeline)
     if not math.isfinite(report.step_s):
         raise ValueError("plan: step time is not finite")
     return SystemPlan(system, report, baseline, comm_mode)

@@ -36,6 +36,8 @@ class PipelineResult:
     end_s: np.ndarray             # [p] when each rank finishes its last task
     last_backward_s: np.ndarray   # [p] backward seconds of the last micro-batch on each rank
     max_in_flight: np.ndarray     # [p] most (micro-batch, chunk) activations held at once
+    tasks: list | None = None     # with record=True: (rank, is_backward, virtual stage,
+                                  # micro-batch, start s, end s) in the order they ran
 
 
 def schedule_order(p: int, m: int, schedule: str, v: int, s: int) -> list[tuple[int, int, int]]:
@@ -65,10 +67,11 @@ def schedule_order(p: int, m: int, schedule: str, v: int, s: int) -> list[tuple[
 
 
 def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: int = 1,
-                      send_s=0.0) -> PipelineResult:
+                      send_s=0.0, record: bool = False) -> PipelineResult:
     """Run the schedule. ``t_f``/``t_b``: per-virtual-stage seconds per micro-batch, shape
     ``[p*v]`` (a scalar broadcasts); ``send_s``: seconds per activation / gradient transfer
-    between virtual stages ``k`` and ``k+1``, shape ``[p*v - 1]`` or a scalar."""
+    between virtual stages ``k`` and ``k+1``, shape ``[p*v - 1]`` or a scalar; ``record``:
+    keep every task's start and end (:attr:`PipelineResult.tasks`)."""
     for key, val in (("p", p), ("m", m), ("v", v)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ValueError(f"simulate_pipeline: {key} = {val!r}: must be an integer >= 1")
@@ -95,6 +98,7 @@ def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: in
     live = np.zeros(p, dtype=np.int64)
     peak = np.zeros(p, dtype=np.int64)
     remaining = sum(len(o) for o in orders)
+    tasks: list | None = [] if record else None
     while remaining:
         progress = False
         for s in range(p):
@@ -120,6 +124,8 @@ def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: in
                     break
                 start = max(free[s], ready)
                 free[s] = start + dur
+                if tasks is not None:
+                    tasks.append((s, back, k, j, float(start), float(free[s])))
                 busy[s] += dur
                 if back:
                     b_end[k, j] = free[s]
@@ -136,4 +142,4 @@ def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: in
         if not progress:  # pragma: no cover - the orders above never deadlock
             raise RuntimeError(f"pipeline schedule {schedule} (p={p}, m={m}, v={v}) deadlocked")
     return PipelineResult(makespan_s=float(free.max()), busy_s=busy, end_s=free.copy(),
-                          last_backward_s=last_b, max_in_flight=peak)
+                          last_backward_s=last_b, max_in_flight=peak, tasks=tasks)

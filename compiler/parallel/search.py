@@ -30,6 +30,7 @@ first.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -208,11 +209,13 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                  global_batch: int | None = None, device_mem_bytes: float | None = None,
                  peak_flops: float | None = None, dtype_bytes: int = 2,
                  space: SearchSpace | None = None, progress: Callable | None = None,
-                 pareto: bool = True) -> SearchResult:
+                 pareto: bool = True, input_pipeline=None) -> SearchResult:
     """Search the plans of ``model`` (a :class:`TransformerModel` or preset name) on
     ``n_devices`` (module docstring). ``op_time`` and ``comm_time`` are
     :func:`~compiler.parallel.step.plan_step`'s callbacks; ``global_batch`` overrides the
-    model's; ``progress(done, total, text)`` is called as candidates are simulated."""
+    model's; ``input_pipeline`` is the loader every plan waits for (the bound leaves it out:
+    it is still a lower bound); ``progress(done, total, text)`` is called as candidates are simulated (``total``:
+    the simulations the best plan so far does not rule out yet)."""
     t_start = time.perf_counter()
     if isinstance(model, str):
         model = get_model(model)
@@ -292,7 +295,9 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                         if zero and dp == 1:
                             continue
                         zc = zero_memory_bytes(1.0, dp, zero)["total"]
-                        for kind in space.schedules:
+                        # one stage: every schedule is the same run of micro-batches
+                        kinds = space.schedules if pp > 1 else space.schedules[:1]
+                        for kind in kinds:
                             vs = [1] if kind != "interleaved" else [
                                 v for v in space.interleave if L % (pp * v) == 0 and m % pp == 0
                                 and pp > 1]
@@ -358,9 +363,11 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
     def simulate(c: Candidate) -> None:
         c.report = plan_step(c.model, c.strategy, N, None, ot, comm_time,
                              device_mem_bytes=device_mem_bytes, dtype_bytes=dtype_bytes,
-                             peak_flops=peak_flops, layer_plan=c.layer_plan)
+                             peak_flops=peak_flops, layer_plan=c.layer_plan,
+                             input_pipeline=input_pipeline)
 
     cands.sort(key=lambda c: (c.bound_s, c.label))
+    bounds = [c.bound_s for c in cands]
     best: Candidate | None = None
     done = 0
     for c in cands:
@@ -368,8 +375,9 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
             break
         simulate(c)
         done += 1
-        if progress:
-            progress(done, None, c.label)
+        if progress:     # total: those the current best does not rule out yet
+            left = bisect.bisect_right(bounds, best.step_s if best else c.step_s)
+            progress(done, max(done, left), c.label)
         if best is None or c.step_s < best.step_s:
             best = c
     # ties: the least memory, then the text
@@ -385,7 +393,7 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                 simulate(c)
                 done += 1
                 if progress:
-                    progress(done, None, c.label)
+                    progress(done, done + 1, c.label)
             if c.step_s < run * (1 - 1e-12):
                 if front and front[-1].memory_bytes == c.memory_bytes:
                     front.pop()
@@ -393,6 +401,8 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                 run = c.step_s
     evaluated = [c for c in cands if c.report is not None]
     pruned_bound = len(cands) - len(evaluated)
+    if progress:
+        progress(done, done, "")
     # the best plan of each mesh shape, and why it loses to the best
     shapes: dict = {}
     for c in sorted(cands, key=lambda c: (c.report is None, c.step_s if c.report else c.bound_s,
@@ -445,7 +455,8 @@ def _why(c: Candidate, best: Candidate) -> str:
     if c.report is None:
         return (f"bound {c.bound_s:.4g} s >= best {best.step_s:.4g} s (compute and bubble alone)")
     mine, theirs = c.report.breakdown(), best.report.breakdown()
-    names = {"compute": "compute (incl. recompute)", "tp": "exposed TP communication",
+    names = {"compute": "compute (incl. recompute)", "input": "input pipeline",
+             "tp": "exposed TP communication",
              "pp": "pipeline sends", "dp": "exposed DP communication", "bubble": "pipeline bubble",
              "optimizer": "optimizer"}
     diff = {k: mine[k] - theirs[k] for k in mine}

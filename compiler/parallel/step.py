@@ -43,7 +43,7 @@ Step composition (per data-parallel replica; every rank of a stage does the same
    copy), i.e. 14 accesses of a 2-byte element (``operands + 1``).
 
 Breakdown (all seconds, for the busiest rank): ``step = compute + tp + bubble + pp + dp +
-optimizer``: ``bubble`` = pipeline makespan without send cost minus the rank's busy time,
+optimizer + input``: ``bubble`` = pipeline makespan without send cost minus the rank's busy time,
 ``pp`` = extra makespan caused by sends (+ the tied-embedding sync), ``dp`` = DP communication
 not hidden by compute.
 
@@ -68,13 +68,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from compiler.ir import Eltwise, Graph, Op
-from compiler.parallel.backward import backward_ops, graph_params
+from compiler.ir import Eltwise, Gemm, Graph, Op
+from compiler.parallel.backward import backward_ops, graph_params, has_weights
 from compiler.parallel.formulas import (activation_bytes_per_layer, collective_sent_bytes,
                                         zero_memory_bytes)
 from compiler.parallel.llm import TransformerModel, get_model, model_flops
 from compiler.parallel.pipeline import simulate_pipeline
 from compiler.parallel.strategy import Strategy, parse_strategy
+from compiler.parallel.timeline import step_timeline
+from compiler.parallel.training import GradCompression, InputPipeline
 from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
@@ -115,6 +117,12 @@ class StepReport:
     sent_bytes: dict              # bytes a rank sends (ring algorithms): tp, pp, dp
     stage_memory_bytes: list = field(default_factory=list)
     comm_calls: list = field(default_factory=list)   # distinct comm_time calls made
+    input_s: float = 0.0          # the step's wait for its input (what prefetch does not hide)
+    input_load_s: float = 0.0     # one batch through the loader (storage + CPU + host copy)
+    compress_s: float = 0.0       # gradient compression compute (inside the exposed DP part)
+    input_pipeline: dict | None = None
+    compression: dict | None = None
+    timeline: dict | None = None  # plan_step(timeline=True): compiler.parallel.timeline
 
     @property
     def exposed_comm_s(self) -> float:
@@ -155,9 +163,10 @@ class StepReport:
     # ---- notebook API ------------------------------------------------------------------------
 
     def breakdown(self) -> dict:
-        """Seconds of the step by part: ``compute`` (incl. recompute), exposed ``tp``/``pp``/
-        ``dp`` communication, pipeline ``bubble``, ``optimizer``."""
-        return {"compute": self.compute_s, "tp": self.exposed_tp_s, "pp": self.exposed_pp_s,
+        """Seconds of the step by part: ``compute`` (incl. recompute), ``input`` (the wait for
+        data), exposed ``tp``/``pp``/``dp`` communication, pipeline ``bubble``, ``optimizer``."""
+        return {"compute": self.compute_s, "input": self.input_s, "tp": self.exposed_tp_s,
+                "pp": self.exposed_pp_s,
                 "dp": self.exposed_dp_s, "bubble": self.bubble_s, "optimizer": self.optimizer_s}
 
     def summary_lines(self) -> list[str]:
@@ -198,6 +207,8 @@ class StepReport:
 
     def to_dict(self) -> dict:
         out = asdict(self)
+        out.pop("timeline")                   # its own view: trace.json (npulab system -o)
+        out["breakdown"] = self.breakdown()
         for key in ("exposed_comm_s", "samples_per_s", "tokens_per_s", "mfu", "fits"):
             out[key] = getattr(self, key)
         return out
@@ -249,6 +260,21 @@ class _Comm:
         return self.cache[key]
 
 
+def _compression_time(comp: GradCompression, elements: float, mats: list, timer) -> float:
+    """Device seconds to compress and decompress one rank's gradients (module docstring of
+    :mod:`compiler.parallel.training`): element-wise passes, and PowerSGD's three GEMMs per
+    weight (``M Q``, ``M^T P``, ``P Q^T``)."""
+    t = timer(Eltwise(name="dp.compress", op=f"{comp.kind}_compress",
+                      elements=max(int(comp.compute_elements(elements)), 1), operands=1))
+    if comp.kind == "powersgd":
+        r = comp.rank
+        for m_, n_ in mats:
+            t += timer(Gemm(name="dp.powersgd.p", m=m_, n=r, k=n_))
+            t += timer(Gemm(name="dp.powersgd.q", m=n_, n=r, k=m_))
+            t += timer(Gemm(name="dp.powersgd.out", m=m_, n=n_, k=r))
+    return t
+
+
 def _counted(colls) -> list:
     """((op, nbytes), ...) -> [(op, count, nbytes)], sorted by op name and size."""
     counts: dict = {}
@@ -266,7 +292,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
               op_time: OpTime | None = None, comm_time: CommTime | None = None,
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
               peak_flops: float | None = None, graph_batch: int | None = None,
-              layer_plan=None) -> StepReport:
+              layer_plan=None, input_pipeline=None, compression=None,
+              timeline: bool = False) -> StepReport:
     """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
     preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
@@ -274,7 +301,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     (FLOP/s per rank) enables MFU; ``graph_batch`` = samples per micro-batch of a graph
     (default: :attr:`compiler.ir.Graph.batch`); ``layer_plan``: an
     :class:`~compiler.parallel.intra_op.IntraOpPlan` whose sharding replaces Megatron-LM's
-    (its ``t``, recomputation and sequence parallelism must be the strategy's)."""
+    (its ``t``, recomputation and sequence parallelism must be the strategy's);
+    ``input_pipeline``: a :class:`~compiler.parallel.training.InputPipeline` (data loading per
+    replica: the step waits for what prefetch does not hide); ``compression``: a
+    :class:`~compiler.parallel.training.GradCompression` of the data-parallel gradients
+    (``zero = 0`` only); ``timeline``: keep every task, collective and region of the step
+    (:attr:`StepReport.timeline`, :func:`compiler.parallel.timeline.step_timeline`)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -305,6 +337,15 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
 
     st = strategy
     tp, dp, pp, v = st.tp, st.dp, st.pp, st.interleave
+    if input_pipeline is not None and not isinstance(input_pipeline, InputPipeline):
+        raise ValueError(f"plan_step: input_pipeline = {input_pipeline!r}: must be an "
+                         f"InputPipeline")
+    if compression is not None and not isinstance(compression, GradCompression):
+        raise ValueError(f"plan_step: compression = {compression!r}: must be a GradCompression")
+    comp = compression if compression is not None and compression.kind != "none" else None
+    if comp is not None and st.zero:
+        raise ValueError(f"strategy: zero = {st.zero}: gradient compression "
+                         f"({comp.kind}) compresses all-reduced gradients; use zero=0")
     timer, comm = _Timer(op_time), _Comm(comm_time)
 
     def rank(ti: int, di: int, s: int) -> int:
@@ -323,7 +364,10 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     tp_sent_chunk = np.zeros(nv)
     send = np.zeros(max(nv - 1, 0))
     send_nbytes = 0.0
+    segs_f: list = [[] for _ in range(nv)]    # (region, compute s, TP comm s) per task, in order
+    segs_b: list = [[] for _ in range(nv)]
     stage_params = np.zeros(pp)
+    stage_mats: list = [[] for _ in range(pp)]      # (rows, cols) of each weight (PowerSGD)
     act_chunk = 0.0
     act_transient = 0.0
 
@@ -400,8 +444,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             f_tp[k], b_tp[k] = lc * tf_c, lc * tb_c
             tp_bytes_chunk[k] = lc * (nf + nb_)
             tp_sent_chunk[k] = lc * (sf + sb)
-            for is_edge, ops_f, ops_b, (cf, cb) in ((k == 0, emb_f, emb_b, emb_coll),
-                                                    (k == nv - 1, head_f, head_b, head_coll)):
+            first = sum(lcs[:k])
+            segs_f[k] = [(f"layer {first + i}", tf_l, tf_c) for i in range(lc)]
+            segs_b[k] = [(f"layer {first + i}", tb_l + tr_l, tb_c) for i in reversed(range(lc))]
+            for is_edge, name, ops_f, ops_b, (cf, cb) in (
+                    (k == 0, "embedding", emb_f, emb_b, emb_coll),
+                    (k == nv - 1, "head", head_f, head_b, head_coll)):
                 if is_edge:
                     f_comp[k] += ops_f
                     b_comp[k] += ops_b
@@ -410,6 +458,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
                     b_tp[k] += xb
                     tp_bytes_chunk[k] += nxf + nxb
                     tp_sent_chunk[k] += sxf + sxb
+                    if name == "embedding":
+                        segs_f[k].insert(0, (name, ops_f, xf))
+                        segs_b[k].append((name, ops_b, xb))
+                    else:
+                        segs_f[k].append((name, ops_f, xf))
+                        segs_b[k].insert(0, (name, ops_b, xb))
         send_nbytes = b * s_len * h * dtype_bytes / tp
         for k in range(nv - 1):
             s0, s1 = k % pp, (k + 1) % pp
@@ -424,6 +478,13 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             layer_rank = layer_plan.params
         for s in range(pp):
             stage_params[s] = sum(lcs[k] for k in range(nv) if k % pp == s) * layer_rank
+        if comp is not None:
+            mats = [(op.k, op.n) for op in fwd if has_weights(op)]
+            for s in range(pp):
+                stage_mats[s] = mats * sum(lcs[k] for k in range(nv) if k % pp == s)
+            stage_mats[0].append((vocab_rank, h))
+            if pp > 1:
+                stage_mats[-1].append((vocab_rank, h))
         stage_params[0] += vocab_rank * h + s_len * h
         stage_params[-1] += 2 * h + (vocab_rank * h if pp > 1 else 0)
         if layer_plan is None:
@@ -454,7 +515,11 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         _check_int("graph_batch", gb)
         f_comp[0] = timer.total(graph.ops)
         b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops)
+        segs_f[0] = [(graph.name, f_comp[0], 0.0)]
+        segs_b[0] = [(graph.name, b_comp[0], 0.0)]
         stage_params[0] = graph_params(graph)
+        stage_mats[0] = [(g.k, g.n) for op in graph if has_weights(op)
+                         for g in [op.gemm_shape()] for _ in range(g.count)]
         act_chunk = [float(sum(op.output_elements for op in graph) * dtype_bytes)]
         samples = dp * m * gb
         tokens = samples * graph.tokens          # sequence positions (1 per image for a CNN)
@@ -462,7 +527,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         name = graph.name
 
     t_f, t_b = f_comp + f_tp, b_comp + b_tp
-    res = simulate_pipeline(t_f, t_b, m, p=pp, schedule=st.schedule, v=v, send_s=send)
+    res = simulate_pipeline(t_f, t_b, m, p=pp, schedule=st.schedule, v=v, send_s=send,
+                            record=timeline)
     res0 = simulate_pipeline(t_f, t_b, m, p=pp, schedule=st.schedule, v=v) if pp > 1 else res
     crit = int(np.argmax(res.busy_s))
     mine = [k for k in range(nv) if k % pp == crit]
@@ -485,6 +551,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     # data parallelism, per stage
     bucket = st.bucket_mb * 2**20
     done = np.array(res.end_s, dtype=np.float64)
+    compress_s = np.zeros(pp)
+    dp_events: list = [[] for _ in range(pp)]     # (name, start s, end s) per stage
     dp_bytes = np.zeros(pp)
     dp_sent = np.zeros(pp)
     opt = np.zeros(pp)
@@ -499,19 +567,41 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         op = "allreduce" if st.zero == 0 else "reducescatter"
         nb = max(int(math.ceil(grad / bucket)), 1)
         sizes = [bucket] * (nb - 1) + [grad - bucket * (nb - 1)]
-        full = comm("dp", op, bucket, groups) if nb > 1 else 0.0   # every bucket but the last
-        costs = [full] * (nb - 1) + [comm("dp", op, sizes[-1], groups)]
+        if comp is None:
+            full = comm("dp", op, bucket, groups) if nb > 1 else 0.0   # all buckets but the last
+            costs = [full] * (nb - 1) + [comm("dp", op, sizes[-1], groups)]
+            wire = sizes
+        else:      # compressed buckets: their own bytes and collective, plus the compute
+            op = comp.collective
+            ctot = _compression_time(comp, float(stage_params[s]), stage_mats[s], timer)
+            compress_s[s] = ctot
+            if comp.kind == "powersgd":
+                total = comp.wire_bytes(float(stage_params[s]), dtype_bytes,
+                                        matrices=stage_mats[s])
+                wire = [total * x / grad for x in sizes]
+            else:
+                wire = [comp.wire_bytes(x / dtype_bytes, dtype_bytes, ranks=dp) for x in sizes]
+            costs = [ctot * x / grad + comm("dp", op, y, groups) for x, y in zip(sizes, wire)]
         window = float(res.last_backward_s[s])
+        what = f"{'reduce-scatter' if op == 'reducescatter' else op} bucket"
         if st.overlap_dp:
             t, cum = 0.0, 0.0
-            for x, c in zip(sizes, costs):
+            w0 = float(res.end_s[s]) - window
+            for i, (x, c) in enumerate(zip(sizes, costs)):
                 cum += x
-                t = max(t, window * cum / grad) + c
+                start = max(t, window * cum / grad)
+                t = start + c
+                dp_events[s].append((f"{what} {i}", w0 + start, w0 + t))
             exposed = max(t - window, 0.0)
         else:
             exposed = float(sum(costs))
-        dp_bytes[s] = grad
-        dp_sent[s] = collective_sent_bytes(op, grad, dp)
+            t0 = float(res.end_s[s])
+            for i, c in enumerate(costs):
+                dp_events[s].append((f"{what} {i}", t0, t0 + c))
+                t0 += c
+        dp_bytes[s] = grad if comp is None else float(sum(wire))
+        dp_sent[s] = collective_sent_bytes(op, grad, dp) if comp is None else float(
+            sum(collective_sent_bytes(op, y, dp) for y in wire))
         extra = 0.0
         if st.zero in (1, 2):
             extra = comm("dp", "allgather", grad, groups)
@@ -527,10 +617,18 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
                 extra = 2 * m * ag
             dp_bytes[s] += 2 * m * grad
             dp_sent[s] += 2 * m * collective_sent_bytes("allgather", grad, dp)
+        if extra:
+            dp_events[s].append(("ZeRO parameter all-gather (exposed)", float(done[s]) + exposed,
+                                 float(done[s]) + exposed + extra))
         done[s] += exposed + extra
     dp_s = float(done.max()) - makespan
     optimizer_s = float(opt.max())
     step_s = makespan + emb_sync + dp_s + optimizer_s
+    input_s = input_load_s = 0.0
+    if input_pipeline is not None:      # one loader per data-parallel replica
+        input_load_s = input_pipeline.load_s(samples / dp)
+        input_s = input_pipeline.exposed_s(samples / dp, step_s)
+        step_s += input_s
 
     # volumes per stage (nccl nbytes and bytes sent), maximum over stages
     tp_b, tp_snt, pp_b = np.zeros(pp), np.zeros(pp), np.zeros(pp)
@@ -569,4 +667,13 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
                     "dp": float(dp_bytes.max())},
         sent_bytes={"tp": float(tp_snt.max()), "pp": float(pp_snt.max()),
                     "dp": float(dp_sent.max())},
-        stage_memory_bytes=stage_mem, comm_calls=comm.calls)
+        stage_memory_bytes=stage_mem, comm_calls=comm.calls, input_s=input_s,
+        input_load_s=input_load_s, compress_s=float(compress_s.max()),
+        input_pipeline=input_pipeline.to_dict() if input_pipeline is not None else None,
+        compression=compression.to_dict() if compression is not None else None,
+        timeline=None if not timeline else step_timeline(
+            tasks=res.tasks, pp=pp, nv=nv, segs_f=segs_f, segs_b=segs_b, send=send,
+            dp_events=dp_events, emb_sync=emb_sync, opt=opt, makespan=makespan, dp_s=dp_s,
+            input_load_s=input_load_s, input_s=input_s,
+            prefetch=input_pipeline.prefetch if input_pipeline is not None else None,
+            step_s=step_s, ranks=[rank(0, 0, s) for s in range(pp)], n_ranks=n_ranks))

@@ -36,6 +36,7 @@ COMMANDS = {
     "soc": ("soc", "accelerators sharing one DRAM: slowdown vs alone"),
     "collective": ("system", "time a collective on a multi-chip system"),
     "system": ("system", "plan a training step over many chips"),
+    "plan": ("plan", "search the best parallel plan of a training step"),
     "sweep": ("sweep", "run a design-space sweep (or report on one)"),
     "llm": ("llm", "LLM inference: a layer's kernels, a batch's prefill and decode"),
     "map": ("map", "search the mapping space of one op (tilings, loop orders, dataflows)"),

@@ -152,6 +152,17 @@ def add_parser(subparsers) -> None:
                    help="collectives simulated with contention (default) or closed form")
     s.add_argument("--algorithm", default="auto", choices=ALGORITHMS,
                    help="collective algorithm (default auto)")
+    s.add_argument("--input", metavar="KEY=VALUE,...",
+                   help="model the input pipeline: 'default', or sample_bytes, device_bytes, "
+                        "storage_gbps, storage_latency_us, workers, worker_samples_per_s, "
+                        "host_link_gbps (default: the system's host link), memcpy_gbps, "
+                        "pinned=true|false, prefetch=N (0: no overlap)")
+    s.add_argument("--compression", metavar="KIND[,KEY=VALUE]",
+                   help="compress data-parallel gradients: none, fp16, int8, topk[,density=F] "
+                        "or powersgd[,rank=R] (zero=0 only)")
+    s.add_argument("--output", "-o", metavar="DIR",
+                   help="write summary.json, trace.json (the step's timeline for Perfetto: a "
+                        "track group per pipeline stage) and report.html")
     s.add_argument("--strict", action="store_true",
                    help="exit with status 1 when the plan does not fit in a chip's memory "
                         "(default: a warning on stderr, exit 0)")
@@ -220,10 +231,23 @@ def cmd_system(args) -> int:
     model = resolve_model(args.model, seq_len=args.seq_len, global_batch=args.global_batch,
                           micro_batch=args.micro_batch, batch=args.batch,
                           image_size=args.image_size)
+    from compiler.parallel.training import GradCompression, parse_options
+    from npulab.system_run import input_pipeline_for
+    if args.output:
+        from hw.files import check_output_dir
+        check_output_dir(args.output, flag="-o", error=ValueError)
+    ip = input_pipeline_for(system, args.input) if args.input is not None else None
+    comp = parse_options(GradCompression, args.compression, "--compression") \
+        if args.compression is not None else None
     result = plan(system, model, args.strategy, comm_mode=args.comm, algorithm=args.algorithm,
-                  microbatches=args.microbatches)
+                  microbatches=args.microbatches, input_pipeline=ip, compression=comp,
+                  timeline=bool(args.output))
     r = result.report
     status = _fit_status(r, args.strict)
+    if args.output:
+        from npulab.training_report import write_outputs
+        write_outputs(args.output, result.to_dict(), r.timeline,
+                      f"{r.model} on {system.name}")
     if args.format == "json":
         json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
         print()
@@ -242,6 +266,21 @@ def cmd_system(args) -> int:
             ("  optimizer", f"{r.optimizer_s * 1e3:,.3f} ms"),
             ("throughput", f"{r.samples_per_s:,.2f} samples/s, {r.tokens_per_s:,.0f} tokens/s"
              if r.tokens_per_step != r.samples_per_step else f"{r.samples_per_s:,.2f} samples/s")]
+    if ip is not None:
+        stages = ip.stages(r.samples_per_step / st["dp"])
+        bound = " (input-bound)" if r.input_load_s > r.step_s - r.input_s else ""
+        at = [k for k, _ in rows].index("  optimizer") + 1
+        rows.insert(at, ("  waiting for input", f"{r.input_s * 1e3:,.3f} ms{bound}: a batch "
+                        f"loads in {r.input_load_s * 1e3:,.3f} ms (storage "
+                        f"{stages['storage'] * 1e3:,.3f}, CPU {stages['cpu'] * 1e3:,.3f}, host "
+                        f"copy {stages['h2d'] * 1e3:,.3f}; prefetch {ip.prefetch})"))
+    if comp is not None:
+        at = [k for k, _ in rows].index("  exposed communication") + 1
+        rows.insert(at, ("  gradient compression", f"{comp.kind}: {_gb(r.comm_bytes['dp'])} "
+                        f"all-reduced per stage, {r.compress_s * 1e3:,.3f} ms of compute"
+                        if comp.collective == "allreduce" else
+                        f"{comp.kind}: {_gb(r.comm_bytes['dp'])} all-gathered per stage, "
+                        f"{r.compress_s * 1e3:,.3f} ms of compute"))
     if r.mfu is not None:
         rows.append(("model FLOPs utilization", f"{100 * r.mfu:.1f} %"))
     mem = r.memory

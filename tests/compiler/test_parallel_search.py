@@ -319,3 +319,13 @@ def test_search_errors_are_one_line():
         SearchSpace(schedules=("zb",))
     with pytest.raises(ValueError, match="n_devices"):
         search_plans(TINY, 0, roofline, alpha_beta)
+
+
+def test_alltoall_edges_count_their_bytes():
+    """A token <-> feature relayout is an all-to-all of the 1/t a device holds; the step's
+    bytes-sent count takes it like an all-gather of that buffer ((p-1)/p of it)."""
+    from compiler.parallel.formulas import collective_sent_bytes
+    assert collective_sent_bytes("alltoall", 1000.0, 4) == 750.0
+    prob = IntraOpProblem(TINY.layer_ops(1), 4, roofline, _mesh_comm(4))
+    f, b = prob._edge_colls("T", "F", 4096.0)
+    assert f == [("alltoall", 1024.0)] and b == [("alltoall", 1024.0)]

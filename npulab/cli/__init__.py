@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         return command_module(args.command).main(args)
+    except BrokenPipeError:
+        # The reader went away (``npulab ... | head``): not an error. Point stdout at devnull so
+        # the interpreter's final flush does not raise again (Python docs, "Note on SIGPIPE").
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if not isinstance(exc, user_errors()):
             raise

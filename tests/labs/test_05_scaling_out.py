@@ -102,3 +102,44 @@ def test_dp_step_at_least_compute(system, link):
     assert by["dp=8"]["compute"] == pytest.approx(by["dp=4"]["compute"] / 2, rel=1e-9)
     # one chip runs the same global batch
     assert by["dp=8"]["baseline"] == pytest.approx(by["dp=4"]["baseline"], rel=1e-12)
+
+
+def test_input_pipeline_claims_of_step_6():
+    """Step 6: the load is storage + CPU + host copy; with prefetch the step is max(load,
+    compute), without it load + compute; two workers make the step compute-bound again."""
+    from compiler.parallel import get_model
+    from compiler.parallel.training import InputPipeline
+    from hw.system.system import load_system
+    from npulab.system_run import input_pipeline_for, plan
+    system = load_system("dgx-a100")
+    model = get_model("gpt2-small", global_batch=32)
+    text = "sample_bytes=150000,workers={w},worker_samples_per_s=100,prefetch={p}"
+    plain = plan(system, model, "dp=8").report.step_s
+    for w, p in ((1, 2), (1, 0), (2, 2)):
+        ip = input_pipeline_for(system, text.format(w=w, p=p))
+        assert isinstance(ip, InputPipeline) and ip.host_link_gbps == pytest.approx(25.2)
+        load = 100e-6 + 4 * 150000 / 3.5e9 + 4 / (w * 100) + 4 * 150000 / 25.2e9
+        r = plan(system, model, "dp=8", input_pipeline=ip).report
+        assert r.input_load_s == pytest.approx(load, rel=1e-12)
+        want = plain + load if p == 0 else max(load, plain)
+        assert r.step_s == pytest.approx(want, rel=1e-12)
+    assert 4 / (2 * 100) + 0.3e-3 < plain < 4 / 100       # 2 workers suffice, 1 does not
+
+
+def test_search_beats_every_hand_strategy_of_step_1():
+    """Step 5: the plan found is at least as fast as every strategy of step 1, and its
+    optimizer step is the one ZeRO shrinks."""
+    from compiler.parallel import get_model
+    from compiler.parallel.search import SearchSpace
+    from hw.system.system import load_system
+    from npulab.plan_run import search
+    from npulab.system_run import plan
+    system = load_system("dgx-a100")
+    model = get_model("gpt2-small", global_batch=32)
+    ps = search(system, model, comm_mode="sim", verify=0,
+                space=SearchSpace(micro_batch=(1, 4), recompute=("none",)))
+    best = ps.best.report
+    for text in ("dp=8", "dp=2,tp=4", "dp=2,pp=4", "tp=4,pp=2"):
+        assert best.step_s <= plan(system, model, text).report.step_s * (1 + 1e-12)
+    assert ps.best.strategy.zero == 3
+    assert best.optimizer_s < plan(system, model, "dp=8").report.optimizer_s / 7

@@ -166,3 +166,16 @@ def test_system_writes_summary_trace_and_report(tmp_path, capsys):
     assert end == pytest.approx(summary["step_s"] * 1e6, rel=1e-9)
     page = (out / "report.html").read_text()
     assert f"{summary['step_s'] * 1e3:,.3f} ms" in page and "<svg" in page
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """``npulab plan ... | head -c 0``: the reader is gone before the first line is written;
+    no traceback, status 0."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "npulab", *ARGS, "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with proc:
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 0 and "Traceback" not in err, err

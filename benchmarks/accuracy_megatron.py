@@ -28,6 +28,10 @@ Everything goes through the same code a user runs (``npulab.system_run``):
       its authors chose them for this very validation, so (c) is not an independent prediction;
   (c') ``calculon-no-overlap``: (c) with an op's compute time PLUS its memory time instead of
       the roofline max, the ``processing_mode = "no_overlap"`` of that same Calculon file.
+  (d) ``a100_like-simulated`` (``--chip``, several minutes): every op of the step run on
+      npulab's own ``a100_like`` chip (sim_configs/a100_like.toml, built from public A100 facts
+      in the multi-core chip issue), so each GEMM's efficiency comes from the chip simulation
+      by its shape, and each vector op's time from its vector unit and HBM; nothing fitted.
 
 Sensitivity runs: (b) with ``mode="analytic"`` collectives (alpha-beta closed forms on the same
 links) instead of the simulated network; (c') with Calculon's NVLink efficiency (0.6) instead of
@@ -94,11 +98,27 @@ def no_overlap_op_time(system):
     return op_time
 
 
-def predict(system, comm_time, row, column: str, no_overlap: bool = False):
+_CHIP: dict = {}
+
+
+def chip_op_time():
+    """Variant (d): every op of the step run on the ``a100_like`` chip (the multi-core chip
+    simulation of sim_configs/a100_like.toml, npulab.devices.SimulatedChip), cached per op
+    shape across cells: GEMM efficiency by shape from our own simulation, no fitted number."""
+    if "dev" not in _CHIP:
+        from hw.system.system import ChipDevice
+        from npulab.devices import device_model
+        _CHIP["dev"] = device_model(ChipDevice("a100_like", "a100_like", memory_gib=80), 2)
+    return _CHIP["dev"].op_seconds
+
+
+def predict(system, comm_time, row, column: str, no_overlap: bool = False,
+            chip: bool = False):
     """``plan_step`` of one cell with ``system``'s device and the given network callback."""
     model, tp, pp, v, gpus = row[:5]
     dev = system.device
-    op_time = no_overlap_op_time(system) if no_overlap else op_time_for(system)
+    op_time = chip_op_time() if chip else (
+        no_overlap_op_time(system) if no_overlap else op_time_for(system))
     return plan_step(get_model(model), strategy_text(tp, pp, v, column), gpus, None,
                      op_time, comm_time, device_mem_bytes=float(dev.mem_bytes),
                      peak_flops=dev.peak_tflops * 1e12)
@@ -122,11 +142,11 @@ def calibrate(system, comm_time) -> float:
 
 
 def run_variant(label: str, system, comm_time, calibrated: bool,
-                no_overlap: bool = False) -> dict:
+                no_overlap: bool = False, chip: bool = False) -> dict:
     cells = []
     for row in ROWS:
         for column, measured in zip(COLUMNS, row[5:7]):
-            r = predict(system, comm_time, row, column, no_overlap)
+            r = predict(system, comm_time, row, column, no_overlap, chip)
             err = 100.0 * (r.step_s - measured) / measured
             calib = calibrated and (row[0], column) == CALIBRATION_CELL
             cells.append({"model": row[0], "column": column, "measured_s": measured,
@@ -173,7 +193,10 @@ def error_line(label: str, res: dict) -> str:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chip", action="store_true",
+                    help="add variant (d): every op simulated on the a100_like chip (minutes)")
+    args = ap.parse_args()
     t0 = time.perf_counter()
     selene = load_system(SYSTEM)
     comm_sim = TimedComm(comm_time_for(selene))        # cached per (op, bytes, groups)
@@ -186,10 +209,13 @@ def main() -> None:
                "calculon-curves": DEVICES["a100-calculon"],
                "calculon-no-overlap": DEVICES["a100-calculon"]}
     results = {}
-    for label in VARIANTS:
-        results[label] = run_variant(label, replace(selene, device=devices[label]), comm_sim,
-                                     calibrated=(label == "flat-calibrated"),
-                                     no_overlap=(label == "calculon-no-overlap"))
+    variants = VARIANTS + (("a100_like-simulated",) if args.chip else ())
+    for label in variants:
+        t_v = time.perf_counter()
+        results[label] = run_variant(label, replace(selene, device=devices.get(
+            label, DEVICES["a100"])), comm_sim, calibrated=(label == "flat-calibrated"),
+            no_overlap=(label == "calculon-no-overlap"), chip=label == "a100_like-simulated")
+        results[label]["wall_s"] = time.perf_counter() - t_v
     # Sensitivity: (1) the same planner with closed-form collectives instead of the simulated
     # network; (2) Calculon's own NVLink efficiency (0.6 in its a100_80g.json, 0.8 here).
     comm_an = TimedComm(comm_time_for(selene, mode="analytic"))
@@ -212,12 +238,12 @@ def main() -> None:
     print(f"(b) matrix efficiency calibrated on {CALIBRATION_CELL[0]} ({CALIBRATION_CELL[1]}): "
           f"{eff:.4f} of 312 TFLOP/s")
     head = ["model", "column", "measured s"]
-    for label in VARIANTS:
+    for label in variants:
         head += [f"{label} s", "err %"]
     rows = []
     for i, cell in enumerate(results[VARIANTS[0]]["cells"]):
         line = [cell["model"], cell["column"], f"{cell['measured_s']:.2f}"]
-        for label in VARIANTS:
+        for label in variants:
             c = results[label]["cells"][i]
             line += [f"{c['predicted_s']:.2f}",
                      f"{c['error_pct']:+.1f}" + (" (cal)" if c["calibration"] else "")]
@@ -234,7 +260,8 @@ def main() -> None:
     diff = max(abs(a["predicted_s"] - b["predicted_s"]) / b["predicted_s"] for a, b in zip(
         sens["flat-calibrated, analytic network"]["cells"], results["flat-calibrated"]["cells"]))
     print(f"analytic vs simulated network: largest step-time difference {100 * diff:.1e} %")
-    for label in ("flat-calibrated", "calculon-curves"):
+    for label in ("flat-calibrated", "calculon-curves") + (
+            ("a100_like-simulated",) if args.chip else ()):
         print(f"\nbreakdown, {label} device (seconds; MFU of 312 TFLOP/s)")
         print(table(["model", "column", "step", "compute", "of it recompute", "tp", "bubble",
                      "pp sends", "optimizer", "MFU %", "mem GB"],

@@ -145,7 +145,7 @@ def input_pipeline_for(system: SystemConfig, text: str):
 def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: str = "sim",
          algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
          op_time: Callable | None = None, input_pipeline=None,
-         compression=None, timeline: bool = False) -> SystemPlan:
+         compression=None, timeline: bool = False, launch=None) -> SystemPlan:
     """Plan one training step of ``model`` on ``system`` with ``strategy`` (ranks 0..N-1 of the
     system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency
     (with the same input pipeline: one loader feeds it)."""
@@ -165,13 +165,13 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
     peak, mem = device.peak_flops, device.memory_bytes
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
-                       compression=compression, timeline=timeline)
+                       compression=compression, timeline=timeline, launch=launch)
     # One chip, same samples per step: every micro-batch of every replica runs on it.
     one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
                    schedule=strategy.schedule, recompute=strategy.recompute)
     baseline = plan_step(model, one, 1, None, op_time, comm_time, device_mem_bytes=mem,
                          dtype_bytes=dtype_bytes, peak_flops=peak,
-                         input_pipeline=input_pipeline)
+                         input_pipeline=input_pipeline, launch=launch)
     if not math.isfinite(report.step_s):
         raise ValueError("plan: step time is not finite")
     return SystemPlan(system, report, baseline, comm_mode)

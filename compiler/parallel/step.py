@@ -76,7 +76,7 @@ from compiler.parallel.llm import TransformerModel, get_model, model_flops
 from compiler.parallel.pipeline import simulate_pipeline
 from compiler.parallel.strategy import Strategy, parse_strategy
 from compiler.parallel.timeline import step_timeline
-from compiler.parallel.training import GradCompression, InputPipeline
+from compiler.parallel.training import GradCompression, InputPipeline, KernelLaunch
 from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
@@ -122,6 +122,7 @@ class StepReport:
     compress_s: float = 0.0       # gradient compression compute (inside the exposed DP part)
     input_pipeline: dict | None = None
     compression: dict | None = None
+    launch: dict | None = None
     timeline: dict | None = None  # plan_step(timeline=True): compiler.parallel.timeline
 
     @property
@@ -293,7 +294,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
               peak_flops: float | None = None, graph_batch: int | None = None,
               layer_plan=None, input_pipeline=None, compression=None,
-              timeline: bool = False) -> StepReport:
+              timeline: bool = False, launch=None) -> StepReport:
     """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
     preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
@@ -306,7 +307,9 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     replica: the step waits for what prefetch does not hide); ``compression``: a
     :class:`~compiler.parallel.training.GradCompression` of the data-parallel gradients
     (``zero = 0`` only); ``timeline``: keep every task, collective and region of the step
-    (:attr:`StepReport.timeline`, :func:`compiler.parallel.timeline.step_timeline`)."""
+    (:attr:`StepReport.timeline`, :func:`compiler.parallel.timeline.step_timeline`);
+    ``launch``: a :class:`~compiler.parallel.training.KernelLaunch` (what each kernel launch
+    costs: eager, synchronized or CUDA graphs)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -346,7 +349,13 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     if comp is not None and st.zero:
         raise ValueError(f"strategy: zero = {st.zero}: gradient compression "
                          f"({comp.kind}) compresses all-reduced gradients; use zero=0")
+    if launch is not None and not isinstance(launch, KernelLaunch):
+        raise ValueError(f"plan_step: launch = {launch!r}: must be a KernelLaunch")
+    if launch is not None:
+        base_time = op_time
+        op_time = lambda op: launch.kernel_s(float(base_time(op)))   # noqa: E731
     timer, comm = _Timer(op_time), _Comm(comm_time)
+    per_pass = launch.per_pass_s() if launch is not None else 0.0
 
     def rank(ti: int, di: int, s: int) -> int:
         return int(phys[st.rank(ti, di, s)])
@@ -438,8 +447,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
 
             (tf_c, nf, sf), (tb_c, nb_, sb) = ctime(fwd_coll), ctime(bwd_coll)
             lc = lcs[k]
-            f_comp[k] = lc * tf_l
-            b_comp[k] = lc * (tb_l + tr_l)
+            f_comp[k] = lc * tf_l + per_pass
+            b_comp[k] = lc * (tb_l + tr_l) + per_pass
             r_comp[k] = lc * tr_l
             f_tp[k], b_tp[k] = lc * tf_c, lc * tb_c
             tp_bytes_chunk[k] = lc * (nf + nb_)
@@ -447,6 +456,9 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             first = sum(lcs[:k])
             segs_f[k] = [(f"layer {first + i}", tf_l, tf_c) for i in range(lc)]
             segs_b[k] = [(f"layer {first + i}", tb_l + tr_l, tb_c) for i in reversed(range(lc))]
+            if per_pass:
+                segs_f[k].insert(0, ("graph launch", per_pass, 0.0))
+                segs_b[k].insert(0, ("graph launch", per_pass, 0.0))
             for is_edge, name, ops_f, ops_b, (cf, cb) in (
                     (k == 0, "embedding", emb_f, emb_b, emb_coll),
                     (k == nv - 1, "head", head_f, head_b, head_coll)):
@@ -513,8 +525,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         graph = model
         gb = graph.batch if graph_batch is None else graph_batch
         _check_int("graph_batch", gb)
-        f_comp[0] = timer.total(graph.ops)
-        b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops)
+        f_comp[0] = timer.total(graph.ops) + per_pass
+        b_comp[0] = timer.total(backward_ops(graph, input_grad=False).ops) + per_pass
         segs_f[0] = [(graph.name, f_comp[0], 0.0)]
         segs_b[0] = [(graph.name, b_comp[0], 0.0)]
         stage_params[0] = graph_params(graph)
@@ -671,6 +683,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         input_load_s=input_load_s, compress_s=float(compress_s.max()),
         input_pipeline=input_pipeline.to_dict() if input_pipeline is not None else None,
         compression=compression.to_dict() if compression is not None else None,
+        launch=launch.to_dict() if launch is not None else None,
         timeline=None if not timeline else step_timeline(
             tasks=res.tasks, pp=pp, nv=nv, segs_f=segs_f, segs_b=segs_b, send=send,
             dp_events=dp_events, emb_sync=emb_sync, opt=opt, makespan=makespan, dp_s=dp_s,

@@ -51,10 +51,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["InputPipeline", "GradCompression", "COMPRESSIONS", "statistical_efficiency",
-           "goodput", "parse_options"]
+__all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "COMPRESSIONS", "LAUNCH_MODES",
+           "statistical_efficiency", "goodput", "parse_options"]
 
 COMPRESSIONS = ("none", "fp16", "int8", "topk", "powersgd")
+LAUNCH_MODES = ("eager", "sync", "graph")
 
 
 def _num(where: str, key: str, v, lo: float, hi: float = 1e15, *, lo_open: bool = False):
@@ -185,6 +186,44 @@ class GradCompression:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class KernelLaunch:
+    """What launching kernels costs (module docstring): the host spends ``launch_us`` per
+    kernel. ``eager`` (PyTorch's default: kernels are queued asynchronously, so the device
+    runs a kernel no faster than the host launches it): each op takes ``max(op, launch)``;
+    ``sync`` (a synchronization after every kernel, as isolated kernel measurements are taken):
+    ``op + launch``; ``graph`` (CUDA Graphs capture each forward and backward pass): the ops'
+    own times plus one launch per pass. ``launch_us`` 5 is an estimate of a kernel launch
+    through PyTorch on a recent CPU; measured per-op overheads with synchronization are larger
+    (LLMCompass's A100 figures, 12-45 us, sim_configs/a100_like.toml)."""
+
+    mode: str = "eager"
+    launch_us: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in LAUNCH_MODES:
+            raise ValueError(f"kernel launch: mode = {self.mode!r}: must be one of "
+                             f"{', '.join(LAUNCH_MODES)}")
+        object.__setattr__(self, "launch_us", _num("kernel launch", "launch_us",
+                                                   self.launch_us, 0.0, 1e6))
+
+    def kernel_s(self, op_s: float) -> float:
+        """Seconds one kernel of ``op_s`` device time takes in the step."""
+        launch = self.launch_us * 1e-6
+        if self.mode == "eager":
+            return max(op_s, launch)
+        if self.mode == "sync":
+            return op_s + launch
+        return op_s
+
+    def per_pass_s(self) -> float:
+        """Seconds added once per forward or backward pass (a graph launch)."""
+        return self.launch_us * 1e-6 if self.mode == "graph" else 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
 def statistical_efficiency(batch: float, noise_scale: float, base_batch: float) -> float:
     """Progress per sample of a batch of ``batch`` relative to ``base_batch``:
     ``(B_noise + M0) / (B_noise + M)`` (Pollux §3.1, from McCandlish et al. 2018)."""
@@ -215,6 +254,9 @@ def parse_options(cls, text: str, flag: str):
         if "=" not in part:
             if cls is GradCompression and "kind" not in values and part in COMPRESSIONS:
                 values["kind"] = part
+                continue
+            if cls is KernelLaunch and "mode" not in values and part in LAUNCH_MODES:
+                values["mode"] = part
                 continue
             raise ValueError(f"{flag} {text!r}: {part!r}: expected key=value (keys: "
                              f"{', '.join(kinds)})")

@@ -160,6 +160,10 @@ def add_parser(subparsers) -> None:
     s.add_argument("--compression", metavar="KIND[,KEY=VALUE]",
                    help="compress data-parallel gradients: none, fp16, int8, topk[,density=F] "
                         "or powersgd[,rank=R] (zero=0 only)")
+    s.add_argument("--launch", metavar="MODE[,launch_us=US]",
+                   help="kernel launch cost: eager (async: a kernel takes at least a launch), "
+                        "sync (a launch added to every kernel) or graph (CUDA graphs: one launch "
+                        "per forward/backward pass); launch_us default 5 (an estimate)")
     s.add_argument("--output", "-o", metavar="DIR",
                    help="write summary.json, trace.json (the step's timeline for Perfetto: a "
                         "track group per pipeline stage) and report.html")
@@ -239,9 +243,12 @@ def cmd_system(args) -> int:
     ip = input_pipeline_for(system, args.input) if args.input is not None else None
     comp = parse_options(GradCompression, args.compression, "--compression") \
         if args.compression is not None else None
+    from compiler.parallel.training import KernelLaunch
+    launch = parse_options(KernelLaunch, args.launch, "--launch") \
+        if args.launch is not None else None
     result = plan(system, model, args.strategy, comm_mode=args.comm, algorithm=args.algorithm,
                   microbatches=args.microbatches, input_pipeline=ip, compression=comp,
-                  timeline=bool(args.output))
+                  timeline=bool(args.output), launch=launch)
     r = result.report
     status = _fit_status(r, args.strict)
     if args.output:

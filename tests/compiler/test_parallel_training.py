@@ -182,3 +182,39 @@ def test_timeline_waits_for_input_without_prefetch():
     first = min(e["start"] for e in evs if e["track"] == "compute")
     assert load["start"] == 0.0 and load["dur"] == pytest.approx(r.input_load_s)
     assert first == pytest.approx(r.input_load_s)
+
+
+def _kernels(model):
+    """Kernels of one forward and one backward pass of the whole model on one rank."""
+    from compiler.ir import Graph
+    from compiler.parallel.backward import backward_ops
+    fwd = model.layer_ops(1)
+    per_layer = len(fwd) + len(backward_ops(Graph("l", tuple(fwd))).ops)
+    emb, head = model.embedding_ops(1), model.head_ops(1)
+    edges = len(emb) + len(head) + len(backward_ops(Graph("e", tuple(emb))).ops) + len(
+        backward_ops(Graph("h", tuple(head))).ops)
+    return model.layers * per_layer + edges
+
+
+def test_kernel_launch_modes():
+    """sync adds one launch per kernel; graph one per forward and backward pass; eager makes
+    every kernel at least a launch long (no change when kernels are long)."""
+    from compiler.parallel.training import KernelLaunch
+    base = plan_step(TINY, "pp=1", 1, None, roofline, alpha_beta)
+    n_opt = 1                                        # the optimizer's one kernel
+    sync = plan_step(TINY, "pp=1", 1, None, roofline, alpha_beta,
+                     launch=KernelLaunch("sync", 10.0))
+    m = base.microbatches
+    assert sync.step_s == pytest.approx(base.step_s + 10e-6 * (m * _kernels(TINY) + n_opt),
+                                        rel=1e-9)
+    graph = plan_step(TINY, "pp=1", 1, None, roofline, alpha_beta,
+                      launch=KernelLaunch("graph", 10.0), timeline=True)
+    assert graph.step_s == pytest.approx(base.step_s + 10e-6 * 2 * m, rel=1e-9)
+    eager_short = plan_step(TINY, "pp=1", 1, None, roofline, alpha_beta,
+                            launch=KernelLaunch("eager", 0.001))
+    assert eager_short.step_s == base.step_s         # every kernel is longer than 1 ns
+    eager_long = plan_step(TINY, "pp=1", 1, None, roofline, alpha_beta,
+                           launch=KernelLaunch("eager", 1e3))
+    assert eager_long.step_s == pytest.approx(1e-3 * (m * _kernels(TINY) + n_opt), rel=1e-9)
+    with pytest.raises(ValueError, match="mode = 'jit'"):
+        KernelLaunch("jit")

@@ -17,7 +17,7 @@ from compiler.parallel.llm import TransformerModel
 from compiler.parallel.search import SearchResult, SearchSpace, search_plans, strategy_text
 from hw.system.system import SystemConfig
 from npulab.devices import device_model
-from npulab.system_run import comm_time_for
+from npulab.system_run import comm_time_for, host_for
 
 __all__ = ["PlanSearch", "search", "parse_compare", "goodput_table"]
 
@@ -82,13 +82,15 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
     gb = model.global_batch if global_batch is None else global_batch
     res = search_plans(model, n, device.op_seconds, comm, global_batch=gb,
                        device_mem_bytes=mem, peak_flops=peak, dtype_bytes=dtype_bytes,
-                       space=space, progress=progress, input_pipeline=input_pipeline)
+                       space=space, progress=progress, input_pipeline=input_pipeline,
+                       host=host_for(system))
     out = PlanSearch(system, n, res, comm_mode)
     sim = comm if comm_mode == "sim" else comm_time_for(system, mode="sim")
     for c in res.evaluated[:verify]:
         r = plan_step(c.model, c.strategy, n, None, device.op_seconds, sim,
                       device_mem_bytes=mem, dtype_bytes=dtype_bytes, peak_flops=peak,
-                      layer_plan=c.layer_plan, input_pipeline=input_pipeline)
+                      layer_plan=c.layer_plan, input_pipeline=input_pipeline,
+                      host=host_for(system))
         out.verified.append({"strategy": c.text, "micro_batch": c.micro_batch,
                              "step_s": c.step_s, "sim_step_s": r.step_s,
                              "sim_tokens_per_s": r.tokens_per_s})
@@ -100,7 +102,8 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
                              f"{n} chips")
         mdl = replace(model, global_batch=gb, micro_batch=mb or model.micro_batch)
         r = plan_step(mdl, st, n, None, device.op_seconds, comm, device_mem_bytes=mem,
-                      dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline)
+                      dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
+                      host=host_for(system))
         out.compared.append({"strategy": strategy_text(st), "micro_batch": mdl.micro_batch,
                              "step_s": r.step_s, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu,
                              "memory_bytes": r.memory["total"], "fits": r.fits,

@@ -129,6 +129,14 @@ def host_link_gbps(system: SystemConfig) -> float | None:
     return float(np.min(np.asarray(topo.link_bytes_per_s, float)[mask])) / 1e9
 
 
+def host_for(system: SystemConfig):
+    """The :class:`~compiler.parallel.training.HostOffload` of ``system``: its host link when it
+    has one, the defaults otherwise."""
+    from compiler.parallel.training import HostOffload
+    gbps = host_link_gbps(system)
+    return HostOffload() if gbps is None else HostOffload(link_gbps=gbps)
+
+
 def input_pipeline_for(system: SystemConfig, text: str):
     """``--input`` text -> an InputPipeline; without ``host_link_gbps`` in the text, the
     system's host link (when it has one) is the host-to-device copy's bandwidth."""
@@ -165,7 +173,8 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
     peak, mem = device.peak_flops, device.memory_bytes
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
-                       compression=compression, timeline=timeline, launch=launch)
+                       compression=compression, timeline=timeline, launch=launch,
+                       host=host_for(system))
     # One chip, same samples per step: every micro-batch of every replica runs on it.
     one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
                    schedule=strategy.schedule, recompute=strategy.recompute)

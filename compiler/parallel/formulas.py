@@ -55,14 +55,16 @@ def zero_comm_bytes(params: float, dp: int, stage: int, dtype_bytes: int = 2) ->
     return k * params * dtype_bytes * (dp - 1) / dp if dp > 1 else 0.0
 
 
-def zero_memory_bytes(params: float, dp: int, stage: int) -> dict:
+def zero_memory_bytes(params: float, dp: int, stage: int, offload: bool = False) -> dict:
     """Model-state bytes per rank, mixed-precision Adam (ZeRO §3, Fig. 1): ``16 Psi`` total ->
-    stage 1 ``4 Psi + 12 Psi/N_d``, stage 2 ``2 Psi + 14 Psi/N_d``, stage 3 ``16 Psi/N_d``."""
+    stage 1 ``4 Psi + 12 Psi/N_d``, stage 2 ``2 Psi + 14 Psi/N_d``, stage 3 ``16 Psi/N_d``.
+    ``offload`` (ZeRO-Offload, Ren et al. 2021 §4): the 12-byte optimizer state (fp32 master
+    weights, momentum, variance) lives in host memory, not on the device."""
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_memory_bytes: stage = {stage!r}: must be 0..3")
     w = 2.0 * params / (dp if stage >= 3 else 1)
     g = 2.0 * params / (dp if stage >= 2 else 1)
-    o = 12.0 * params / (dp if stage >= 1 else 1)
+    o = 0.0 if offload else 12.0 * params / (dp if stage >= 1 else 1)
     return {"params": w, "grads": g, "optimizer": o, "total": w + g + o}
 
 

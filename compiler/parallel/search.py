@@ -44,6 +44,7 @@ from compiler.parallel.intra_op import IntraOpPlan, IntraOpProblem
 from compiler.parallel.llm import TransformerModel, get_model
 from compiler.parallel.step import StepReport, plan_step
 from compiler.parallel.strategy import Strategy
+from compiler.parallel.training import HostOffload
 
 __all__ = ["SearchSpace", "Candidate", "SearchResult", "search_plans"]
 
@@ -63,7 +64,8 @@ def _ints(key: str, values, minimum: int = 1) -> tuple:
 class SearchSpace:
     """What the search may choose. ``tp``/``pp``/``dp`` ``None``: every divisor of the device
     count (``pp`` up to the layers); ``interleave``: chunks per rank tried with the interleaved
-    schedule; ``uneven``: let the stage-slicing DP give stages different layer counts."""
+    schedule; ``uneven``: let the stage-slicing DP give stages different layer counts;
+    ``offload``: try ZeRO-Offload for a plan that does not fit without it."""
 
     tp: tuple | None = None
     pp: tuple | None = None
@@ -75,6 +77,7 @@ class SearchSpace:
     recompute: tuple = ("none", "selective", "full")
     uneven: bool = True
     max_tp: int | None = None
+    offload: bool = True
 
     def __post_init__(self) -> None:
         for key in ("tp", "pp", "dp"):
@@ -92,6 +95,9 @@ class SearchSpace:
                 raise ValueError(f"search space: {key} = {vals!r}: each must be one of "
                                  f"{', '.join(allowed)}")
             object.__setattr__(self, key, vals)
+        if not isinstance(self.offload, bool) or not isinstance(self.uneven, bool):
+            raise ValueError(f"search space: offload = {self.offload!r}, uneven = "
+                             f"{self.uneven!r}: must be true or false")
         if self.max_tp is not None and (isinstance(self.max_tp, bool)
                                         or not isinstance(self.max_tp, int) or self.max_tp < 1):
             raise ValueError(f"search space: max_tp = {self.max_tp!r}: must be an integer >= 1")
@@ -153,6 +159,8 @@ def strategy_text(st: Strategy) -> str:
         parts.append(f"recompute={st.recompute}")
     if st.sequence_parallel:
         parts.append("sp=true")
+    if st.offload:
+        parts.append("offload=true")
     if st.stage_layers is not None:
         parts.append("stage_layers=" + "/".join(map(str, st.stage_layers)))
     return ",".join(parts)
@@ -209,11 +217,13 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                  global_batch: int | None = None, device_mem_bytes: float | None = None,
                  peak_flops: float | None = None, dtype_bytes: int = 2,
                  space: SearchSpace | None = None, progress: Callable | None = None,
-                 pareto: bool = True, input_pipeline=None) -> SearchResult:
+                 pareto: bool = True, input_pipeline=None, host=None,
+                 exhaustive: bool = False) -> SearchResult:
     """Search the plans of ``model`` (a :class:`TransformerModel` or preset name) on
     ``n_devices`` (module docstring). ``op_time`` and ``comm_time`` are
     :func:`~compiler.parallel.step.plan_step`'s callbacks; ``global_batch`` overrides the
-    model's; ``input_pipeline`` is the loader every plan waits for (the bound leaves it out:
+    model's; ``exhaustive`` simulates every candidate (to check the bound); ``input_pipeline``
+    is the loader every plan waits for (the bound leaves it out:
     it is still a lower bound); ``progress(done, total, text)`` is called as candidates are simulated (``total``:
     the simulations the best plan so far does not rule out yet)."""
     t_start = time.perf_counter()
@@ -228,6 +238,7 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
     if isinstance(gb, bool) or not isinstance(gb, int) or gb < 1:
         raise ValueError(f"search_plans: global_batch = {gb!r}: must be an integer >= 1")
     space = space or SearchSpace()
+    host = host if host is not None else HostOffload()
     L, h = model.layers, model.hidden
     N = n_devices
 
@@ -294,7 +305,6 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                     for zero in (space.zero if dp > 1 else (0,)):
                         if zero and dp == 1:
                             continue
-                        zc = zero_memory_bytes(1.0, dp, zero)["total"]
                         # one stage: every schedule is the same run of micro-batches
                         kinds = space.schedules if pp > 1 else space.schedules[:1]
                         for kind in kinds:
@@ -306,54 +316,37 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                                 sched = "gpipe" if kind == "gpipe" else "1f1b"
                                 fl = _in_flight(pp, m, sched, v)
                                 trans = plan.activation_bytes_full if rc == "full" else 0.0
-                                if v == 1:
-                                    sl = slice_stages(
-                                        lf + lb, L, pp, first_s=ef + eb if pp > 1 else ef + eb + hf + hb,
-                                        last_s=hf + hb if pp > 1 else 0.0,
-                                        layer_mem=zc * plan.params, first_mem=zc * first_params,
-                                        last_mem=zc * last_params, layer_act=plan.activation_bytes,
-                                        in_flight=fl, fixed_mem=trans,
-                                        memory_limit=device_mem_bytes) \
-                                        if space.uneven else None
-                                    if space.uneven and sl is None:
-                                        pruned_memory += 1
-                                        losers.setdefault(key, {"reason": "memory"})
-                                        continue
-                                    lcs = list(sl.stage_layers) if sl else (
-                                        [L // pp] * pp if L % pp == 0 else None)
-                                    if lcs is None:
-                                        continue
-                                else:
-                                    lcs = [L // (pp * v)] * (pp * v)
-                                nv = pp * v
-                                # memory, exactly as plan_step counts it
-                                mem = 0.0
-                                for s in range(pp):
-                                    layers_s = sum(lcs[k] for k in range(nv) if k % pp == s)
-                                    params = layers_s * plan.params + (
-                                        first_params if s == 0 else 0) + (
-                                        last_params if s == pp - 1 else 0)
-                                    act = float(fl[s]) * (lcs[s] * plan.activation_bytes) + trans
-                                    mem = max(mem, zero_memory_bytes(params, dp, zero)["total"]
-                                              + act)
-                                if device_mem_bytes is not None and mem > device_mem_bytes:
+                                # ZeRO-Offload only when the plan does not fit without
+                                # it: it moves the optimizer state off the device and is
+                                # never faster (its update crosses the host link)
+                                chosen = None
+                                for off in ((False, True) if space.offload else (False,)):
+                                    chosen = _fit(L, pp, v, lf + lb, ef, eb, hf, hb, plan,
+                                                  zero_memory_bytes(1.0, dp, zero, off)["total"],
+                                                  first_params, last_params, fl, trans,
+                                                  dp, zero, off, device_mem_bytes, space.uneven)
+                                    if chosen is not None:
+                                        break
+                                if chosen is None:
                                     pruned_memory += 1
-                                    losers.setdefault(key, {"reason": "memory",
-                                                            "memory_bytes": mem})
+                                    losers.setdefault(key, {"reason": "memory"})
                                     continue
+                                lcs, mem, off = chosen
+                                nv = pp * v
                                 st = Strategy(dp=dp, tp=tp, pp=pp, schedule=sched, zero=zero,
                                               recompute=rc, sequence_parallel=plan.sequence_parallel,
-                                              interleave=v,
+                                              interleave=v, offload=off,
                                               stage_layers=tuple(lcs) if v == 1 and pp > 1 and len(
                                                   set(lcs)) > 1 else None)
+                                elems = [max(int(math.ceil(
+                                    (sum(lcs[k] for k in range(nv) if k % pp == s) * plan.params
+                                     + (first_params if s == 0 else 0)
+                                     + (last_params if s == pp - 1 else 0))
+                                    / (dp if zero >= 1 else 1))), 1) for s in range(pp)]
                                 bound = _bound(lcs, pp, v, m, lf, lb, ef, eb, hf, hb) + max(
-                                    ot(Eltwise(name="optimizer.adam", op="adam",
-                                               elements=max(int(math.ceil(
-                                                   (sum(lcs[k] for k in range(nv) if k % pp == s)
-                                                    * plan.params + (first_params if s == 0 else 0)
-                                                    + (last_params if s == pp - 1 else 0))
-                                                   / (dp if zero >= 1 else 1))), 1),
-                                               operands=13)) for s in range(pp))
+                                    host.step_s(float(e)) if off else ot(Eltwise(
+                                        name="optimizer.adam", op="adam", elements=e,
+                                        operands=13)) for e in elems)
                                 cands.append(Candidate(st, plan, bound, mem, model=mdl))
     if not cands:
         raise ValueError(f"search_plans: no plan of {model.name} on {N} devices with global "
@@ -364,14 +357,14 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
         c.report = plan_step(c.model, c.strategy, N, None, ot, comm_time,
                              device_mem_bytes=device_mem_bytes, dtype_bytes=dtype_bytes,
                              peak_flops=peak_flops, layer_plan=c.layer_plan,
-                             input_pipeline=input_pipeline)
+                             input_pipeline=input_pipeline, host=host)
 
     cands.sort(key=lambda c: (c.bound_s, c.label))
     bounds = [c.bound_s for c in cands]
     best: Candidate | None = None
     done = 0
     for c in cands:
-        if best is not None and c.bound_s > best.step_s:
+        if best is not None and c.bound_s > best.step_s and not exhaustive:
             break
         simulate(c)
         done += 1
@@ -429,6 +422,37 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                         ilps=len(ilp), pruned_memory=pruned_memory, pruned_bound=pruned_bound,
                         search_s=time.perf_counter() - t_start,
                         device_mem_bytes=device_mem_bytes)
+
+
+def _fit(L, pp, v, layer_s, ef, eb, hf, hb, plan, zc, first_params, last_params, fl, trans,
+         dp, zero, off, device_mem_bytes, uneven):
+    """(layers per virtual stage, memory of the fullest stage, offload) of a candidate, with
+    the stages sliced by :func:`~compiler.parallel.inter_op.slice_stages` under the memory
+    limit; None when it does not fit. The memory is plan_step's own count."""
+    if v == 1:
+        sl = slice_stages(layer_s, L, pp, first_s=ef + eb if pp > 1 else ef + eb + hf + hb,
+                          last_s=hf + hb if pp > 1 else 0.0, layer_mem=zc * plan.params,
+                          first_mem=zc * first_params, last_mem=zc * last_params,
+                          layer_act=plan.activation_bytes, in_flight=fl, fixed_mem=trans,
+                          memory_limit=device_mem_bytes) if uneven else None
+        if uneven and sl is None:
+            return None
+        lcs = list(sl.stage_layers) if sl else ([L // pp] * pp if L % pp == 0 else None)
+        if lcs is None:
+            return None
+    else:
+        lcs = [L // (pp * v)] * (pp * v)
+    nv = pp * v
+    mem = 0.0
+    for s in range(pp):
+        layers_s = sum(lcs[k] for k in range(nv) if k % pp == s)
+        params = layers_s * plan.params + (first_params if s == 0 else 0) + (
+            last_params if s == pp - 1 else 0)
+        act = float(fl[s]) * (lcs[s] * plan.activation_bytes) + trans
+        mem = max(mem, zero_memory_bytes(params, dp, zero, off)["total"] + act)
+    if device_mem_bytes is not None and mem > device_mem_bytes:
+        return None
+    return lcs, mem, off
 
 
 def _bound(lcs: Sequence[int], pp: int, v: int, m: int, lf: float, lb: float, ef: float,

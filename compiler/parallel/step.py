@@ -40,7 +40,9 @@ Step composition (per data-parallel replica; every rank of a stage does the same
 4. **Optimizer.** A memory-bound Adam update over the rank's (ZeRO-sharded) parameters:
    ``op_time(Eltwise("adam", elements=P, operands=13))`` -- mixed-precision Adam touches
    28 bytes per parameter (read fp16 grad, fp32 master, m, v; write those three and the fp16
-   copy), i.e. 14 accesses of a 2-byte element (``operands + 1``).
+   copy), i.e. 14 accesses of a 2-byte element (``operands + 1``). With ``offload`` the
+   update runs on the host instead (:class:`~compiler.parallel.training.HostOffload`: the
+   gradient shard down the host link, CPU Adam, the fp16 parameters back).
 
 Breakdown (all seconds, for the busiest rank): ``step = compute + tp + bubble + pp + dp +
 optimizer + input``: ``bubble`` = pipeline makespan without send cost minus the rank's busy time,
@@ -76,7 +78,8 @@ from compiler.parallel.llm import TransformerModel, get_model, model_flops
 from compiler.parallel.pipeline import simulate_pipeline
 from compiler.parallel.strategy import Strategy, parse_strategy
 from compiler.parallel.timeline import step_timeline
-from compiler.parallel.training import GradCompression, InputPipeline, KernelLaunch
+from compiler.parallel.training import (GradCompression, HostOffload, InputPipeline,
+                                        KernelLaunch)
 from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
@@ -294,7 +297,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
               peak_flops: float | None = None, graph_batch: int | None = None,
               layer_plan=None, input_pipeline=None, compression=None,
-              timeline: bool = False, launch=None) -> StepReport:
+              timeline: bool = False, launch=None, host=None) -> StepReport:
     """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
     preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
@@ -309,7 +312,9 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     (``zero = 0`` only); ``timeline``: keep every task, collective and region of the step
     (:attr:`StepReport.timeline`, :func:`compiler.parallel.timeline.step_timeline`);
     ``launch``: a :class:`~compiler.parallel.training.KernelLaunch` (what each kernel launch
-    costs: eager, synchronized or CUDA graphs)."""
+    costs: eager, synchronized or CUDA graphs); ``host``: a
+    :class:`~compiler.parallel.training.HostOffload`, the host a ``Strategy(offload=True)``
+    updates on (default: its defaults)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -356,6 +361,9 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         op_time = lambda op: launch.kernel_s(float(base_time(op)))   # noqa: E731
     timer, comm = _Timer(op_time), _Comm(comm_time)
     per_pass = launch.per_pass_s() if launch is not None else 0.0
+    if host is not None and not isinstance(host, HostOffload):
+        raise ValueError(f"plan_step: host = {host!r}: must be a HostOffload")
+    host = host if host is not None else HostOffload()
 
     def rank(ti: int, di: int, s: int) -> int:
         return int(phys[st.rank(ti, di, s)])
@@ -572,7 +580,11 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         grad = float(stage_params[s] * dtype_bytes)
         shard = dp if st.zero >= 1 else 1
         elems = max(int(math.ceil(stage_params[s] / shard)), 1)
-        opt[s] = timer(Eltwise(name="optimizer.adam", op="adam", elements=elems, operands=13))
+        if st.offload:
+            opt[s] = host.step_s(float(elems))
+        else:
+            opt[s] = timer(Eltwise(name="optimizer.adam", op="adam", elements=elems,
+                                   operands=13))
         if dp == 1:
             continue
         groups = dp_groups(s)
@@ -661,7 +673,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     # memory per stage
     stage_mem = []
     for s in range(pp):
-        state = zero_memory_bytes(float(stage_params[s]), dp, st.zero)
+        state = zero_memory_bytes(float(stage_params[s]), dp, st.zero, st.offload)
         act = float(res.max_in_flight[s]) * act_chunk[s] + act_transient
         stage_mem.append({"stage": s, "params": state["params"], "grads": state["grads"],
                           "optimizer": state["optimizer"], "activations": act,

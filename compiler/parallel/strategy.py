@@ -34,6 +34,8 @@ class Strategy:
     ``stage_layers`` = layers on each pipeline stage, first to last (uneven stages, e.g. fewer
     layers on the stages that also hold the embedding or the logits; Megatron-LM's
     ``--decoder-first/last-pipeline-num-layers``); ``None`` splits the layers evenly.
+    ``offload`` = keep the fp32 master weights and Adam's moments in host memory and run the
+    update on the CPU (ZeRO-Offload, Ren et al., USENIX ATC'21).
     """
 
     dp: int = 1
@@ -48,6 +50,7 @@ class Strategy:
     overlap_dp: bool = True
     interleave: int = 1
     stage_layers: tuple | None = None
+    offload: bool = False
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp", "interleave"):
@@ -63,7 +66,7 @@ class Strategy:
             raise _bad("zero", self.zero, "0, 1, 2 or 3 (ZeRO stage)")
         if self.recompute not in RECOMPUTE:
             raise _bad("recompute", self.recompute, f"one of {', '.join(RECOMPUTE)}")
-        for key in ("sequence_parallel", "overlap_dp"):
+        for key in ("sequence_parallel", "overlap_dp", "offload"):
             if not isinstance(getattr(self, key), bool):
                 raise _bad(key, getattr(self, key), "true or false")
         bm = self.bucket_mb
@@ -170,7 +173,7 @@ def parse_strategy(text: str) -> Strategy:
         kind = kinds[key]
         if key in ("schedule", "recompute"):
             values[key] = raw.lower()
-        elif key in ("sequence_parallel", "overlap_dp"):
+        elif key in ("sequence_parallel", "overlap_dp", "offload"):
             if raw.lower() not in _BOOL:
                 raise _bad(key, raw, "true or false")
             values[key] = _BOOL[raw.lower()]

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "COMPRESSIONS", "LAUNCH_MODES",
+__all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "HostOffload", "COMPRESSIONS", "LAUNCH_MODES",
            "statistical_efficiency", "goodput", "parse_options"]
 
 COMPRESSIONS = ("none", "fp16", "int8", "topk", "powersgd")
@@ -219,6 +219,37 @@ class KernelLaunch:
     def per_pass_s(self) -> float:
         """Seconds added once per forward or backward pass (a graph launch)."""
         return self.launch_us * 1e-6 if self.mode == "graph" else 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class HostOffload:
+    """The host side of ZeRO-Offload (``Strategy(offload=True)``; Ren et al., "ZeRO-Offload",
+    USENIX ATC'21): after the gradient reduction each rank copies its gradient shard (fp16, 2
+    bytes per parameter) to the host over ``link_gbps``, the CPU runs Adam on it (memory-bound:
+    ``adam_bytes`` per parameter at ``memory_gbps``), and the updated fp16 parameters (2 bytes)
+    come back: ``2P / link + adam_bytes P / memory + 2P / link``, one after the other (the
+    overlap of the gradient copy with the backward is not modelled). ``link_gbps`` 25.2: PCIe
+    Gen4 x16 at the practical 80 % (docs/multichip.md "Link figures"; npulab system takes the
+    system's host link); ``memory_gbps`` 100 (an estimate: about half of an 8-channel DDR4-3200
+    socket's 204.8 GB/s); ``adam_bytes`` 28 (read fp16 gradient, fp32 master, momentum and
+    variance, write those three and the fp16 copy, as the device optimizer counts)."""
+
+    link_gbps: float = 25.2
+    memory_gbps: float = 100.0
+    adam_bytes: float = 28.0
+
+    def __post_init__(self) -> None:
+        for key in ("link_gbps", "memory_gbps", "adam_bytes"):
+            object.__setattr__(self, key, _num("host offload", key, getattr(self, key), 0.0,
+                                               1e9, lo_open=True))
+
+    def step_s(self, params: float) -> float:
+        """Seconds of the offloaded update of ``params`` parameters."""
+        return (4.0 * params / (self.link_gbps * 1e9)
+                + self.adam_bytes * params / (self.memory_gbps * 1e9))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -313,8 +313,9 @@ def _fit_status(r, strict: bool) -> int:
     if r.fits is None or r.fits:
         return 0
     print(f"npulab: warning: the plan does not fit: {_gb(r.memory['total'])} per chip, "
-          f"{_gb(r.device_mem_bytes)} available (more tp/pp, zero=1..3 or recompute=full "
-          f"shrink it){'' if strict else '; --strict makes this an error'}", file=sys.stderr)
+          f"{_gb(r.device_mem_bytes)} available (more tp/pp, zero=1..3, recompute=full or "
+          f"offload=true shrink it){'' if strict else '; --strict makes this an error'}",
+          file=sys.stderr)
     return 1 if strict else 0
 
 

@@ -245,15 +245,9 @@ def _all_candidates(result_space=SPACE):
 
 
 def _brute(space=SPACE):
-    """Brute force: search with a bound that prunes nothing, so every candidate is simulated."""
-    import compiler.parallel.search as search
-    real = search._bound
-    search._bound = lambda *a, **k: 0.0
-    try:
-        return search_plans(TINY, 8, roofline, alpha_beta, device_mem_bytes=MEM, space=space,
-                            pareto=True)
-    finally:
-        search._bound = real
+    """Brute force: every candidate simulated."""
+    return search_plans(TINY, 8, roofline, alpha_beta, device_mem_bytes=MEM, space=space,
+                        pareto=True, exhaustive=True)
 
 
 def test_plan_search_equals_brute_force():

@@ -218,3 +218,41 @@ def test_kernel_launch_modes():
     assert eager_long.step_s == pytest.approx(1e-3 * (m * _kernels(TINY) + n_opt), rel=1e-9)
     with pytest.raises(ValueError, match="mode = 'jit'"):
         KernelLaunch("jit")
+
+
+def test_offload_moves_optimizer_state_to_the_host():
+    """ZeRO-Offload: the 12 bytes of optimizer state per parameter leave the device; the update
+    is the gradient shard down the host link, CPU Adam at host memory speed, the fp16
+    parameters back: 4P / link + 28P / memory."""
+    from compiler.parallel.formulas import zero_memory_bytes
+    from compiler.parallel.training import HostOffload
+    assert zero_memory_bytes(1000, 4, 1, offload=True) == {
+        "params": 2000.0, "grads": 2000.0, "optimizer": 0.0, "total": 4000.0}
+    host = HostOffload(link_gbps=20.0, memory_gbps=50.0)
+    on = plan_step(TINY, "dp=4,zero=1,offload=true", 4, None, roofline, alpha_beta, host=host)
+    off = plan_step(TINY, "dp=4,zero=1", 4, None, roofline, alpha_beta)
+    P = on.memory["params"] / 2                       # fp16 weights: 2 bytes each
+    shard = math.ceil(P / 4)
+    assert on.optimizer_s == pytest.approx(4 * shard / 20e9 + 28 * shard / 50e9, rel=1e-12)
+    assert off.memory["total"] - on.memory["total"] == pytest.approx(12 * P / 4, rel=1e-9)
+    assert on.step_s - on.optimizer_s == pytest.approx(off.step_s - off.optimizer_s, rel=1e-12)
+
+
+def test_search_offloads_only_what_does_not_fit_otherwise():
+    """A memory limit under the smallest plan without offload: every plan found offloads; with
+    room, none does (offload is never faster)."""
+    from compiler.parallel.search import SearchSpace, search_plans
+    from compiler.parallel.training import HostOffload
+    space = SearchSpace(micro_batch=(1,), recompute=("full",), schedules=("1f1b",))
+    roomy = search_plans(TINY, 8, roofline, alpha_beta, device_mem_bytes=1e9, space=space,
+                         pareto=False)
+    assert not any(c.strategy.offload for c in roomy.evaluated)
+    least = min(c.memory_bytes for c in search_plans(
+        TINY, 8, roofline, alpha_beta, space=SearchSpace(micro_batch=(1,), recompute=("full",),
+                                                        schedules=("1f1b",), offload=False),
+        exhaustive=True, pareto=False).evaluated)
+    tight = search_plans(TINY, 8, roofline, alpha_beta, device_mem_bytes=least * 0.9,
+                         space=space, pareto=False, host=HostOffload())
+    assert tight.evaluated and all(c.strategy.offload for c in tight.evaluated)
+    assert all(c.report.fits for c in tight.evaluated)
+    assert "offload=true" in tight.best.text

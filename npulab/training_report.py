@@ -2,8 +2,9 @@
 
 :func:`perfetto` turns :attr:`compiler.parallel.StepReport.timeline` (from
 ``plan_step(..., timeline=True)``, :mod:`compiler.parallel.timeline`) into the Chrome / Perfetto
-Trace Event Format: one process (track group) per pipeline stage, named after the rank that
-stands for it, one thread per track (``compute``, ``tp collectives``, ``pp sends``, ``dp
+Trace Event Format: one process (track group) per rank, ``rank R (stage S)``, when the whole
+trace stays under :data:`MAX_EVENTS` events, else one per pipeline stage named after its first
+rank (every rank of a stage runs the same schedule); one thread per track (``compute``, ``tp collectives``, ``pp sends``, ``dp
 collectives``, ``optimizer``, ``input``); complete events (``ph`` X) in microseconds, nested by
 time (a task's region holds its layers' regions). :func:`render_html` is one self-contained page
 from the same dictionary ``--format json`` prints: the step's parts (the terminal's numbers), a
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import html
 
-__all__ = ["perfetto", "render_html", "write_outputs"]
+__all__ = ["perfetto", "render_html", "write_outputs", "MAX_EVENTS"]
+
+#: Most events a trace holds with one track group per rank (above: one per pipeline stage).
+MAX_EVENTS = 400_000
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
@@ -26,10 +30,13 @@ def perfetto(timeline: dict, title: str) -> dict:
     """The trace document of a step's timeline (module docstring)."""
     tracks = timeline["tracks"]
     meta, body = [], []
-    for g in timeline["stages"]:
-        pid = g["stage"] + 1
+    per_rank = sum(len(g["events"]) * len(g["ranks"]) for g in timeline["stages"]) <= MAX_EVENTS
+    procs = [(g, r) for g in timeline["stages"] for r in (g["ranks"] if per_rank else
+                                                           [g["rank"]])]
+    for g, rank in procs:
+        pid = rank + 1
         meta.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
-                     "args": {"name": f"rank {g['rank']} (stage {g['stage']})"}})
+                     "args": {"name": f"rank {rank} (stage {g['stage']})"}})
         meta.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
                      "args": {"sort_index": pid}})
         for i, name in enumerate(tracks, 1):
@@ -46,8 +53,8 @@ def perfetto(timeline: dict, title: str) -> dict:
     return {"traceEvents": meta + body, "displayTimeUnit": "ms",
             "otherData": {"title": title, "step_s": timeline["step_s"],
                           "ranks": timeline["n_ranks"],
-                          "note": "one track group per pipeline stage: its tensor- and "
-                                  "data-parallel ranks run the same schedule"}}
+                          "track_groups": "rank" if per_rank else "pipeline stage",
+                          "note": "every rank of a pipeline stage runs the same schedule"}}
 
 
 def _e(value) -> str:

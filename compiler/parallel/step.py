@@ -701,4 +701,5 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             dp_events=dp_events, emb_sync=emb_sync, opt=opt, makespan=makespan, dp_s=dp_s,
             input_load_s=input_load_s, input_s=input_s,
             prefetch=input_pipeline.prefetch if input_pipeline is not None else None,
-            step_s=step_s, ranks=[rank(0, 0, s) for s in range(pp)], n_ranks=n_ranks))
+            step_s=step_s, ranks=[[rank(ti, di, s) for di in range(dp) for ti in range(tp)]
+                                  for s in range(pp)], n_ranks=n_ranks))

@@ -1,9 +1,9 @@
 """The timeline of one training step: what every pipeline stage does, when.
 
 :func:`step_timeline` turns what :func:`~compiler.parallel.step.plan_step` simulated into events
-(seconds from the start of the step), one group per pipeline stage (its tensor- and
-data-parallel ranks run the same schedule at the same times, so one rank stands for all; the
-group names it: the stage's first rank). Tracks of a group:
+(seconds from the start of the step), one group per pipeline stage: its tensor- and
+data-parallel ranks (``ranks``, physical ids) run the same schedule at the same times, so the
+events are kept once per stage and every rank of it shows them. Tracks of a group:
 
 * ``compute``: each task of the schedule (``forward mb 3``, ``backward mb 3``; with ``chunk c``
   when interleaved) as a region, and inside it one region per layer (``layer 12``; the
@@ -32,9 +32,11 @@ def step_timeline(*, tasks, pp: int, nv: int, segs_f, segs_b, send, dp_events, e
                   opt, makespan: float, dp_s: float, input_load_s: float, input_s: float,
                   prefetch: int | None, step_s: float, ranks, n_ranks: int) -> dict:
     """Events of the step (module docstring): ``{"step_s", "stages": [{"stage", "rank",
-    "events": [{"track", "name", "start", "dur"}]}]}``."""
+    "ranks", "events": [{"track", "name", "start", "dur"}]}]}`` (``rank``: the stage's first
+    rank; ``ranks``: all of them)."""
     shift = input_load_s if prefetch == 0 else 0.0
-    groups = [{"stage": s, "rank": int(ranks[s]), "events": []} for s in range(pp)]
+    groups = [{"stage": s, "rank": int(ranks[s][0]), "ranks": [int(r) for r in ranks[s]],
+               "events": []} for s in range(pp)]
 
     def add(s: int, track: str, name: str, start: float, end: float, **args) -> None:
         if end > start:

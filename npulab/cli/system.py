@@ -166,7 +166,7 @@ def add_parser(subparsers) -> None:
                         "per forward/backward pass); launch_us default 5 (an estimate)")
     s.add_argument("--output", "-o", metavar="DIR",
                    help="write summary.json, trace.json (the step's timeline for Perfetto: a "
-                        "track group per pipeline stage) and report.html")
+                        "track group per rank) and report.html")
     s.add_argument("--strict", action="store_true",
                    help="exit with status 1 when the plan does not fit in a chip's memory "
                         "(default: a warning on stderr, exit 0)")

@@ -149,7 +149,7 @@ def test_system_input_pipeline_and_compression(capsys):
 
 def test_system_writes_summary_trace_and_report(tmp_path, capsys):
     """npulab system -o DIR: summary.json with the table's numbers, a valid Perfetto trace
-    with one track group per pipeline stage ending at the step, and report.html."""
+    with one track group per rank ending at the step, and report.html."""
     from npulab.timeline import validate_trace
     out = tmp_path / "o"
     code, text, err = run(capsys, "system", "--system", "hgx-a100-4", "--model", "gpt2-small",
@@ -161,7 +161,9 @@ def test_system_writes_summary_trace_and_report(tmp_path, capsys):
     trace = json.loads((out / "trace.json").read_text())
     validate_trace(trace)
     procs = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-    assert procs == {"rank 0 (stage 0)", "rank 2 (stage 1)"}
+    assert procs == {"rank 0 (stage 0)", "rank 1 (stage 0)", "rank 2 (stage 1)",
+                     "rank 3 (stage 1)"}            # one track group per rank
+    assert trace["otherData"]["track_groups"] == "rank"
     end = max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X")
     assert end == pytest.approx(summary["step_s"] * 1e6, rel=1e-9)
     page = (out / "report.html").read_text()

@@ -76,6 +76,14 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
         raise ValueError(f"--comm {comm_mode!r}: must be analytic or sim")
     if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
         raise ValueError(f"--verify {verify!r}: must be an integer >= 0")
+    wanted = []
+    for text in compare:               # checked before the search, which may take a minute
+        st_text, mb = parse_compare(text)
+        st = parse_strategy(st_text)
+        if st.n_ranks != n:
+            raise ValueError(f"--compare {text!r}: dp*tp*pp = {st.n_ranks}; the search has "
+                             f"{n} chips")
+        wanted.append((text, st, mb))
     device = device_model(system.device, dtype_bytes)
     mem, peak = device.memory_bytes, device.peak_flops
     comm = comm_time_for(system, mode=comm_mode)
@@ -94,12 +102,7 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
         out.verified.append({"strategy": c.text, "micro_batch": c.micro_batch,
                              "step_s": c.step_s, "sim_step_s": r.step_s,
                              "sim_tokens_per_s": r.tokens_per_s})
-    for text in compare:
-        st_text, mb = parse_compare(text)
-        st = parse_strategy(st_text)
-        if st.n_ranks != n:
-            raise ValueError(f"--compare {text!r}: dp*tp*pp = {st.n_ranks}; the search has "
-                             f"{n} chips")
+    for text, st, mb in wanted:
         mdl = replace(model, global_batch=gb, micro_batch=mb or model.micro_batch)
         r = plan_step(mdl, st, n, None, device.op_seconds, comm, device_mem_bytes=mem,
                       dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,

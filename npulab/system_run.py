@@ -143,7 +143,9 @@ def input_pipeline_for(system: SystemConfig, text: str):
     from compiler.parallel.training import InputPipeline, parse_options
     ip = parse_options(InputPipeline, "" if text.strip().lower() == "default" else text,
                        "--input")
-    if "host_link" not in text.replace("-", "_"):
+    given = {part.split("=", 1)[0].strip().lower().replace("-", "_")
+             for part in text.split(",") if "=" in part}
+    if "host_link_gbps" not in given:
         gbps = host_link_gbps(system)
         if gbps is not None:
             ip = replace(ip, host_link_gbps=gbps)
@@ -153,10 +155,13 @@ def input_pipeline_for(system: SystemConfig, text: str):
 def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: str = "sim",
          algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
          op_time: Callable | None = None, input_pipeline=None,
-         compression=None, timeline: bool = False, launch=None) -> SystemPlan:
+         compression=None, timeline: bool = False, launch=None,
+         sharding: str = "megatron") -> SystemPlan:
     """Plan one training step of ``model`` on ``system`` with ``strategy`` (ranks 0..N-1 of the
     system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency
-    (with the same input pipeline: one loader feeds it)."""
+    (with the same input pipeline: one loader feeds it). ``sharding="ilp"`` shards each layer
+    as the plan search's integer program does (:mod:`compiler.parallel.intra_op`, on one
+    tensor-parallel group of this network) instead of Megatron-LM's split."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if microbatches is not None:
@@ -171,10 +176,24 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
     op_time = op_time or device.op_seconds
     comm_time = comm_time_for(system, mode=comm_mode, algorithm=algorithm)
     peak, mem = device.peak_flops, device.memory_bytes
+    layer_plan = None
+    if sharding not in ("megatron", "ilp"):
+        raise ValueError(f"--sharding {sharding!r}: must be megatron or ilp")
+    if sharding == "ilp" and strategy.tp > 1:
+        from compiler.parallel.intra_op import IntraOpProblem
+        from compiler.parallel.llm import TransformerModel
+        if not isinstance(model, TransformerModel):
+            raise ValueError("--sharding ilp: needs an LLM preset (a transformer's layers)")
+        group = [tuple(range(strategy.tp))]
+        layer_plan = IntraOpProblem(
+            model.layer_ops(1), strategy.tp, op_time,
+            lambda op, nbytes: comm_time(op, nbytes, group), recompute=strategy.recompute,
+            dtype_bytes=dtype_bytes,
+            boundaries=("T",) if strategy.sequence_parallel else ("R",)).solve()
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
                        compression=compression, timeline=timeline, launch=launch,
-                       host=host_for(system))
+                       host=host_for(system), layer_plan=layer_plan)
     # One chip, same samples per step: every micro-batch of every replica runs on it.
     one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
                    schedule=strategy.schedule, recompute=strategy.recompute)

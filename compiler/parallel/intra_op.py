@@ -465,7 +465,11 @@ class IntraOpProblem:
         lp = highspy.HighsLp()
         n = len(cols_cost)
         lp.num_col_, lp.num_row_ = n, len(rows)
-        lp.col_cost_ = np.asarray(cols_cost, dtype=float)
+        # HiGHS's tolerances are absolute (~1e-7): costs in seconds would tie below that, so the
+        # objective is scaled to its largest coefficient (the plan is costed exactly afterwards)
+        cost = np.asarray(cols_cost, dtype=float)
+        scale = float(np.max(np.abs(cost))) if n else 0.0
+        lp.col_cost_ = cost / scale if scale > 0 else cost
         lp.col_lower_ = np.asarray(lower, dtype=float)
         lp.col_upper_ = np.asarray(upper, dtype=float)
         lp.row_lower_ = np.asarray([r[2] if math.isfinite(r[2]) else -highspy.kHighsInf

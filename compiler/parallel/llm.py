@@ -157,7 +157,7 @@ class TransformerModel:
         (the embedding and logits are vocab-parallel with the vocabulary padded)."""
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"model {self.name!r}: tp = {tp!r}: must be an integer >= 1")
-        if layer and self.heads % tp or self.ffn % tp:
+        if layer and (self.heads % tp or self.ffn % tp):
             raise ValueError(f"model {self.name!r}: tp = {tp} must divide heads = {self.heads} "
                              f"and ffn = {self.ffn} (Megatron splits heads and FFN columns)")
 

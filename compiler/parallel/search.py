@@ -65,7 +65,8 @@ class SearchSpace:
     """What the search may choose. ``tp``/``pp``/``dp`` ``None``: every divisor of the device
     count (``pp`` up to the layers); ``interleave``: chunks per rank tried with the interleaved
     schedule; ``uneven``: let the stage-slicing DP give stages different layer counts;
-    ``offload``: try ZeRO-Offload for a plan that does not fit without it."""
+    ``offload``: try ZeRO-Offload for a plan that does not fit without it (only then: a
+    choice, since on HBM devices the device update is faster)."""
 
     tp: tuple | None = None
     pp: tuple | None = None
@@ -306,19 +307,24 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                         if zero and dp == 1:
                             continue
                         # one stage: every schedule is the same run of micro-batches
-                        kinds = space.schedules if pp > 1 else space.schedules[:1]
+                        # (plain 1F1B when allowed: interleaving needs stages; GPipe holds
+                        # every micro-batch at once)
+                        kinds = space.schedules if pp > 1 else (
+                            ("gpipe",) if set(space.schedules) == {"gpipe"} else ("1f1b",))
                         for kind in kinds:
                             vs = [1] if kind != "interleaved" else [
                                 v for v in space.interleave if L % (pp * v) == 0 and m % pp == 0
                                 and pp > 1]
                             for v in vs:
+                                if v == 1 and not space.uneven and L % pp:
+                                    continue        # even stages cannot split the layers
                                 n_space += 1
                                 sched = "gpipe" if kind == "gpipe" else "1f1b"
                                 fl = _in_flight(pp, m, sched, v)
                                 trans = plan.activation_bytes_full if rc == "full" else 0.0
                                 # ZeRO-Offload only when the plan does not fit without
-                                # it: it moves the optimizer state off the device and is
-                                # never faster (its update crosses the host link)
+                                # it (a choice: on HBM devices the update is faster on the
+                                # device than across the host link)
                                 chosen = None
                                 for off in ((False, True) if space.offload else (False,)):
                                     chosen = _fit(L, pp, v, lf + lb, ef, eb, hf, hb, plan,
@@ -348,10 +354,15 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                                         name="optimizer.adam", op="adam", elements=e,
                                         operands=13)) for e in elems)
                                 cands.append(Candidate(st, plan, bound, mem, model=mdl))
-    if not cands:
+    if not cands and pruned_memory:
         raise ValueError(f"search_plans: no plan of {model.name} on {N} devices with global "
-                         f"batch {gb} fits in {device_mem_bytes or 0:.4g} bytes per device; "
+                         f"batch {gb} fits in {device_mem_bytes:.4g} bytes per device; "
                          f"try more devices, a smaller micro-batch or recompute=full")
+    if not cands:
+        raise ValueError(f"search_plans: no strategy of the search space applies to "
+                         f"{model.name} on {N} devices with global batch {gb}: tp must divide "
+                         f"the devices and the FFN width ({model.ffn}), pp the devices, dp * "
+                         f"micro-batch the global batch")
 
     def simulate(c: Candidate) -> None:
         c.report = plan_step(c.model, c.strategy, N, None, ot, comm_time,

@@ -283,11 +283,11 @@ def parse_options(cls, text: str, flag: str):
         if not part:
             continue
         if "=" not in part:
-            if cls is GradCompression and "kind" not in values and part in COMPRESSIONS:
-                values["kind"] = part
+            if cls is GradCompression and "kind" not in values and part.lower() in COMPRESSIONS:
+                values["kind"] = part.lower()
                 continue
-            if cls is KernelLaunch and "mode" not in values and part in LAUNCH_MODES:
-                values["mode"] = part
+            if cls is KernelLaunch and "mode" not in values and part.lower() in LAUNCH_MODES:
+                values["mode"] = part.lower()
                 continue
             raise ValueError(f"{flag} {text!r}: {part!r}: expected key=value (keys: "
                              f"{', '.join(kinds)})")

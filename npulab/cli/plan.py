@@ -58,7 +58,8 @@ def add_parser(subparsers) -> None:
                "--chips 1024 --compare dp=8,tp=8,pp=16,recompute=full@1\n"
                f"\nmodels: {', '.join(model_names())}\n"
                "Rerun a found plan with: npulab system --system ... --strategy TEXT "
-               "--micro-batch N --global-batch N")
+               "--micro-batch N --global-batch N --comm analytic (and --sharding ilp when its "
+               "layer sharding is not Megatron-LM's)")
     _add_system_args(p)
     p.add_argument("--model", "-m", required=True, help="an LLM preset")
     p.add_argument("--global-batch", metavar="N[,N...]",
@@ -119,7 +120,8 @@ def _print(ps, args) -> None:
           f"their bound; {res.ilps} sharding ILPs over up to {res.sharding_space:,} "
           f"assignments per layer")
     print()
-    print(f"best plan: --strategy {best.text} --micro-batch {best.micro_batch}")
+    ilp = "" if best.layer_plan.is_megatron() or best.strategy.tp == 1 else " --sharding ilp"
+    print(f"best plan: --strategy {best.text} --micro-batch {best.micro_batch}{ilp}")
     bd = r.breakdown()
     rows = [("step time", f"{r.step_s * 1e3:,.1f} ms ({r.microbatches} micro-batches per "
                           f"replica)"),
@@ -185,7 +187,8 @@ def _write(ps, out_dir, table=None) -> None:
             w.writerow(cols)
             for c in cands:
                 w.writerow([c.text, c.micro_batch, repr(c.step_s), repr(c.report.tokens_per_s),
-                            repr(c.report.mfu), repr(c.memory_bytes), repr(c.bound_s)])
+                            "" if c.report.mfu is None else repr(c.report.mfu),
+                            repr(c.memory_bytes), repr(c.bound_s)])
     if table:
         with open(d / "batches.csv", "w", newline="") as fh:
             w = csv.DictWriter(fh, list(table[0]))
@@ -218,8 +221,8 @@ def main(args) -> int:
                 ("--seq-len", args.seq_len), ("--top", args.top)]:
             if v is not None and v < 1:
                 raise ValueError(f"{flag} {v}: must be an integer >= 1")
-        if args.noise_scale is not None and not args.noise_scale > 0:
-            raise ValueError(f"--noise-scale {args.noise_scale}: must be a number > 0")
+        if args.noise_scale is not None and not 0 < args.noise_scale < float("inf"):
+            raise ValueError(f"--noise-scale {args.noise_scale}: must be a finite number > 0")
         if args.output:
             from hw.files import check_output_dir
             check_output_dir(args.output, flag="-o", error=ValueError)

@@ -164,6 +164,10 @@ def add_parser(subparsers) -> None:
                    help="kernel launch cost: eager (async: a kernel takes at least a launch), "
                         "sync (a launch added to every kernel) or graph (CUDA graphs: one launch "
                         "per forward/backward pass); launch_us default 5 (an estimate)")
+    s.add_argument("--sharding", choices=("megatron", "ilp"), default="megatron",
+                   help="how each layer is split over the tp ranks: Megatron-LM's column/row "
+                        "split (default) or the plan search's integer program (what npulab "
+                        "plan found)")
     s.add_argument("--output", "-o", metavar="DIR",
                    help="write summary.json, trace.json (the step's timeline for Perfetto: a "
                         "track group per rank) and report.html")
@@ -248,7 +252,7 @@ def cmd_system(args) -> int:
         if args.launch is not None else None
     result = plan(system, model, args.strategy, comm_mode=args.comm, algorithm=args.algorithm,
                   microbatches=args.microbatches, input_pipeline=ip, compression=comp,
-                  timeline=bool(args.output), launch=launch)
+                  timeline=bool(args.output), launch=launch, sharding=args.sharding)
     r = result.report
     status = _fit_status(r, args.strict)
     if args.output:

@@ -41,12 +41,11 @@ def test_found_plan_reruns_in_npulab_system(found, capsys):
     best = js["best"]
     code, out, err = run(capsys, "system", "--system", "hgx-a100-4", "--model", "gpt2-small",
                          "--global-batch", "16", "--micro-batch", str(best["micro_batch"]),
-                         "--strategy", best["strategy"], "--comm", "analytic", "--format",
-                         "json")
+                         "--strategy", best["strategy"], "--comm", "analytic", "--sharding",
+                         "ilp", "--format", "json")
     assert code == 0, err
     sysjs = json.loads(out)
-    if best["layer_plan"]["megatron"]:
-        assert sysjs["step_s"] == pytest.approx(best["step_s"], rel=1e-12)
+    assert sysjs["step_s"] == pytest.approx(best["step_s"], rel=1e-12)
     assert js["simulated"] >= 1 and js["space"] > 50 and js["n_devices"] == 4
     assert js["pruned_memory"] + js["pruned_bound"] + js["simulated"] == js["space"]
     assert js["verified"][0]["strategy"] == best["strategy"]
@@ -181,3 +180,22 @@ def test_a_closed_pipe_is_not_an_error():
         proc.stdout.close()
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 0 and "Traceback" not in err, err
+
+
+def test_a_plan_megatron_cannot_make_reruns_with_the_ilp_sharding(capsys):
+    """GPT-2's 12 heads on 4 ranks with the plan's own sharding: npulab system --sharding ilp
+    gives the step the search printed (Megatron's split would differ)."""
+    code, out, err = run(capsys, "plan", "--system", "dgx-a100", "--model", "gpt2-small",
+                         "--global-batch", "64", "--tp", "4", "--pp", "1", "--micro-batch", "1",
+                         "--zero", "0", "--recompute", "none", "--verify", "0", "--format",
+                         "json")
+    js = json.loads(out)
+    best = js["best"]
+    assert not best["layer_plan"]["megatron"]
+    argv = ["system", "--system", "dgx-a100", "--model", "gpt2-small", "--global-batch", "64",
+            "--micro-batch", "1", "--strategy", best["strategy"], "--comm", "analytic",
+            "--format", "json"]
+    code, out, err = run(capsys, *argv, "--sharding", "ilp")
+    assert json.loads(out)["step_s"] == pytest.approx(best["step_s"], rel=1e-12)
+    code, out, err = run(capsys, *argv)
+    assert json.loads(out)["step_s"] != pytest.approx(best["step_s"], rel=1e-6)

@@ -66,6 +66,9 @@ def schedule_order(p: int, m: int, schedule: str, v: int, s: int) -> list[tuple[
     return order + [task(i, True) for i in range(total - w, total)]
 
 
+_MEMO: dict = {}
+
+
 def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: int = 1,
                       send_s=0.0, record: bool = False) -> PipelineResult:
     """Run the schedule. ``t_f``/``t_b``: per-virtual-stage seconds per micro-batch, shape
@@ -88,6 +91,23 @@ def simulate_pipeline(t_f, t_b, m: int, *, p: int, schedule: str = "1f1b", v: in
     for key, arr in (("t_f", tf), ("t_b", tb), ("send_s", send)):
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"simulate_pipeline: {key} must be finite and >= 0")
+    # A plan search runs the same schedule for candidates that differ only in what follows
+    # the pipeline (ZeRO stage, optimizer): results are kept, read-only, for recent inputs.
+    memo_key = (tf.tobytes(), tb.tobytes(), send.tobytes(), m, p, schedule, v, record)
+    if memo_key in _MEMO:
+        return _MEMO[memo_key]
+    res = _simulate(tf, tb, send, m, p, schedule, v, record)
+    for arr in (res.busy_s, res.end_s, res.last_backward_s, res.max_in_flight):
+        arr.flags.writeable = False
+    if len(_MEMO) >= 256:
+        _MEMO.clear()
+    _MEMO[memo_key] = res
+    return res
+
+
+def _simulate(tf, tb, send, m: int, p: int, schedule: str, v: int,
+              record: bool) -> PipelineResult:
+    nv = p * v
     f_end = np.full((nv, m), np.nan)
     b_end = np.full((nv, m), np.nan)
     orders = [schedule_order(p, m, schedule, v, s) for s in range(p)]

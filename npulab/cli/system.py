@@ -267,7 +267,7 @@ def cmd_system(args) -> int:
     print(f"npulab system: {r.model} on {system.name} ({r.n_ranks} of "
           f"{system.topology.n_ranks} chips: dp={st['dp']} tp={st['tp']} pp={st['pp']}"
           f"{' zero=' + str(st['zero']) if st['zero'] else ''}, {r.microbatches} micro-batches, "
-          f"{st['schedule']}, recompute={st['recompute']}; collectives: {args.comm})")
+          f"{st['schedule']}{_extras(st)}, recompute={st['recompute']}; collectives: {args.comm})")
     rows = [("step time", f"{r.step_s * 1e3:,.3f} ms"),
             ("  compute", f"{r.compute_s * 1e3:,.3f} ms (recompute {r.recompute_s * 1e3:,.3f} ms)"),
             ("  exposed communication", f"{r.exposed_comm_s * 1e3:,.3f} ms (tp "
@@ -310,6 +310,18 @@ def cmd_system(args) -> int:
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return status
+
+
+def _extras(st: dict) -> str:
+    """The strategy's non-default pipeline and state options, for the header line."""
+    out = ""
+    if st.get("interleave", 1) > 1:
+        out += f" v={st['interleave']}"
+    if st.get("stage_layers"):
+        out += " stages " + "/".join(map(str, st["stage_layers"]))
+    if st.get("offload"):
+        out += ", offload"
+    return out
 
 
 def _fit_status(r, strict: bool) -> int:

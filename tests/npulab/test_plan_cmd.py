@@ -199,3 +199,15 @@ def test_a_plan_megatron_cannot_make_reruns_with_the_ilp_sharding(capsys):
     assert json.loads(out)["step_s"] == pytest.approx(best["step_s"], rel=1e-12)
     code, out, err = run(capsys, *argv)
     assert json.loads(out)["step_s"] != pytest.approx(best["step_s"], rel=1e-6)
+
+
+def test_system_header_names_interleaving_uneven_stages_and_offload(capsys):
+    code, out, err = run(capsys, "system", "--system", "hgx-a100-4", "--model", "gpt2-small",
+                         "--global-batch", "8", "--comm", "analytic", "--strategy",
+                         "dp=2,pp=2,zero=1,offload=true,stage_layers=5/7")
+    assert code == 0, err
+    assert "1f1b stages 5/7, offload, recompute=none" in out.splitlines()[0]
+    code, out, err = run(capsys, "system", "--system", "hgx-a100-4", "--model", "gpt2-small",
+                         "--global-batch", "8", "--comm", "analytic", "--strategy",
+                         "pp=2,v=2,dp=2")
+    assert "1f1b v=2, recompute" in out.splitlines()[0]

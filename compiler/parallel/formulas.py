@@ -25,7 +25,8 @@ def tp_allreduce_bytes(b: int, s: int, h: int, dtype_bytes: int = 2,
 def collective_sent_bytes(op: str, nbytes: float, p: int) -> float:
     """Bytes one rank sends for an nccl-tests-sized collective with the ring algorithm
     (Patarasuk & Yuan 2009; Thakur et al. 2005): all-reduce ``2(p-1)/p n``, all-gather /
-    reduce-scatter ``(p-1)/p n``; all-to-all ``(p-1)/p n`` of the per-rank buffer ``n``; a 2-rank broadcast (a send) ``n``."""
+    reduce-scatter ``(p-1)/p n``; all-to-all ``(p-1)/p n`` of the per-rank buffer ``n``; a
+    2-rank broadcast (a send) ``n``."""
     if p <= 1:
         return 0.0
     if op == "allreduce":

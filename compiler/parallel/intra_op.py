@@ -55,9 +55,10 @@ element (``dtype_bytes / 2``). Selective recomputation drops the softmax output,
 mask and P; full recomputation keeps only the layer input.
 
 The layer input is the graph input: an op without inputs reads it, and so does the second
-operand of a one-input ``Binary`` (the residual of :func:`compiler.attention.transformer_block_ops`'s
-``add1``). Layers chain, so the last op writes the layout the layer input has (``R`` or ``T``,
-tried both: ``T`` is sequence parallelism).
+operand of a one-input ``Binary`` (the residual of
+:func:`compiler.attention.transformer_block_ops`'s ``add1``). Layers chain, so the last op
+writes the layout the layer input has (``R`` or ``T``, tried both: ``T`` is sequence
+parallelism).
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ TRANSITIONS: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
     ("F", "R"): (("allgather",), ()), ("F", "Rp"): (("allgather",), ("reducescatter",)),
     ("F", "T"): (("alltoall",), ("alltoall",)), ("F", "F"): ((), ()),
     ("P", "R"): (("allreduce",), ()), ("P", "Rp"): (("allreduce",), ("allreduce",)),
-    ("P", "T"): (("reducescatter",), ("allgather",)), ("P", "F"): (("reducescatter",), ("allgather",)),
+    ("P", "T"): (("reducescatter",), ("allgather",)),
+    ("P", "F"): (("reducescatter",), ("allgather",)),
 }
 
 GRAPH_INPUT = "<input>"
@@ -129,6 +131,7 @@ class IntraOpPlan:
     compute_s: float                      # forward + backward + recompute op time
     comm_s: float                         # collectives on the mesh
     objective_s: float                    # compute_s + comm_s (what the ILP minimized)
+    forward_s: float                      # of objective_s: the forward pass and its collectives
     solve_s: float = 0.0
     variables: int = 0
     space: int = 0                        # assignments the ILP chose among
@@ -149,9 +152,10 @@ class IntraOpPlan:
         return True
 
     def describe(self) -> list[str]:
-        lines = [f"intra-op plan on {self.t} devices ({'sequence parallel' if self.boundary == 'T' else 'replicated'} layer input), "
-                 f"recompute {self.recompute}: {self.objective_s * 1e3:.4g} ms per layer per "
-                 f"micro-batch (compute {self.compute_s * 1e3:.4g}, comm {self.comm_s * 1e3:.4g})"]
+        layout = "sequence parallel" if self.boundary == "T" else "replicated"
+        lines = [f"intra-op plan on {self.t} devices ({layout} layer input), recompute "
+                 f"{self.recompute}: {self.objective_s * 1e3:.4g} ms per layer per micro-batch "
+                 f"(compute {self.compute_s * 1e3:.4g}, comm {self.comm_s * 1e3:.4g})"]
         lines += [f"  {name:<24} {c}" for name, c in self.choices.items()]
         return lines
 
@@ -236,10 +240,8 @@ def _choices(op: Op, t: int, dtype_bytes: int) -> list[OpChoice]:
         is_dropout = isinstance(op, Eltwise) and op.op == "dropout"
         if is_dropout or (isinstance(op, Binary) and op.fn == "add"):
             saved = n * mask                                # dropout mask
-        elif isinstance(op, Softmax):
-            saved = n * d                                   # its output
         else:
-            saved = n * d                                   # its input
+            saved = n * d                 # its input (a softmax: its output, as large)
         sel = saved if op.name.endswith((".attn.softmax", ".attn.dropout")) else 0.0
         out.append(OpChoice(kind, g, (lay,) * n_in, lay, params, saved, sel))
     return out
@@ -361,16 +363,17 @@ class IntraOpProblem:
         el = self.input_elements if src < 0 else float(self.ops[src].output_elements)
         return el * self.dtype_bytes
 
-    def _edge_saved(self, ci: int, producer_out: str, read: str) -> float:
-        """Saved-bytes correction of an edge: a column GEMM fed by token-split data keeps the
-        sharded input (Megatron's sequence parallelism) instead of the gathered one."""
-        c = self.choices[ci[0]][ci[1]]
+    def _edge_saved(self, c: OpChoice, producer_out: str, read: str) -> float:
+        """Saved-bytes correction of an edge into choice ``c``: a column GEMM fed by token-split
+        data keeps the sharded input (Megatron's sequence parallelism), not the gathered one."""
         if producer_out == "T" and read == "Rp":
             return -c.saved_bytes * (1.0 - 1.0 / self.t)
         return 0.0
 
-    def _saved(self, c: OpChoice) -> float:
-        if self.recompute == "selective":
+    def _saved(self, c: OpChoice, recompute: str | None = None) -> float:
+        """Bytes choice ``c`` keeps for the backward under ``recompute`` (default: the
+        problem's; full recomputation is costed per layer in :meth:`memory`)."""
+        if (self.recompute if recompute is None else recompute) == "selective":
             return c.saved_bytes - c.selective_bytes
         return c.saved_bytes
 
@@ -392,14 +395,11 @@ class IntraOpProblem:
         recompute = self.recompute if recompute is None else recompute
         if recompute == "full":
             return self.input_elements * self.dtype_bytes / (self.t if boundary == "T" else 1)
-        outs = [self.choices[i][a].out for i, a in enumerate(assign)]
-        mem = 0.0
-        for i, a in enumerate(assign):
-            c = self.choices[i][a]
-            mem += c.saved_bytes - (c.selective_bytes if recompute == "selective" else 0.0)
+        chosen = [self.choices[i][a] for i, a in enumerate(assign)]
+        mem = sum(self._saved(c, recompute) for c in chosen)
         for ci, slot, src in self.edges:
-            prod = boundary if src < 0 else outs[src]
-            mem += self._edge_saved((ci, assign[ci]), prod, self.choices[ci][assign[ci]].reads[slot])
+            prod = boundary if src < 0 else chosen[src].out
+            mem += self._edge_saved(chosen[ci], prod, chosen[ci].reads[slot])
         return mem
 
     @property
@@ -446,7 +446,7 @@ class IntraOpProblem:
                     lower.append(0.0)
                     upper.append(1.0)
                     integer.append(False)
-                    mem_cols[col] = self._edge_saved((ci, ca), pout, c.reads[slot])
+                    mem_cols[col] = self._edge_saved(c, pout, c.reads[slot])
             for ca in range(len(cons)):        # sum over producer choices = x_consumer
                 idx = [y[(pa, ca)] for pa, _ in prods] + [xi[ci][ca]]
                 rows.append((idx, [1.0] * (len(idx) - 1) + [-1.0], 0.0, 0.0))
@@ -535,6 +535,8 @@ class IntraOpProblem:
         bwd_ops = backward_ops(Graph("layer", fwd_ops)).ops
         rec = tuple(op for op in fwd_ops if self._recomputed(op))
         comm_s = sum(self._comm(op, n) for op, n in fwd_c + bwd_c)
+        forward_s = sum(self._op_time(op) for op in fwd_ops) + sum(
+            self._comm(op, n) for op, n in fwd_c)
         return IntraOpPlan(
             t=self.t, boundary=boundary, recompute=self.recompute,
             choices={op.name: c.name for op, c in zip(self.ops, chosen)},
@@ -542,7 +544,7 @@ class IntraOpProblem:
             fwd_collectives=tuple(fwd_c), bwd_collectives=tuple(bwd_c),
             params=float(sum(c.params for c in chosen)), activation_bytes=mem,
             activation_bytes_full=self.memory(assign, boundary, "none"),
-            compute_s=cost - comm_s, comm_s=comm_s, objective_s=cost,
+            compute_s=cost - comm_s, comm_s=comm_s, objective_s=cost, forward_s=forward_s,
             space=self.space, **extra)
 
     def megatron(self, boundary: str = "R") -> IntraOpPlan:

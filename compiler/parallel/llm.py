@@ -103,6 +103,15 @@ class TransformerModel:
         """Token embedding (tied with the logits) ``v*h`` plus learned positions ``s*h``."""
         return (self.vocab + self.seq_len) * self.hidden
 
+    def edge_params(self, tp: int, pp: int) -> tuple[float, float]:
+        """Parameters per rank the first and the last pipeline stage hold beyond their layers:
+        the vocab-parallel token embedding (vocabulary padded to ``tp``) and learned positions
+        on the first; the final layer norm and, with ``pp > 1``, the tied embedding's copy
+        for the logits on the last."""
+        vocab_rank = -(-self.vocab // tp)
+        return (vocab_rank * self.hidden + self.seq_len * self.hidden,
+                2 * self.hidden + (vocab_rank * self.hidden if pp > 1 else 0))
+
     @property
     def params(self) -> int:
         return self.layers * self.layer_params + self.embedding_params + 2 * self.hidden

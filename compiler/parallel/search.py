@@ -36,13 +36,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from compiler.ir import Eltwise, Graph
+from compiler.ir import Graph
 from compiler.parallel.backward import backward_ops
 from compiler.parallel.formulas import zero_memory_bytes
 from compiler.parallel.inter_op import slice_stages
 from compiler.parallel.intra_op import IntraOpPlan, IntraOpProblem
 from compiler.parallel.llm import TransformerModel, get_model
-from compiler.parallel.step import StepReport, plan_step
+from compiler.parallel.step import StepReport, optimizer_seconds, plan_step
 from compiler.parallel.strategy import Strategy
 from compiler.parallel.training import HostOffload
 
@@ -224,9 +224,9 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
     ``n_devices`` (module docstring). ``op_time`` and ``comm_time`` are
     :func:`~compiler.parallel.step.plan_step`'s callbacks; ``global_batch`` overrides the
     model's; ``exhaustive`` simulates every candidate (to check the bound); ``input_pipeline``
-    is the loader every plan waits for (the bound leaves it out:
-    it is still a lower bound); ``progress(done, total, text)`` is called as candidates are simulated (``total``:
-    the simulations the best plan so far does not rule out yet)."""
+    is the loader every plan waits for (the bound leaves it out: it is still a lower bound);
+    ``progress(done, total, text)`` is called as candidates are simulated (``total``: the
+    simulations the best plan so far does not rule out yet)."""
     t_start = time.perf_counter()
     if isinstance(model, str):
         model = get_model(model)
@@ -240,7 +240,7 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
         raise ValueError(f"search_plans: global_batch = {gb!r}: must be an integer >= 1")
     space = space or SearchSpace()
     host = host if host is not None else HostOffload()
-    L, h = model.layers, model.hidden
+    L = model.layers
     N = n_devices
 
     op_cache: dict = {}
@@ -254,7 +254,7 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
     ilp: dict = {}
     sharding_space = 0
 
-    def layer_plan(t: int, b: int, rc: str) -> IntraOpPlan | None:
+    def layer_plan(t: int, b: int, rc: str) -> IntraOpPlan:
         nonlocal sharding_space
         key = (t, b, rc)
         if key not in ilp:
@@ -263,11 +263,7 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                                   lambda op, nb: comm_time(op, nb, group), recompute=rc,
                                   dtype_bytes=dtype_bytes)
             sharding_space = max(sharding_space, prob.space)
-            plan = prob.solve()
-            f = sum(ot(o) for o in plan.forward_ops) + sum(
-                prob._comm(op, n) for op, n in plan.fwd_collectives)
-            plan_f_b = (f, plan.objective_s - f)
-            ilp[key] = (plan, plan_f_b)
+            ilp[key] = prob.solve()
         return ilp[key]
 
     def edge_times(t: int, b: int) -> tuple[float, float, float, float]:
@@ -292,20 +288,18 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
             if space.dp is not None and dp not in space.dp:
                 continue
             key = (dp, tp, pp)
+            first_params, last_params = model.edge_params(tp, pp)
             for b in space.micro_batch:
                 if gb % (dp * b):
                     continue
                 m = gb // (dp * b)
                 mdl = replace(model, global_batch=gb, micro_batch=b)
+                ef, eb, hf, hb = edge_times(tp, b)
                 for rc in space.recompute:
-                    plan, (lf, lb) = layer_plan(tp, b, rc)
-                    ef, eb, hf, hb = edge_times(tp, b)
-                    vocab_rank = -(-model.vocab // tp)
-                    first_params = vocab_rank * h + model.seq_len * h
-                    last_params = 2 * h + (vocab_rank * h if pp > 1 else 0)
+                    plan = layer_plan(tp, b, rc)
+                    lf = plan.forward_s
+                    lb = plan.objective_s - lf
                     for zero in (space.zero if dp > 1 else (0,)):
-                        if zero and dp == 1:
-                            continue
                         # one stage: every schedule is the same run of micro-batches
                         # (plain 1F1B when allowed: interleaving needs stages; GPipe holds
                         # every micro-batch at once)
@@ -337,22 +331,17 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
                                     pruned_memory += 1
                                     losers.setdefault(key, {"reason": "memory"})
                                     continue
-                                lcs, mem, off = chosen
-                                nv = pp * v
+                                lcs, mem, off, params = chosen
                                 st = Strategy(dp=dp, tp=tp, pp=pp, schedule=sched, zero=zero,
-                                              recompute=rc, sequence_parallel=plan.sequence_parallel,
+                                              recompute=rc,
+                                              sequence_parallel=plan.sequence_parallel,
                                               interleave=v, offload=off,
                                               stage_layers=tuple(lcs) if v == 1 and pp > 1 and len(
                                                   set(lcs)) > 1 else None)
-                                elems = [max(int(math.ceil(
-                                    (sum(lcs[k] for k in range(nv) if k % pp == s) * plan.params
-                                     + (first_params if s == 0 else 0)
-                                     + (last_params if s == pp - 1 else 0))
-                                    / (dp if zero >= 1 else 1))), 1) for s in range(pp)]
+                                shard = dp if zero >= 1 else 1
                                 bound = _bound(lcs, pp, v, m, lf, lb, ef, eb, hf, hb) + max(
-                                    host.step_s(float(e)) if off else ot(Eltwise(
-                                        name="optimizer.adam", op="adam", elements=e,
-                                        operands=13)) for e in elems)
+                                    optimizer_seconds(max(int(math.ceil(p / shard)), 1), off,
+                                                      host, ot) for p in params)
                                 cands.append(Candidate(st, plan, bound, mem, model=mdl))
     if not cands and pruned_memory:
         raise ValueError(f"search_plans: no plan of {model.name} on {N} devices with global "
@@ -437,9 +426,10 @@ def search_plans(model, n_devices: int, op_time: Callable, comm_time: Callable, 
 
 def _fit(L, pp, v, layer_s, ef, eb, hf, hb, plan, zc, first_params, last_params, fl, trans,
          dp, zero, off, device_mem_bytes, uneven):
-    """(layers per virtual stage, memory of the fullest stage, offload) of a candidate, with
-    the stages sliced by :func:`~compiler.parallel.inter_op.slice_stages` under the memory
-    limit; None when it does not fit. The memory is plan_step's own count."""
+    """(layers per virtual stage, memory of the fullest stage, offload, parameters per
+    pipeline rank) of a candidate, with the stages sliced by
+    :func:`~compiler.parallel.inter_op.slice_stages` under the memory limit; None when it does
+    not fit. Memory and parameters are plan_step's own counts."""
     if v == 1:
         sl = slice_stages(layer_s, L, pp, first_s=ef + eb if pp > 1 else ef + eb + hf + hb,
                           last_s=hf + hb if pp > 1 else 0.0, layer_mem=zc * plan.params,
@@ -454,16 +444,17 @@ def _fit(L, pp, v, layer_s, ef, eb, hf, hb, plan, zc, first_params, last_params,
     else:
         lcs = [L // (pp * v)] * (pp * v)
     nv = pp * v
-    mem = 0.0
+    mem, stage_params = 0.0, []
     for s in range(pp):
         layers_s = sum(lcs[k] for k in range(nv) if k % pp == s)
         params = layers_s * plan.params + (first_params if s == 0 else 0) + (
             last_params if s == pp - 1 else 0)
+        stage_params.append(params)
         act = float(fl[s]) * (lcs[s] * plan.activation_bytes) + trans
         mem = max(mem, zero_memory_bytes(params, dp, zero, off)["total"] + act)
     if device_mem_bytes is not None and mem > device_mem_bytes:
         return None
-    return lcs, mem, off
+    return lcs, mem, off, stage_params
 
 
 def _bound(lcs: Sequence[int], pp: int, v: int, m: int, lf: float, lb: float, ef: float,

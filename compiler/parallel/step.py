@@ -84,7 +84,7 @@ from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
 
-__all__ = ["OpTime", "CommTime", "StepReport", "plan_step"]
+__all__ = ["OpTime", "CommTime", "StepReport", "plan_step", "optimizer_seconds"]
 
 OpTime = Callable[[Op], float]
 CommTime = Callable[[str, float, list], float]
@@ -262,6 +262,16 @@ class _Comm:
                                "groups": len(groups), "group_size": len(groups[0]),
                                "seconds": float(t)})
         return self.cache[key]
+
+
+def optimizer_seconds(elements: int, offload: bool, host: HostOffload,
+                      op_time: Callable[[Op], float]) -> float:
+    """The optimizer step over ``elements`` parameters: mixed-precision Adam on the device
+    (``op_time`` of a 13-operand element-wise op, module docstring), or on the host with
+    ZeRO-Offload (:meth:`HostOffload.step_s`)."""
+    if offload:
+        return host.step_s(float(elements))
+    return op_time(Eltwise(name="optimizer.adam", op="adam", elements=elements, operands=13))
 
 
 def _compression_time(comp: GradCompression, elements: float, mats: list, timer) -> float:
@@ -496,17 +506,19 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             layer_rank = (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h
         else:
             layer_rank = layer_plan.params
+        rank_layers = [sum(lcs[k] for k in range(nv) if k % pp == s) for s in range(pp)]
         for s in range(pp):
-            stage_params[s] = sum(lcs[k] for k in range(nv) if k % pp == s) * layer_rank
+            stage_params[s] = rank_layers[s] * layer_rank
         if comp is not None:
             mats = [(op.k, op.n) for op in fwd if has_weights(op)]
             for s in range(pp):
-                stage_mats[s] = mats * sum(lcs[k] for k in range(nv) if k % pp == s)
+                stage_mats[s] = mats * rank_layers[s]
             stage_mats[0].append((vocab_rank, h))
             if pp > 1:
                 stage_mats[-1].append((vocab_rank, h))
-        stage_params[0] += vocab_rank * h + s_len * h
-        stage_params[-1] += 2 * h + (vocab_rank * h if pp > 1 else 0)
+        first_params, last_params = model.edge_params(tp, pp)
+        stage_params[0] += first_params
+        stage_params[-1] += last_params
         if layer_plan is None:
             act_layer = activation_bytes_per_layer(s_len, b, h, a, tp, sequence_parallel=sp,
                                                    recompute=st.recompute,
@@ -580,11 +592,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         grad = float(stage_params[s] * dtype_bytes)
         shard = dp if st.zero >= 1 else 1
         elems = max(int(math.ceil(stage_params[s] / shard)), 1)
-        if st.offload:
-            opt[s] = host.step_s(float(elems))
-        else:
-            opt[s] = timer(Eltwise(name="optimizer.adam", op="adam", elements=elems,
-                                   operands=13))
+        opt[s] = optimizer_seconds(elems, st.offload, host, timer)
         if dp == 1:
             continue
         groups = dp_groups(s)
@@ -594,7 +602,6 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         if comp is None:
             full = comm("dp", op, bucket, groups) if nb > 1 else 0.0   # all buckets but the last
             costs = [full] * (nb - 1) + [comm("dp", op, sizes[-1], groups)]
-            wire = sizes
         else:      # compressed buckets: their own bytes and collective, plus the compute
             op = comp.collective
             ctot = _compression_time(comp, float(stage_params[s]), stage_mats[s], timer)

@@ -51,8 +51,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "HostOffload", "COMPRESSIONS", "LAUNCH_MODES",
-           "statistical_efficiency", "goodput", "parse_options"]
+from compiler.parallel.strategy import _BOOL
+
+__all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "HostOffload", "COMPRESSIONS",
+           "LAUNCH_MODES", "statistical_efficiency", "goodput", "parse_options"]
 
 COMPRESSIONS = ("none", "fp16", "int8", "topk", "powersgd")
 LAUNCH_MODES = ("eager", "sync", "graph")
@@ -268,10 +270,6 @@ def statistical_efficiency(batch: float, noise_scale: float, base_batch: float) 
 def goodput(samples_per_s: float, batch: float, noise_scale: float, base_batch: float) -> float:
     """Throughput x statistical efficiency (samples of base-batch progress per second)."""
     return samples_per_s * statistical_efficiency(batch, noise_scale, base_batch)
-
-
-_BOOL = {"1": True, "true": True, "yes": True, "on": True,
-         "0": False, "false": False, "no": False, "off": False}
 
 
 def parse_options(cls, text: str, flag: str):

@@ -145,7 +145,8 @@ def test_options_parse_with_one_line_errors():
         parse_options(GradCompression, "kind=zip", "--compression")
 
 
-@pytest.mark.parametrize("text", ["dp=2,tp=2,pp=2", "tp=2,pp=4,m=8,v=2", "pp=2,schedule=gpipe,dp=4"])
+@pytest.mark.parametrize("text", ["dp=2,tp=2,pp=2", "tp=2,pp=4,m=8,v=2",
+                                  "pp=2,schedule=gpipe,dp=4"])
 def test_timeline_tiles_the_step(text):
     """The timeline: each stage's tasks add up to its busy time, each task's layer regions tile
     it exactly, sends follow their tasks, and the last event ends at the step time."""

@@ -37,7 +37,24 @@ from hw.systolic.config import ConfigError
 from npulab.metrics import format_si, layer_columns, network_items
 from npulab.summary_io import check_summary, load_summary
 
-__all__ = ["render_html", "write_report", "headline", "svg_of"]
+__all__ = ["render_html", "write_report", "headline", "svg_of", "simple_page", "PAGE_CSS"]
+
+#: The style of the one-topic pages (``npulab llm serve -o``, ``npulab system -o``).
+PAGE_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
+            "text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
+            ".plot svg{max-width:100%;height:auto}pre{background:#f8f8f8;padding:8px}")
+
+
+def simple_page(heading: str, body: list[str]) -> str:
+    """A self-contained one-topic page: ``heading`` as its title and first heading, then the
+    ``body`` parts (HTML), then npulab's version as the footer."""
+    from npulab import __version__
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f"<title>{_e(heading)}</title>", '<link rel="icon" href="data:,">',
+             f"<style>{PAGE_CSS}</style>", "</head>", "<body>", f"<h1>{_e(heading)}</h1>",
+             *body, f"<footer>npulab {_e(__version__)}</footer>", "</body>", "</html>"]
+    return "\n".join(parts) + "\n"
 
 
 # ---- writing ---------------------------------------------------------------------------------

@@ -10,22 +10,12 @@ Figures are inline SVG (:func:`npulab.html_report.svg_of`).
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
+
+from npulab.html_report import _e
 
 __all__ = ["render_serve_html", "render_curve_html", "latency_cdfs", "iterations_over_time",
            "latency_curve"]
-
-_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
-        ".plot svg{max-width:100%;height:auto}pre{background:#f8f8f8;padding:8px}")
-
-
-def _e(value) -> str:
-    return html.escape(str(value))
-
 
 def _figure(width: float = 9.0, height: float = 3.4):
     from npulab.plots import _figure as fig
@@ -91,17 +81,12 @@ def _summary_rows(s: dict) -> list[str]:
 
 def render_serve_html(doc: dict) -> str:
     """The report of ``ServeResult.to_dict()`` (module docstring)."""
-    from npulab import __version__
-    from npulab.html_report import svg_of
+    from npulab.html_report import simple_page, svg_of
     s = doc["summary"]
     title = f"{doc['model']} on {doc['system']}, tp {doc['tp']}, {doc['policy']} scheduler"
     slo = ", ".join(f"{k.removeprefix('slo_').removesuffix('_s').upper()} {doc[k] * 1e3:g} ms"
                     for k in ("slo_ttft_s", "slo_tpot_s") if doc.get(k) is not None)
-    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-             f"<title>npulab llm serve: {_e(title)}</title>", '<link rel="icon" href="data:,">',
-             f"<style>{_CSS}</style>", "</head>", "<body>",
-             f"<h1>npulab llm serve: {_e(title)}</h1>",
-             f"<p>{s['requests']:,} requests, {s['output_tokens']:,} output tokens over "
+    parts = [f"<p>{s['requests']:,} requests, {s['output_tokens']:,} output tokens over "
              f"{s['makespan_s']:,.3f} s: <b>{s['tokens_per_s']:,.1f} output tokens/s</b>, "
              f"{s['requests_per_s']:,.3f} requests/s; goodput {s['goodput_requests_per_s']:,.3f}"
              f" requests/s ({100 * s['slo_attained']:.1f} % within the SLOs"
@@ -122,9 +107,8 @@ def render_serve_html(doc: dict) -> str:
     parts += ["<h2>Scheduler</h2>", f"<pre>{_e(sched)}</pre>",
               f"<p>{sim.get('kernels_simulated', 0)} distinct kernels simulated in "
               f"{sim.get('seconds', 0.0):.1f} s. Every request and iteration: requests.csv, "
-              f"iterations.csv; the timeline: trace.json (Perfetto).</p>",
-              f"<footer>npulab {_e(__version__)}</footer>", "</body>", "</html>"]
-    return "\n".join(parts) + "\n"
+              f"iterations.csv; the timeline: trace.json (Perfetto).</p>"]
+    return simple_page(f"npulab llm serve: {title}", parts)
 
 
 def latency_curve(doc: dict):
@@ -152,8 +136,7 @@ def latency_curve(doc: dict):
 
 def render_curve_html(doc: dict) -> str:
     """The page of a load sweep: the curve and its table (the terminal's numbers)."""
-    from npulab import __version__
-    from npulab.html_report import svg_of
+    from npulab.html_report import simple_page, svg_of
     title = (f"{doc['model']} on {doc['system']}, tp {doc['tp']}, {doc['policy']} scheduler, "
              f"{doc['requests']} Poisson requests per rate")
     fig = latency_curve(doc)
@@ -172,14 +155,9 @@ def render_curve_html(doc: dict) -> str:
         return f"{v:,.3f}" if k.startswith("goodput") else f"{v:,.1f}"
     rows = "".join("<tr>" + "".join(f"<td>{cell(k, r[k])}</td>" for k in keys) + "</tr>"
                    for r in doc["curve"])
-    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-             f"<title>npulab llm serve: {_e(title)}</title>", '<link rel="icon" href="data:,">',
-             f"<style>{_CSS}</style>", "</head>", "<body>",
-             f"<h1>npulab llm serve: {_e(title)}</h1>",
-             f'<div class="plot">{svg_of(fig, "curve")}</div>',
+    parts = [f'<div class="plot">{svg_of(fig, "curve")}</div>',
              "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + rows
              + "</table>",
-             "<p>Each rate's requests, iterations, timeline and report: rate_&lt;rate&gt;/.</p>",
-             f"<footer>npulab {_e(__version__)}</footer>", "</body>", "</html>"]
+             "<p>Each rate's requests, iterations, timeline and report: rate_&lt;rate&gt;/.</p>"]
     fig.clear()
-    return "\n".join(parts) + "\n"
+    return simple_page(f"npulab llm serve: {title}", parts)

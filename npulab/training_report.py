@@ -4,27 +4,21 @@
 ``plan_step(..., timeline=True)``, :mod:`compiler.parallel.timeline`) into the Chrome / Perfetto
 Trace Event Format: one process (track group) per rank, ``rank R (stage S)``, when the whole
 trace stays under :data:`MAX_EVENTS` events, else one per pipeline stage named after its first
-rank (every rank of a stage runs the same schedule); one thread per track (``compute``, ``tp collectives``, ``pp sends``, ``dp
-collectives``, ``optimizer``, ``input``); complete events (``ph`` X) in microseconds, nested by
-time (a task's region holds its layers' regions). :func:`render_html` is one self-contained page
+rank (every rank of a stage runs the same schedule); one thread per track (``compute``,
+``tp collectives``, ``pp sends``, ``dp collectives``, ``optimizer``, ``input``); complete
+events (``ph`` X) in microseconds, nested by time (a task's region holds its layers' regions). :func:`render_html` is one self-contained page
 from the same dictionary ``--format json`` prints: the step's parts (the terminal's numbers), a
 bar chart of them, memory per stage, and the stages' timeline as a Gantt chart.
 """
 
 from __future__ import annotations
 
-import html
+from npulab.html_report import _e
 
 __all__ = ["perfetto", "render_html", "write_outputs", "MAX_EVENTS"]
 
 #: Most events a trace holds with one track group per rank (above: one per pipeline stage).
 MAX_EVENTS = 400_000
-
-_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
-        ".plot svg{max-width:100%;height:auto}")
-
 
 def perfetto(timeline: dict, title: str) -> dict:
     """The trace document of a step's timeline (module docstring)."""
@@ -57,10 +51,6 @@ def perfetto(timeline: dict, title: str) -> dict:
                           "note": "every rank of a pipeline stage runs the same schedule"}}
 
 
-def _e(value) -> str:
-    return html.escape(str(value))
-
-
 def _gantt(timeline: dict):
     from npulab.plots import _figure
     stages = timeline["stages"]
@@ -88,19 +78,15 @@ def _gantt(timeline: dict):
 
 def render_html(doc: dict, timeline: dict | None) -> str:
     """The report page of ``SystemPlan.to_dict()`` (module docstring)."""
-    from npulab import __version__
-    from npulab.html_report import svg_of
+    from npulab.html_report import simple_page, svg_of
     st = doc["strategy"]
     title = (f"{doc['model']} on {doc['system']}: dp={st['dp']} tp={st['tp']} pp={st['pp']}, "
              f"{doc['microbatches']} micro-batches")
-    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-             f"<title>npulab system: {_e(title)}</title>", '<link rel="icon" href="data:,">',
-             f"<style>{_CSS}</style>", "</head>", "<body>", f"<h1>npulab system: {_e(title)}</h1>"]
     mfu = f", MFU {100 * doc['mfu']:.1f} %" if doc.get("mfu") is not None else ""
-    parts.append(f"<p>Step <b>{doc['step_s'] * 1e3:,.3f} ms</b>: {doc['samples_per_s']:,.2f} "
-                 f"samples/s, {doc['tokens_per_s']:,.0f} tokens/s{mfu}; scaling efficiency "
-                 f"{100 * doc['scaling_efficiency']:.1f} % against one chip "
-                 f"({doc['baseline_step_s'] * 1e3:,.3f} ms for the same batch).</p>")
+    parts = [f"<p>Step <b>{doc['step_s'] * 1e3:,.3f} ms</b>: {doc['samples_per_s']:,.2f} "
+             f"samples/s, {doc['tokens_per_s']:,.0f} tokens/s{mfu}; scaling efficiency "
+             f"{100 * doc['scaling_efficiency']:.1f} % against one chip "
+             f"({doc['baseline_step_s'] * 1e3:,.3f} ms for the same batch).</p>"]
     parts.append("<h2>Where the step goes</h2><table><tr><th>part</th><th>ms</th></tr>")
     parts += [f"<tr><td>{_e(k)}</td><td>{v * 1e3:,.3f}</td></tr>"
               for k, v in doc["breakdown"].items()]
@@ -127,8 +113,7 @@ def render_html(doc: dict, timeline: dict | None) -> str:
                      "<p>Every task, layer and collective: trace.json (open it in "
                      "ui.perfetto.dev).</p>")
         fig.clear()
-    parts += [f"<footer>npulab {_e(__version__)}</footer>", "</body>", "</html>"]
-    return "\n".join(parts) + "\n"
+    return simple_page(f"npulab system: {title}", parts)
 
 
 def write_outputs(out_dir, doc: dict, timeline: dict | None, title: str) -> None:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from hw.systolic.config import ConfigError
 
-__all__ = ["ENCODING_RULE", "read_text", "decode_text", "check_input_file", "check_output_dir",
-           "check_output_file"]
+__all__ = ["ENCODING_RULE", "read_text", "decode_text", "csv_table", "check_input_file",
+           "check_output_dir", "check_output_file"]
 
 #: What every text input must be, as error messages and the docs say it.
 ENCODING_RULE = "text inputs must be UTF-8 (ASCII is UTF-8; a UTF-8 byte-order mark is allowed)"
@@ -111,6 +111,18 @@ def _at(where: str, data: bytes, offset: int) -> str:
     line = data.count(b"\n", 0, offset) + 1
     column = offset - data.rfind(b"\n", 0, offset)
     return f"{where}:{line}: byte 0x{data[offset]:02x} (offset {offset}, column {column})"
+
+
+def csv_table(text: str) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """A CSV text as its header (names stripped; None for a text without lines) and its data
+    rows with their 1-based line numbers, blank rows left out."""
+    import csv
+    rows = list(csv.reader(text.splitlines()))
+    if not rows:
+        return None, []
+    return ([h.strip() for h in rows[0]],
+            [(line, row) for line, row in enumerate(rows[1:], 2)
+             if any(cell.strip() for cell in row)])
 
 
 def read_text(path, what: str = "file", *, missing: str | None = None, flag: str | None = None,

@@ -4,7 +4,6 @@ the check every trace passes before it is served (:func:`checked_trace`)."""
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,22 +36,18 @@ _TRACE_KEYS = ("arrival_s", "prompt_tokens", "output_tokens")
 def read_trace(path: str | Path) -> list[Request]:
     """A CSV trace: a header with ``arrival_s``, ``prompt_tokens`` and ``output_tokens`` (other
     columns are ignored), one request per row, arrival times in seconds."""
-    from hw.files import read_text           # (a byte-order mark and bad encodings handled)
+    from hw.files import csv_table, read_text   # (a byte-order mark and bad encodings handled)
     p = Path(path)
-    text = read_text(p, "trace CSV", missing="no such file", error=TraceError)
-    rows = list(csv.reader(text.splitlines()))
-    if not rows:
+    header, rows = csv_table(read_text(p, "trace CSV", missing="no such file", error=TraceError))
+    if header is None:
         raise TraceError(f"{p}: empty; expected a header {','.join(_TRACE_KEYS)}")
-    header = [h.strip() for h in rows[0]]
     missing = [k for k in _TRACE_KEYS if k not in header]
     if missing:
         raise TraceError(f"{p}: the header lacks {', '.join(missing)}; expected columns "
                          f"{', '.join(_TRACE_KEYS)}")
     col = {k: header.index(k) for k in _TRACE_KEYS}
     out = []
-    for line, row in enumerate(rows[1:], 2):
-        if not any(c.strip() for c in row):
-            continue
+    for line, row in rows:
         vals = {}
         for key, i in col.items():
             raw = row[i].strip() if i < len(row) else ""

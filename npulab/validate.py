@@ -24,13 +24,12 @@ Bad input is one line naming the file, the line, the column and the value.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hw.errors import ConfigError
-from hw.files import read_text
+from hw.files import csv_table, read_text
 
 __all__ = ["Measurement", "Prediction", "read_measurements", "validate", "family_errors",
            "format_table", "fit_launch_overhead", "with_launch_overhead", "COLUMNS"]
@@ -72,19 +71,15 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     unknown op or a latency that is not a positive number is a ConfigError naming the file,
     line, column and value."""
     from compiler.frontends.opspec import OpSpecError, parse_op
-    text = read_text(path, "measurements CSV", error=ConfigError)
-    rows = list(csv.reader(text.splitlines()))
-    if not rows:
+    header, rows = csv_table(read_text(path, "measurements CSV", error=ConfigError))
+    if header is None:
         raise ConfigError(f"{path}: empty; expected a header row with {', '.join(COLUMNS)}")
-    header = [h.strip() for h in rows[0]]
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise ConfigError(f"{path}: line 1: no column {', '.join(missing)}; the header must "
                           f"name {', '.join(COLUMNS)} (found {', '.join(header) or 'nothing'})")
     out = []
-    for number, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
+    for number, row in rows:
         if len(row) != len(header):
             raise ConfigError(f"{path}: line {number}: {len(row)} fields, the header has "
                               f"{len(header)}")

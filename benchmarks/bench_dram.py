@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     repeat = args.repeat or (2 if args.quick else 3)
     big, small = (200_000, 50_000) if args.quick else (1_000_000, 200_000)
     t0 = time.perf_counter()
-    from hw.memory import _dram_kernel  # noqa: F401  (import time is not JIT time)
+    from hw.memory import _dram_requests  # noqa: F401  (import time is not JIT time)
     jit_start = time.perf_counter()
     DramModel(dram_preset("ddr4-3200")).transfer(0, 4096, False, 0, 16)
     replay(dram_preset("ddr4-3200"), [0], [False], [0])

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from hw._jitcache import njit
 
-from hw.memory import _dram_kernel as K
+from hw.memory import _dram_requests as K
 from hw.memory.dram import DramModel
 
 __all__ = ["dram_box_transfer", "box_requests", "Clocks"]

@@ -15,6 +15,7 @@ from hw.memory.dram.config import DramConfig
 
 np = lazy_module("numpy")                     # loaded when a model first runs,
 K = lazy_module("hw.memory._dram_kernel")   # so reading presets stays light
+R = lazy_module("hw.memory._dram_requests")
 
 __all__ = ["DramModel"]
 
@@ -111,7 +112,7 @@ class DramModel:
     across :meth:`transfer` calls (the executor issues many transfers).
 
     ``params``, ``state`` and ``stats`` are the int64 arrays behind it; Numba code may pass them
-    to :func:`hw.memory._dram_kernel.dram_transfer` directly.
+    to :func:`hw.memory._dram_requests.dram_transfer` directly.
     """
 
     def __init__(self, cfg: DramConfig):
@@ -138,7 +139,7 @@ class DramModel:
             raise ValueError(f"DramModel.transfer: need address, nbytes, start_cycle >= 0 and "
                              f"max_outstanding >= 1 (got {address}, {nbytes}, {start_cycle}, "
                              f"{max_outstanding})")
-        return int(K.dram_transfer(self.params, self.state, self.stats, int(address), int(nbytes),
+        return int(R.dram_transfer(self.params, self.state, self.stats, int(address), int(nbytes),
                                    bool(is_write), int(start_cycle), int(max_outstanding)))
 
     def counters(self) -> dict[str, int]:

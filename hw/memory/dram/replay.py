@@ -18,7 +18,7 @@ from hw.systolic.config import ConfigError
 from hw.validate import read_config_text
 
 np = lazy_module("numpy")                     # loaded when a model first runs,
-K = lazy_module("hw.memory._dram_kernel")   # so reading presets stays light
+K = lazy_module("hw.memory._dram_requests")   # so reading presets stays light
 
 __all__ = ["TraceError", "ReplayResult", "replay", "replay_summary", "read_trace",
            "MAX_TRACE_CYCLE"]

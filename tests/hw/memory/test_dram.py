@@ -1,4 +1,4 @@
-"""DRAM timing model (hw/memory/dram/, hw/memory/_dram_kernel.py).
+"""DRAM timing model (hw/memory/dram/, hw/memory/_dram_kernel.py, hw/memory/_dram_requests.py).
 
 Three kinds of checks:
 
@@ -544,7 +544,7 @@ def test_window_limits_requests_in_flight():
 def test_njit_entry_point_is_callable_from_numba():
     from numba import njit
 
-    from hw.memory._dram_kernel import dram_transfer
+    from hw.memory._dram_requests import dram_transfer
 
     @njit
     def two_bursts(params, state, stats):

@@ -13,6 +13,12 @@ much it would need and suggests ``--mode analytic``, anything above the budget:
   rounded up) plus ``BYTES_PER_ROUTE_ENTRY`` per (pair, hop) of the routes;
 * ``MAX_CHUNKS`` pipeline chunks per message (65,536), in both modes.
 
+Ring reduce-scatter, all-gather and all-reduce are *generated* inside the engine (a
+:class:`~hw.system.engine.RingProgram`): no per-message memory, ~40-100 ns per message. They
+are held to ``MAX_GENERATED_MESSAGES`` (2**28 = 268,435,456: ~10-30 s) and to memory of
+``BYTES_PER_RING_SLOT`` per (ring, chunk, position) (the engine refuses a run whose positions
+drift so far apart that its window would pass ``MAX_MEMORY_BYTES``).
+
 The closed form (``mode="analytic"``) builds no messages; its rhd / direct / tree formulas look
 at the routes of every ordered pair of a group, so it is held to the route budget only.
 Topology size is bounded where topologies are built (:data:`hw.system.topology.MAX_LINKS`).
@@ -23,13 +29,16 @@ from __future__ import annotations
 import numbers
 
 __all__ = ["BudgetError", "MAX_MESSAGES", "MAX_MEMORY_BYTES", "MAX_CHUNKS", "BYTES_PER_MESSAGE",
+           "MAX_GENERATED_MESSAGES", "BYTES_PER_RING_SLOT",
            "BYTES_PER_ROUTE_ENTRY", "estimate_messages", "estimate_route_entries",
            "check_chunks", "check_collective"]
 
 MAX_MESSAGES = 1 << 24
 MAX_MEMORY_BYTES = 4 << 30
 MAX_CHUNKS = 1 << 16
+MAX_GENERATED_MESSAGES = 1 << 28
 BYTES_PER_MESSAGE = 160
+BYTES_PER_RING_SLOT = 256         # window entries (4 x 16 B), route, flow slot, event node
 BYTES_PER_ROUTE_ENTRY = 48
 
 
@@ -135,12 +144,14 @@ def estimate_route_entries(topo, op: str, alg: str, groups, mode: str = "sim") -
 
 
 def _gib(n: float) -> str:
-    return f"{n / (1 << 30):,.1f} GiB"
+    return f"{n / (1 << 30):,.1f} GiB" if n >= 1 << 28 else f"{n / (1 << 20):,.1f} MiB"
 
 
-def check_collective(topo, op: str, alg: str, groups, chunks: int, mode: str = "sim") -> int:
+def check_collective(topo, op: str, alg: str, groups, chunks: int, mode: str = "sim",
+                     generated: bool = False) -> int:
     """Refuse (BudgetError) a collective whose estimated messages or memory exceed the budget;
-    returns the estimated message count (0 in analytic mode)."""
+    returns the estimated message count (0 in analytic mode). ``generated``: the engine
+    generates the messages (a ring program), see the module docstring."""
     what = f"{op} ({alg}) over {len(groups)} group(s) of {len(groups[0]):,} ranks"
     routes = estimate_route_entries(topo, op, alg, groups, mode)
     route_bytes = routes * BYTES_PER_ROUTE_ENTRY
@@ -151,11 +162,17 @@ def check_collective(topo, op: str, alg: str, groups, chunks: int, mode: str = "
                               f"use --algorithm ring or fewer ranks (--ranks)")
         return 0
     msgs = estimate_messages(topo, op, alg, groups, chunks)
-    need = msgs * BYTES_PER_MESSAGE + route_bytes
+    if generated:
+        limit = MAX_GENERATED_MESSAGES
+        slots = len(groups) * _n_rings(topo, groups[0]) * int(chunks) * len(groups[0])
+        need = slots * BYTES_PER_RING_SLOT + route_bytes
+    else:
+        limit = MAX_MESSAGES
+        need = msgs * BYTES_PER_MESSAGE + route_bytes
     hint = "use --mode analytic (npulab system: --comm analytic), fewer ranks or fewer --chunks"
-    if msgs > MAX_MESSAGES:
+    if msgs > limit:
         raise BudgetError(f"{what}: the simulation would need {msgs:,} messages (~{_gib(need)}); "
-                          f"the limit is {MAX_MESSAGES:,} messages: {hint}")
+                          f"the limit is {limit:,} messages: {hint}")
     if need > MAX_MEMORY_BYTES:
         raise BudgetError(f"{what}: the simulation would need ~{_gib(need)} ({msgs:,} messages, "
                           f"{routes:,} route hops); the limit is {_gib(MAX_MEMORY_BYTES)}: {hint}")

@@ -39,7 +39,7 @@ import numpy as np
 
 from hw.system.collective_dag import finals_by_dst
 
-__all__ = ["add_schedule"]
+__all__ = ["add_schedule", "ring_program", "RING_PROGRAM_OPS"]
 
 
 def add_schedule(dag, topo, algorithm, op, group, n, chunks, root) -> None:
@@ -127,6 +127,30 @@ def _ring_op(dag, topo, op, group, n, chunks, gates=None, root=0, gate_delay=0.0
         for r, v in f.items():
             finals.setdefault(r, []).append(v)
     return {r: np.concatenate(v) for r, v in finals.items()}
+
+
+RING_PROGRAM_OPS = ("allreduce", "reducescatter", "allgather")
+
+
+def ring_program(topo, op, groups, n, chunks, o, gamma):
+    """The ``ring`` schedule of ``op`` (one of :data:`RING_PROGRAM_OPS`) over ``groups`` as one
+    :class:`~hw.system.engine.RingProgram` the engine generates message by message: the same
+    messages and dependencies as :func:`_ring_op` builds into a DAG (tests hold the two equal),
+    without per-message memory. Returns (program, group index of each ring)."""
+    from hw.system.engine import RingProgram
+    p = len(groups[0])
+    orders, blocks, owner = [], [], []
+    for gi, grp in enumerate(groups):
+        for order, share in topo.rings(tuple(grp)):
+            orders.append(order)
+            blocks.append(share * n / p / chunks)
+            owner.append(gi)
+    steps, reduce, tail = {"allreduce": (2 * (p - 1), (1, p), False),
+                           "reducescatter": (p - 1, (1, p - 1), True),
+                           "allgather": (p - 1, (0, 0), False)}[op]
+    prog = RingProgram(np.asarray(orders, dtype=np.int64), np.asarray(blocks), steps, chunks,
+                       reduce, o, gamma, tail and gamma > 0)
+    return prog, np.asarray(owner, dtype=np.int64)
 
 
 def _chain(dag, chain, n, chunks, reduce):
@@ -303,9 +327,9 @@ def _rhd_op(dag, op, group, n, root, gates=None):
                 fin = finals_by_dst(g[odd], post)
                 for q in range(p2):
                     fin.setdefault(int(ranks[q]), np.asarray([last_recv[q]]))
-            else:
+            elif lg:
                 fin = {int(ranks[q]): np.asarray([last_recv[q]]) for q in range(p2)}
-            return fin
+            return fin          # one rank: nothing to send
         ag_delay = o + tail_rs
     else:
         ag_delay = o + 0.0

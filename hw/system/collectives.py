@@ -32,14 +32,15 @@ import numpy as np
 
 from hw.system import ALGORITHMS, OPS
 from hw.system import analytic as af
+from hw.system import budget
 from hw.system.budget import check_chunks, check_collective
 from hw.system.collective_analytic import analytic_time
 from hw.system.collective_args import (SUPPORTED, auto_algorithm, check_groups, check_nbytes,
                                        check_op_alg, default_chunks, message_costs,
                                        resolve_network)
 from hw.system.collective_dag import MessageDag
-from hw.system.collective_schedules import add_schedule
-from hw.system.engine import simulate
+from hw.system.collective_schedules import RING_PROGRAM_OPS, add_schedule, ring_program
+from hw.system.engine import simulate, simulate_rings
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveResult", "collective", "compare_algorithms",
            "applicable_algorithms", "build_messages"]
@@ -100,12 +101,10 @@ def applicable_algorithms(system_or_topology, op: str, groups=None) -> tuple[str
                  if not (a == "hierarchical" and (not whole or len(topo.levels()) < 2)))
 
 
-def build_messages(system_or_topology, op, nbytes, *, algorithm="ring", groups=None, root=0,
-                   chunks=None, reduce_gbps=None, overhead_ns=None):
-    """The message DAG of one collective: (Messages, tail_s, group_start, algorithm used,
-    chunks, groups). ``tail_s`` (per message, or one value for all) is a reduction the
-    receiver does after the message arrives (the op's last step); ``group_start[g]`` is the
-    index of group g's first message (groups are laid out one after the other)."""
+def _prepare(system_or_topology, op, nbytes, algorithm, groups, root, chunks, reduce_gbps,
+             overhead_ns):
+    """Checked arguments of a simulated collective: (topology, nbytes, groups, o, gamma,
+    algorithm used, chunks)."""
     topo, system = resolve_network(system_or_topology)
     check_op_alg(op, algorithm, "sim")
     nbytes = check_nbytes(nbytes)
@@ -124,13 +123,32 @@ def build_messages(system_or_topology, op, nbytes, *, algorithm="ring", groups=N
     if chunks is None:
         per = nbytes / 2 if (alg == "tree" and op == "allreduce") else nbytes
         chunks = default_chunks(alg, op, per)
+    return topo, nbytes, gs, o, gamma, alg, int(chunks)
+
+
+def _generated(op, alg, groups) -> bool:
+    """Whether the engine generates this collective's messages itself (a ring program)."""
+    return alg == "ring" and op in RING_PROGRAM_OPS and len(groups[0]) >= 2
+
+
+def build_messages(system_or_topology, op, nbytes, *, algorithm="ring", groups=None, root=0,
+                   chunks=None, reduce_gbps=None, overhead_ns=None):
+    """The message DAG of one collective: (Messages, tail_s, group_start, algorithm used,
+    chunks, groups). ``tail_s`` (per message, or one value for all) is a reduction the
+    receiver does after the message arrives (the op's last step); ``group_start[g]`` is the
+    index of group g's first message (groups are laid out one after the other).
+    :func:`collective` runs ring reduce-scatter / all-gather / all-reduce as a ring program
+    instead (the same messages, generated inside the engine)."""
+    topo, nbytes, gs, o, gamma, alg, chunks = _prepare(
+        system_or_topology, op, nbytes, algorithm, groups, root, chunks, reduce_gbps,
+        overhead_ns)
     check_collective(topo, op, alg, gs, chunks, "sim")      # before building anything
     dag = MessageDag(o, gamma)
     for gi, grp in enumerate(gs):
         dag.group = gi
-        add_schedule(dag, topo, alg, op, grp, nbytes, int(chunks), root)
+        add_schedule(dag, topo, alg, op, grp, nbytes, chunks, root)
     msgs, tail, group = dag.messages()
-    return msgs, tail, group, alg, int(chunks), gs
+    return msgs, tail, group, alg, chunks, gs
 
 
 def collective(system_or_topology, op, nbytes, *, algorithm="auto", groups=None, root=0,
@@ -165,10 +183,29 @@ def collective(system_or_topology, op, nbytes, *, algorithm="auto", groups=None,
     check_op_alg(op, algorithm, mode)
     nbytes = check_nbytes(nbytes)
     if mode == "analytic":
+        gs = check_groups(topo, groups)
+        if len(gs[0]) == 1:         # one rank per group: nothing moves
+            return _result(topo, op, algorithm if algorithm != "auto" else "ring", mode,
+                           nbytes, gs, 0.0, tuple(0.0 for _ in gs), 0, None, 0)
         alg, gs, t = analytic_time(topo, system, op, nbytes, algorithm, groups, root, chunks,
                                    reduce_gbps, overhead_ns)
         return _result(topo, op, alg, "analytic", nbytes, gs, t, tuple(t for _ in gs), 0,
                        None, 0)
+    args = (system_or_topology, op, nbytes, algorithm, groups, root, chunks, reduce_gbps,
+            overhead_ns)
+    topo, nbytes, gs, o, gamma, alg, c = _prepare(*args)
+    if len(gs[0]) == 1:             # one rank per group: nothing moves
+        return _result(topo, op, alg, "sim", nbytes, gs, 0.0, tuple(0.0 for _ in gs), 0,
+                       None, 0)
+    if _generated(op, alg, gs):
+        check_collective(topo, op, alg, gs, c, "sim", generated=True)
+        prog, owner = ring_program(topo, op, gs, nbytes, c, o, gamma)
+        res = simulate_rings(topo, prog, contention=contention,
+                             max_window_bytes=budget.MAX_MEMORY_BYTES)
+        gt = np.full(len(gs), -np.inf)
+        np.maximum.at(gt, owner, res.finish_s)
+        return _result(topo, op, alg, "sim", nbytes, gs, float(gt.max()),
+                       tuple(float(x) for x in gt), prog.messages, res.link_bytes, res.events)
     msgs, tail, group, alg, c, gs = build_messages(
         system_or_topology, op, nbytes, algorithm=algorithm, groups=groups, root=root,
         chunks=chunks, reduce_gbps=reduce_gbps, overhead_ns=overhead_ns)

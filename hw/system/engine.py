@@ -41,7 +41,15 @@ predecessors are done are started at once when their start time falls in the cur
 else pushed on the same heap. Per message the kernel keeps 20 bytes (predecessor count,
 start, arrival); flows live in slots reused as they end, so memory follows the number of
 *concurrent* flows, not the number of messages. Messages between the same (src, dst) pair
-share one route.
+share one route. A flow that starts alone on its links takes its route's bottleneck at once;
+the max-min pass runs only for links a second flow joins or a flow leaves to others.
+
+Ring collectives need no per-message memory at all: :func:`simulate_rings` runs a
+:class:`RingProgram` (rings, steps, chunks, block bytes, costs) and the kernel derives each
+message's successors from its (ring, step, chunk, position). It keeps, per (ring, chunk,
+position), a window of ``W`` steps (start time, predecessors left); ``W`` starts at 2 and
+doubles, with a rerun, when a position is asked to hold a step while an earlier one is still
+waiting (a slow link lets the positions before it run ahead).
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ import numpy as np
 from hw._jitcache import njit
 
 __all__ = ["Messages", "FlowResult", "simulate", "simulate_links", "messages_from_edges",
-           "csr_from_edges"]
+           "csr_from_edges", "RingProgram", "RingResult", "simulate_rings"]
 
 _I32 = np.int32
 _I64 = np.int64
@@ -151,7 +159,7 @@ def messages_from_edges(src, dst, nbytes, delay_s=0.0, release_s=0.0, edges=None
 # Python layer doubles that capacity and runs again (capacities start from safe guesses, so
 # this is rare).
 
-_OVER_SLOTS, _OVER_NODES, _OVER_HEAP, _OVER_PEND, _OVER_DONE = -1, -2, -3, -4, -5
+_OVER_SLOTS, _OVER_NODES, _OVER_HEAP, _OVER_PEND, _OVER_DONE, _OVER_WINDOW = range(-1, -7, -1)
 
 
 @njit(inline="always")
@@ -198,13 +206,32 @@ def _heap_pop(keys, vals, n):
 
 @njit(cache=True)
 def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr, csucc,
-         npred, roots, contention, start, sdone, finish, link_bytes, S, D, HC, PC):
-    """Event loop. ``start`` holds each message's release time on entry and its ready time
-    until it starts. Capacities: S flow slots, D send-done nodes, HC heap buckets, PC pending
-    starts/completions per batch. Returns (status, batches, rate_updates, max_flows)."""
-    m = len(nbytes)
+         npred, roots, contention, start, sdone, finish, link_bytes, S, D, HC, PC,
+         rg, rgf, rg_blk, rg_tab, tag, ring_done):
+    """Event loop over *entries*: a message id (explicit DAG) or, with a ring program
+    (``len(rg) > 0``), a window entry ``(slot << log2 W) | (step mod W)`` where a slot is a
+    (ring, chunk, position) and ``rg_tab`` holds per slot its arrival successor's slot, ring,
+    chunk and route; a ring message is then ``(step << 32) | slot``. ``start`` holds each
+    entry's release time on entry and its ready time until it starts; ``npred`` its
+    predecessors still to come.
+    Capacities: S flow slots, D send-done nodes, HC heap buckets, PC pending starts/completions
+    per batch. Returns (status, batches, rate_updates, max_flows)."""
+    ring = len(rg) > 0
+    m = len(start)            # entries (queue nodes 0..m-1 are "start entry e")
+    if ring:
+        rP, rC, rT, rWs = rg[0], rg[1], rg[2], rg[7]
+        red0, red1, tail_last = rg[4], rg[5], rg[6] != 0
+        r_o, r_gamma = rgf[0], rgf[1]
+    else:
+        rP, rC, rT, rWs = 1, 1, 1, 0
+        red0, red1, tail_last = 0, 0, False
+        r_o, r_gamma = 0.0, 0.0
     nl = len(cap)
-    H = max(hmax, 1)
+    Hs = 0                    # link entries of slot s: (s << Hs) + hop, 2**Hs >= hmax
+    while (1 << Hs) < hmax:
+        Hs += 1
+    H = 1 << Hs
+    rWm = (1 << rWs) - 1
     has_chain = len(cptr) > 1
     inf = np.inf
     # flow slots
@@ -274,6 +301,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
         batch += 1
         tb = tn + _TOL * abs(tn)
         dn = 0
+        busy = False
         while True:
             # 1. due roots and queued events
             while rp < nroots and start[roots[rp]] <= tb:
@@ -313,6 +341,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     node = nxt
             if pn == 0 and dc == 0:
                 break
+            busy = True
             # 2. completions: free the flow, hand over to successors
             for q in range(dc):
                 c = done_c[q]
@@ -324,7 +353,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     if contention:
                         b0 = rptr[r]
                         for h in range(rptr[r + 1] - b0):
-                            e = slot * H + h
+                            e = (slot << Hs) + h
                             lk = rlinks[b0 + h]
                             nx = e_next[e]
                             pv = e_prev[e]
@@ -335,7 +364,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                             if nx >= 0:
                                 e_prev[nx] = pv
                             l_cnt[lk] -= 1
-                            if l_dirty[lk] != batch:
+                            if l_cnt[lk] > 0 and l_dirty[lk] != batch:    # flows remain
                                 l_dirty[lk] = batch
                                 dirty[dn] = lk
                                 dn += 1
@@ -345,14 +374,50 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     active -= 1
                 else:
                     msg = -c - 1
-                    r = mroute[msg]
-                sdone[msg] = t
+                    if ring:
+                        r = rg_tab[3, msg & 0xFFFFFFFF]
+                    else:
+                        r = mroute[msg]
                 arr = t + rlat[r]
-                finish[msg] = arr
-                nsucc = sptr[msg + 1] - sptr[msg]
-                nch = (cptr[msg + 1] - cptr[msg]) if has_chain else 0
+                if ring:
+                    sl = msg & 0xFFFFFFFF
+                    rs = msg >> 32
+                    ri = rg_tab[1, sl]
+                    rk = rg_tab[2, sl]
+                    if arr > ring_done[ri]:
+                        ring_done[ri] = arr
+                    fin = arr + r_gamma * rg_blk[ri] if tail_last and rs == rT - 1 else arr
+                    if fin > ring_done[len(rg_blk) + ri]:
+                        ring_done[len(rg_blk) + ri] = fin
+                    nsucc = 1 if rs < rT - 1 else 0
+                    nch = 1 if rC > 1 and (rs < rT - 1 or rk < rC - 1) else 0
+                else:
+                    sdone[msg] = t
+                    finish[msg] = arr
+                    nsucc = sptr[msg + 1] - sptr[msg]
+                    nch = (cptr[msg + 1] - cptr[msg]) if has_chain else 0
                 for k in range(nsucc + nch):
-                    if k < nsucc:
+                    if ring:
+                        # the ring's successors: the next step's block at the next position
+                        # (on arrival), the port's next send (when its last byte has left)
+                        if k < nsucc:
+                            s2, k2, sl2, t0 = rs + 1, rk, rg_tab[0, sl], arr
+                        elif rk + 1 < rC:
+                            s2, k2, sl2, t0 = rs, rk + 1, sl + rP, t
+                        else:
+                            s2, k2, sl2, t0 = rs + 1, 0, sl - (rC - 1) * rP, t
+                        ready = t0 + r_o
+                        if red0 <= s2 < red1:
+                            ready += r_gamma * rg_blk[ri]
+                        s = (sl2 << rWs) | (s2 & rWm)
+                        if tag[s] != s2:
+                            if tag[s] >= 0:         # the entry still holds an earlier step
+                                return _OVER_WINDOW, batch, rate_updates, max_active
+                            tag[s] = s2
+                            start[s] = r_o
+                            npred[s] = (1 if s2 > 0 else 0) + (1 if rC > 1 and (s2 > 0 or k2 > 0)
+                                                               else 0)
+                    elif k < nsucc:
                         s = succ[sptr[msg] + k]
                         ready = arr + delay[s]
                     else:
@@ -382,12 +447,22 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
             dc = 0
             # 3. start flows
             for q in range(pn):
-                msg = pend[q]
-                r = mroute[msg]
+                e = pend[q]
+                st = start[e]
+                if ring:
+                    rs = tag[e]
+                    tag[e] = -1                     # the window entry is free again
+                    sl = e >> rWs
+                    msg = (np.int64(rs) << 32) | sl
+                    r = rg_tab[3, sl]
+                    nb = rg_blk[rg_tab[1, sl]]
+                else:
+                    msg = e
+                    r = mroute[msg]
+                    nb = nbytes[msg]
                 b0 = rptr[r]
                 nh = rptr[r + 1] - b0
-                st = start[msg]
-                if nh == 0 or nbytes[msg] <= 0.0:
+                if nh == 0 or nb <= 0.0:
                     if dc == PC:
                         return _OVER_DONE, batch, rate_updates, max_active
                     done_c[dc] = -(msg + 1)       # needs no bandwidth: done at once
@@ -403,16 +478,20 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     max_active = active
                 s_msg[slot] = msg
                 s_route[slot] = r
-                s_rem[slot] = nbytes[msg]
+                s_rem[slot] = nb
                 s_t[slot] = st
                 for h in range(nh):
-                    link_bytes[rlinks[b0 + h]] += nbytes[msg]
+                    link_bytes[rlinks[b0 + h]] += nb
+                alone = True
                 if contention:
                     s_rate[slot] = 0.0
                     s_proj[slot] = inf
                     for h in range(nh):
+                        if l_cnt[rlinks[b0 + h]] != 0:
+                            alone = False
+                    for h in range(nh):
                         lk = rlinks[b0 + h]
-                        e = slot * H + h
+                        e = (slot << Hs) + h
                         hd = l_head[lk]
                         e_prev[e] = -1
                         e_next[e] = hd
@@ -420,18 +499,20 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                             e_prev[hd] = e
                         l_head[lk] = e
                         l_cnt[lk] += 1
-                        if l_dirty[lk] != batch:
+                        if not alone and l_dirty[lk] != batch:
                             l_dirty[lk] = batch
                             dirty[dn] = lk
                             dn += 1
-                else:
+                if alone:
+                    # no other flow on its links: its route's bottleneck (a flow that joins
+                    # one of them later marks the link for the max-min pass below)
                     rate = inf
                     for h in range(nh):
                         cl = cap[rlinks[b0 + h]]
                         if cl < rate:
                             rate = cl
                     s_rate[slot] = rate
-                    s_proj[slot] = st + nbytes[msg] / rate
+                    s_proj[slot] = st + nb / rate
                     rate_updates += 1
                     # queue the send-done event
                     if fl < 0:
@@ -452,6 +533,9 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                         c1_t = tp
                         c1_h = node
             pn = 0
+        if not busy:
+            batch -= 1          # only superseded projections: not an event batch
+            continue
         if not contention or dn == 0:
             continue
         # ---- max-min fair rates, one connected component (via shared links) at a time
@@ -463,7 +547,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
             stamp += 1
             l_stamp[seed] = stamp
             e = l_head[seed]
-            slot = e // H
+            slot = e >> Hs
             r = s_route[slot]
             if l_cnt[seed] == 1 and rptr[r + 1] - rptr[r] == 1:
                 comp_f[0] = slot            # one flow alone on a one-link route
@@ -479,7 +563,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                     i += 1
                     e = l_head[lk]
                     while e >= 0:
-                        slot = e // H
+                        slot = e >> Hs
                         if s_stamp[slot] != stamp:
                             s_stamp[slot] = stamp
                             comp_f[ncf] = slot
@@ -523,7 +607,7 @@ def _run(cap, rlat, rptr, rlinks, hmax, mroute, nbytes, delay, sptr, succ, cptr,
                             continue
                         e = l_head[lk]
                         while e >= 0:
-                            slot = e // H
+                            slot = e >> Hs
                             if s_frz[slot] != stamp:
                                 s_frz[slot] = stamp
                                 s_new[slot] = cur
@@ -625,11 +709,9 @@ def _pair_ids(src: np.ndarray, dst: np.ndarray, n_nodes: int):
     return (uniq // n_nodes).astype(_I64), (uniq % n_nodes).astype(_I64), inv
 
 
-def simulate_links(link_bytes_per_s, link_latency_s, route_ptr, route_links, msg_route,
-                   messages: Messages, *, contention: bool = True) -> FlowResult:
-    """Run ``messages`` over explicit links: capacity (bytes/s) and latency (s) per directed
-    link, routes as CSR (``route_ptr`` int64 [R+1], ``route_links`` int32), and the route index
-    of each message (``msg_route``). :func:`simulate` derives these from a topology."""
+def _links(link_bytes_per_s, link_latency_s, route_ptr, route_links):
+    """(capacity, each route's latency, route CSR pointer and links, longest route's hops),
+    checked."""
     cap = np.ascontiguousarray(link_bytes_per_s, dtype=_F64)
     lat = np.ascontiguousarray(link_latency_s, dtype=_F64)
     if cap.ndim != 1 or lat.shape != cap.shape:
@@ -642,17 +724,68 @@ def simulate_links(link_bytes_per_s, link_latency_s, route_ptr, route_links, msg
     rlinks = np.ascontiguousarray(route_links, dtype=_I32)
     if len(rlinks) and (rlinks.min() < 0 or rlinks.max() >= len(cap)):
         raise ValueError(f"route link ids must be in 0..{len(cap) - 1}")
+    # each route's latency summed hop by hop (a difference of running sums would give routes
+    # of equal latency values that differ in the last bits, and split their event batches)
+    rlat = np.zeros(len(rptr) - 1)
+    nonempty = np.flatnonzero(rptr[1:] > rptr[:-1])
+    if len(nonempty):
+        rlat[nonempty] = np.add.reduceat(lat[rlinks], rptr[:-1][nonempty])
+    hmax = int(np.max(np.diff(rptr))) if len(rptr) > 1 else 0
+    return cap, rlat, rptr, rlinks, hmax
+
+
+_NO_I32, _NO_I64, _NO_F64 = np.zeros(0, _I32), np.zeros(0, _I64), np.zeros(0, _F64)
+_NO_PROGRAM = (_NO_I64, _NO_F64, _NO_F64, np.zeros((4, 0), _I64), _NO_I32, _NO_F64)
+_NO_DAG = (_NO_I32, _NO_F64, _NO_F64, np.zeros(1, _I64), _NO_I32, np.zeros(1, _I64), _NO_I32)
+
+
+def _drive(net, first: int, fresh, contention: bool, max_window: int = 0,
+           window_limit=None):
+    """Run the kernel on ``net`` = (cap, rlat, rptr, rlinks, hmax); ``fresh(window)`` returns
+    the per-run arguments (dag, npred, roots, start, sdone, finish, program). A work array that
+    was too small is doubled and the run repeated (``first``: messages released at the first
+    instant, to size the first guesses); ``window_limit(window)`` may refuse a larger window.
+    Returns (state, link_bytes, batches, updates, flows)."""
+    cap, rlat, rptr, rlinks, hmax = net
+    caps = {"S": max(1024, 2 * first), "D": max(4096, 4 * first), "HC": 1024,
+            "PC": max(4096, 2 * first), "W": min(2, max_window)}
+    over = {_OVER_SLOTS: ("S", "D"), _OVER_NODES: ("D",), _OVER_HEAP: ("HC",),
+            _OVER_PEND: ("PC",), _OVER_DONE: ("PC",), _OVER_WINDOW: ("W",)}
+    while True:
+        st = fresh(caps["W"])
+        dag, npred, roots, start, sdone, finish, prog = st
+        link_bytes = np.zeros(len(cap))
+        status, batches, updates, flows = _run(
+            cap, rlat, rptr, rlinks, hmax, *dag, npred, roots, bool(contention), start, sdone,
+            finish, link_bytes, caps["S"], caps["D"], caps["HC"], caps["PC"], *prog)
+        if status == 0:
+            return st, link_bytes, int(batches), int(updates), int(flows)
+        for key in over[int(status)]:       # a work array was too small: double, rerun
+            caps[key] *= 2
+        if status == _OVER_WINDOW and window_limit is not None:
+            window_limit(caps["W"])
+
+
+def simulate_links(link_bytes_per_s, link_latency_s, route_ptr, route_links, msg_route,
+                   messages: Messages, *, contention: bool = True) -> FlowResult:
+    """Run ``messages`` over explicit links: capacity (bytes/s) and latency (s) per directed
+    link, routes as CSR (``route_ptr`` int64 [R+1], ``route_links`` int32), and the route index
+    of each message (``msg_route``). :func:`simulate` derives these from a topology."""
+    net = _links(link_bytes_per_s, link_latency_s, route_ptr, route_links)
+    rptr = net[2]
     arrays, sptr, succ, cptr, chain = _check_messages(messages, np.iinfo(_I32).max)
     m = len(arrays["src"])
     mroute = np.ascontiguousarray(msg_route, dtype=_I32)
     if mroute.shape != (m,) or (m and (mroute.min() < 0 or mroute.max() >= len(rptr) - 1)):
         raise ValueError(f"msg_route must hold {m} route ids in 0..{len(rptr) - 2}")
-    cs = np.concatenate(([0.0], np.cumsum(lat[rlinks])))
-    rlat = cs[rptr[1:]] - cs[rptr[:-1]]
-    hmax = int(np.max(np.diff(rptr))) if len(rptr) > 1 else 0
-    npred = np.bincount(succ, minlength=m).astype(_I32)
-    if len(chain):
-        npred += np.bincount(chain, minlength=m).astype(_I32)
+
+    def count_preds():
+        npred = np.bincount(succ, minlength=m).astype(_I32)
+        if len(chain):
+            npred += np.bincount(chain, minlength=m).astype(_I32)
+        return npred
+
+    npred = count_preds()
     release = arrays["release_s"]
     roots = np.flatnonzero(npred == 0).astype(_I64)
     rel = release[roots]
@@ -660,37 +793,143 @@ def simulate_links(link_bytes_per_s, link_latency_s, route_ptr, route_links, msg
         roots = roots[np.argsort(rel, kind="stable")]
     # first guesses: everything released at the first instant runs at once
     first = int(np.count_nonzero(release[roots] == release[roots[0]])) if len(roots) else 0
-    caps = {"S": max(1024, 2 * first), "D": max(4096, 4 * first), "HC": 1024,
-            "PC": max(4096, 2 * first)}
-    over = {-1: ("S", "D"), -2: ("D",), -3: ("HC",), -4: ("PC",), -5: ("PC",)}
-    first_try = True
-    npred0 = npred.copy() if m < (1 << 16) else None     # kept only where cheap
-    while True:
-        start = release.copy()
-        sdone = np.full(m, np.nan)
-        finish = np.full(m, np.nan)
-        link_bytes = np.zeros(len(cap))
-        status, batches, updates, max_flows = _run(
-            cap, rlat, rptr, rlinks, hmax, mroute, arrays["nbytes"], arrays["delay_s"],
-            sptr, succ, cptr, chain, npred if first_try else npred0.copy(), roots,
-            bool(contention), start, sdone,
-            finish, link_bytes, caps["S"], caps["D"], caps["HC"], caps["PC"])
-        if status == 0:
-            break
-        for key in over[int(status)]:       # a work array was too small: double, rerun
-            caps[key] *= 2
-        first_try = False
-        if npred0 is None:
-            npred0 = np.bincount(succ, minlength=m).astype(_I32)
-            if len(chain):
-                npred0 += np.bincount(chain, minlength=m).astype(_I32)
+    dag = (mroute, arrays["nbytes"], arrays["delay_s"], sptr, succ, cptr, chain)
+    runs = []
+
+    def fresh(_window):
+        runs.append(1)
+        return (dag, npred if len(runs) == 1 else count_preds(), roots, release.copy(),
+                np.full(m, np.nan), np.full(m, np.nan), _NO_PROGRAM)
+
+    st, link_bytes, batches, updates, flows = _drive(net, first, fresh, contention)
+    start, sdone, finish = st[3], st[4], st[5]
     if m and np.isnan(finish).any():
         stuck = int(np.isnan(finish).sum())
         raise ValueError(f"messages contain a dependency cycle: {stuck} of {m} messages "
                          "never became ready")
     start[np.isnan(sdone)] = np.nan
     return FlowResult(start, finish, float(finish.max()) if m else 0.0, link_bytes,
-                      int(batches), int(updates), int(max_flows), sdone)
+                      batches, updates, flows, sdone)
+
+
+@dataclass
+class RingProgram:
+    """Ring collectives that the kernel generates message by message instead of reading them
+    from a :class:`Messages` DAG (same messages, same start rule, no per-message memory).
+
+    Ring ``r`` (a row of ``orders``, node ids; position ``i`` sends to ``i + 1`` mod P) runs
+    ``steps`` steps; each step's block of ``block_bytes[r]`` is sent in ``chunks`` chunks.
+    Message ``(r, s, k, i)`` (step s, chunk k, position i) waits for the arrival of
+    ``(r, s-1, k, i-1)`` (data) and, with ``chunks > 1``, for the last byte of the port's
+    previous send ``(r, s, k-1, i)`` or ``(r, s-1, chunks-1, i)`` to have left; it then pays
+    ``overhead_s``, plus ``gamma_s_per_byte x block`` on the steps of ``reduce_steps`` (a
+    ``(start, stop)`` range: the block forwards data reduced from the last arrival). The
+    first step's first chunks start at ``overhead_s``. With ``tail_last`` the receiver of the
+    last step reduces that block too (its finish includes ``gamma x block``). This is the DAG
+    of :func:`hw.system.collective_schedules._ring_steps` (tests hold the two equal)."""
+
+    orders: np.ndarray
+    block_bytes: np.ndarray
+    steps: int
+    chunks: int
+    reduce_steps: tuple = (0, 0)
+    overhead_s: float = 0.0
+    gamma_s_per_byte: float = 0.0
+    tail_last: bool = False
+
+    @property
+    def messages(self) -> int:
+        r, p = np.shape(self.orders)
+        return int(r * self.steps * self.chunks * p)
+
+
+@dataclass
+class RingResult:
+    """Outcome of :func:`simulate_rings`: per ring, its last arrival (``arrival_s``) and
+    its finish including the last step's reduction (``finish_s``); the bytes each link
+    carried; event batches, rate updates, most flows at once, and the window depth used
+    (steps a ring position may run ahead, found by doubling)."""
+
+    arrival_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray
+    events: int
+    rate_updates: int
+    max_flows: int
+    window: int
+
+
+def simulate_rings(topology, program: RingProgram, *, contention: bool = True,
+                   max_window_bytes: float | None = None) -> RingResult:
+    """Simulate a :class:`RingProgram` on ``topology`` with the engine of :func:`simulate`.
+    Memory is per (ring, chunk, position, window step), not per message: the window (how many
+    steps a position may run ahead of its successor) starts at 2 and doubles when a run needs
+    more; ``max_window_bytes`` refuses (:class:`~hw.system.budget.BudgetError`) a window whose
+    state would need more memory (16 bytes per entry)."""
+    orders = np.ascontiguousarray(program.orders, dtype=_I64)
+    if orders.ndim != 2 or orders.shape[1] < 2:
+        raise ValueError(f"RingProgram.orders must be (rings, positions >= 2); got "
+                         f"{orders.shape}")
+    n_rings, p = orders.shape
+    n_nodes = len(topology.node_names)
+    if orders.min() < 0 or orders.max() >= n_nodes:
+        raise ValueError(f"RingProgram.orders: node ids of topology {topology.name!r} are "
+                         f"0..{n_nodes - 1}")
+    blk = np.ascontiguousarray(program.block_bytes, dtype=_F64)
+    T, C = int(program.steps), int(program.chunks)
+    if blk.shape != (n_rings,) or not (np.isfinite(blk).all() and blk.min() >= 0):
+        raise ValueError(f"RingProgram.block_bytes must be {n_rings} finite values >= 0")
+    if T < 1 or C < 1:
+        raise ValueError(f"RingProgram: steps = {T} and chunks = {C} must be >= 1")
+    o, gamma = float(program.overhead_s), float(program.gamma_s_per_byte)
+    if not (np.isfinite(o) and o >= 0 and np.isfinite(gamma) and gamma >= 0):
+        raise ValueError("RingProgram: overhead_s and gamma_s_per_byte must be finite, >= 0")
+    pairs = np.stack([orders.ravel(), np.roll(orders, -1, axis=1).ravel()], axis=1)
+    usrc, udst, inv = _pair_ids(pairs[:, 0].astype(_I32), pairs[:, 1].astype(_I32), n_nodes)
+    rptr, rlinks = topology.routes(usrc, udst)
+    net = _links(np.asarray(topology.link_bytes_per_s, dtype=_F64),
+                 np.asarray(topology.link_latency_ns, dtype=_F64) * 1e-9, rptr, rlinks)
+    if n_rings * C * p >= 1 << 31 or T >= 1 << 31:
+        raise ValueError(f"RingProgram: {n_rings} rings x {C} chunks x {p} positions or "
+                         f"{T} steps is beyond the engine's 2**31 limit")
+    # per slot (ring, chunk, position): arrival successor's slot, ring, chunk, route
+    ring_i, chunk_i, pos_i = np.indices((n_rings, C, p), dtype=_I64)
+    tab = np.stack([((ring_i * C + chunk_i) * p + (pos_i + 1) % p).ravel(), ring_i.ravel(),
+                    chunk_i.ravel(), inv.astype(_I64)[(ring_i * p + pos_i).ravel()]])
+    max_window = 1 << max(1, (T - 1).bit_length())        # >= steps: never runs out
+    r0, r1 = program.reduce_steps
+
+    def fresh(window):
+        shift = window.bit_length() - 1
+        e = n_rings * C * p << shift
+        tag = np.full(e, -1, _I32)
+        start = np.zeros(e)
+        npred = np.zeros(e, _I32)
+        # roots: step 0's first chunk (every chunk without a port order) at each position
+        roots = (np.flatnonzero((chunk_i.ravel() == 0) | (C == 1)) << shift).astype(_I64)
+        tag[roots] = 0
+        start[roots] = o
+        rg = np.array([p, C, T, n_rings, r0, r1, int(program.tail_last), shift], _I64)
+        prog = (rg, np.array([o, gamma]), blk, tab, tag, np.zeros(2 * n_rings))
+        return _NO_DAG, npred, roots, start, _NO_F64, _NO_F64, prog
+
+    def limit(window):
+        need = 16.0 * n_rings * C * p * window
+        if max_window_bytes is not None and need > max_window_bytes:
+            from hw.system.budget import BudgetError
+            raise BudgetError(f"ring program: ring positions ran more than {window // 2} steps "
+                              f"apart; tracking them would need {need / (1 << 30):.1f} GiB (the "
+                              f"limit is {max_window_bytes / (1 << 30):.1f} GiB): use --mode "
+                              "analytic or fewer ranks")
+
+    first = n_rings * p * (1 if C > 1 else C)
+    st, link_bytes, batches, updates, flows = _drive(net, first, fresh, contention, max_window,
+                                                     limit)
+    done, window = st[6][5], 1 << int(st[6][0][7])
+    if program.messages and (st[6][4] >= 0).any():
+        raise ValueError("ring program: some messages never became ready")
+    return RingResult(done[:n_rings].copy(), done[n_rings:].copy(), link_bytes, batches,
+                      updates, flows, window)
 
 
 def simulate(topology, messages: Messages, *, contention: bool = True) -> FlowResult:

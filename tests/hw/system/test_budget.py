@@ -46,6 +46,7 @@ def test_big_collectives_are_refused_before_building(spec, op, extra, monkeypatc
     topo = topology_from_spec(spec)
     if extra:       # the chunk limit alone is fine; shrink the message limit to see the check
         monkeypatch.setattr(budget, "MAX_MESSAGES", 1000)
+        monkeypatch.setattr(budget, "MAX_GENERATED_MESSAGES", 1000)
 
     def boom(*a, **k):
         raise AssertionError("the DAG was built")
@@ -56,8 +57,22 @@ def test_big_collectives_are_refused_before_building(spec, op, extra, monkeypatc
 
 def test_memory_limit_names_the_need(monkeypatch):
     monkeypatch.setattr(budget, "MAX_MEMORY_BYTES", 1 << 20)
-    with pytest.raises(BudgetError, match=r"would need ~[\d.]+ GiB .* limit is 0.0 GiB"):
-        collective(topology_from_spec("ring:64"), "allreduce", 1 << 20)
+    with pytest.raises(BudgetError, match=r"would need ~[\d.]+ MiB .* limit is 1.0 MiB"):
+        collective(topology_from_spec("ring:64"), "allreduce", 1 << 20, algorithm="direct")
+
+
+def test_generated_rings_are_budgeted_per_slot_not_per_message(monkeypatch):
+    """A ring all-reduce is generated inside the engine: its memory is per (ring, position)
+    (BYTES_PER_RING_SLOT), so 4,096 ranks (67 M messages) fit the default budget that the
+    same messages as a DAG (160 B each, 10 GiB) would not; a tiny limit still refuses it."""
+    topo = topology_from_spec("ring:4096")
+    n = check_collective(topo, "allreduce", "ring", [tuple(range(4096))], 1, generated=True)
+    assert n == 2 * 2 * 4095 * 4096
+    with pytest.raises(BudgetError, match="limit is"):
+        check_collective(topo, "allreduce", "ring", [tuple(range(4096))], 1)
+    monkeypatch.setattr(budget, "MAX_MEMORY_BYTES", 1 << 20)
+    with pytest.raises(BudgetError, match=r"would need ~[\d.]+ MiB"):
+        check_collective(topo, "allreduce", "ring", [tuple(range(4096))], 1, generated=True)
 
 
 @pytest.mark.parametrize("chunks", [0, -1, budget.MAX_CHUNKS + 1, 100_000_000, 1.5, True])
@@ -99,7 +114,8 @@ def cli(capsys, *argv):
     (("--system", "ring:4", "--op", "allreduce", "--bytes", "1M", "--chunks", "100000000"),
      r"chunks = 100000000: must be an integer in 1\.\.65,536"),
     (("--system", "ring:10000", "--op", "allreduce", "--bytes", "64M"),
-     r"399,960,000 messages .* limit is 16,777,216 messages: use --mode analytic"),
+     r"399,960,000 messages \(~[\d.]+ MiB\); the limit is 268,435,456 messages: use --mode "
+     r"analytic"),
     (("--system", "fc:2000", "--op", "allreduce", "--bytes", "1M"),
      r"fc:2000: 3,998,000 directed links"),
     (("--system", "ring:1", "--op", "allreduce", "--bytes", "1M"),
@@ -133,8 +149,8 @@ def test_extreme_collectives_answer_or_refuse(kind, n, op, nbytes, chunks, mode)
     what the budget admits at these sizes is small (no hang: the estimate is checked first)."""
     dims = {"ring": f"{n}", "switch": f"{n}", "fc": f"{n}", "torus2d": f"{n}x2",
             "mesh3d": f"{n}x2x2", "fattree": f"{n}x4"}[kind]
-    monkey = budget.MAX_MESSAGES
-    budget.MAX_MESSAGES = 20_000           # keep every admitted simulation tiny
+    monkey = budget.MAX_MESSAGES, budget.MAX_GENERATED_MESSAGES
+    budget.MAX_MESSAGES = budget.MAX_GENERATED_MESSAGES = 20_000    # keep them all tiny
     try:
         topo = topology_from_spec(f"{kind}:{dims}")
         r = collective(topo, op, nbytes, chunks=chunks, mode=mode)
@@ -142,4 +158,4 @@ def test_extreme_collectives_answer_or_refuse(kind, n, op, nbytes, chunks, mode)
     except (ValueError, TopologyError) as exc:
         assert "\n" not in str(exc)
     finally:
-        budget.MAX_MESSAGES = monkey
+        budget.MAX_MESSAGES, budget.MAX_GENERATED_MESSAGES = monkey

@@ -281,3 +281,57 @@ def test_bad_input(ring8):
     assert set(OPS) == set(["broadcast", "scatter", "gather", "reduce", "allreduce",
                             "allgather", "reducescatter", "alltoall"])
     assert ALGORITHMS[0] == "auto"
+
+
+# ------------------------------------------------------------ generated rings vs their DAG
+
+def _dag_times(topo, op, n, groups=None, contention=True, **kw):
+    """Each group's time from the explicit message DAG (build_messages + simulate), the way
+    collective() ran every ring before rings were generated inside the engine."""
+    from hw.system.engine import simulate
+    msgs, tail, group, _, _, _ = build_messages(topo, op, n, algorithm="ring", groups=groups,
+                                                **kw)
+    res = simulate(topo, msgs, contention=contention)
+    done = res.finish_s + tail
+    return np.maximum.reduceat(done, group), res
+
+
+@pytest.mark.parametrize("spec, groups", [
+    ("ring:8", None), ("ring:5", None), ("torus2d:4x4", None), ("mesh2d:3x3", None),
+    ("switch:8", None), ("fattree:8x4", None), ("fc:6", None), ("torus2d:4x4", "rows"),
+    ("torus3d:2x3x2", None)])
+@pytest.mark.parametrize("op", ["allreduce", "reducescatter", "allgather"])
+def test_generated_rings_equal_their_message_dag(spec, groups, op):
+    """collective() generates ring reduce-scatter / all-gather / all-reduce inside the engine
+    (hw.system.engine.RingProgram); the times, link bytes and event batches must equal the
+    explicit DAG of collective_schedules._ring_steps on every topology, with chunks,
+    overheads, reduction costs, concurrent groups and without contention."""
+    topo = topology_from_spec(spec)
+    if groups == "rows":
+        groups = [tuple(range(4 * r, 4 * r + 4)) for r in range(4)]
+    for chunks, kw, contention in ((1, {}, True), (3, KW, True), (2, KW, False)):
+        want, res = _dag_times(topo, op, 3e6, groups, contention, chunks=chunks, **kw)
+        got = collective(topo, op, 3e6, algorithm="ring", groups=groups, chunks=chunks,
+                         contention=contention, **kw)
+        np.testing.assert_allclose(got.group_times_s, want, rtol=1e-12, atol=0)
+        assert got.messages == len(res.finish_s) and got.events == res.events
+        assert got.max_link_utilization == pytest.approx(float(np.max(
+            res.link_bytes / (np.asarray(topo.link_bytes_per_s) * got.time_s))), rel=1e-12)
+
+
+def test_generated_ring_window_grows_when_positions_drift_apart():
+    """A link at a tenth of the bandwidth lets sends queue up at the rank before it while the
+    others run ahead: the engine's window of steps per ring position doubles until it holds
+    them, and the result still equals the DAG's."""
+    from hw.system.collective_schedules import ring_program
+    from hw.system.engine import simulate_rings
+    from dataclasses import replace
+    ring6 = topology_from_spec("ring:6")
+    gbps = np.asarray(ring6.link_gbps, dtype=float).copy()
+    gbps[0] /= 10                                   # r0 -> r1
+    topo = replace(ring6, link_gbps=gbps)
+    want, _ = _dag_times(topo, "allreduce", 3e6, chunks=4, **KW)
+    prog, _ = ring_program(topo, "allreduce", [tuple(range(6))], 3e6, 4, O, GAMMA)
+    res = simulate_rings(topo, prog)
+    assert res.window > 2
+    assert res.finish_s.max() == pytest.approx(want.max(), rel=1e-12)

@@ -83,6 +83,12 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
         if st.n_ranks != n:
             raise ValueError(f"--compare {text!r}: dp*tp*pp = {st.n_ranks}; the search has "
                              f"{n} chips")
+        gb0 = model.global_batch if global_batch is None else global_batch
+        per = st.dp * (mb or model.micro_batch)
+        if st.microbatches is not None and st.microbatches * per != gb0:
+            raise ValueError(f"--compare {text!r}: dp x m x micro-batch = "
+                             f"{st.microbatches * per}, not the searched global batch {gb0}: "
+                             f"drop m= (it follows from the batch) or give m = {gb0 / per:g}")
         wanted.append((text, st, mb))
     device = device_model(system.device, dtype_bytes)
     mem, peak = device.memory_bytes, device.peak_flops

@@ -143,7 +143,10 @@ class IntraOpPlan:
 
     def is_megatron(self) -> bool:
         """True when the plan is Megatron-LM's (column QKV/fc1, row out_proj/fc2, heads split;
-        norms and element-wise ops replicated, or token-split with sequence parallelism)."""
+        norms and element-wise ops replicated, or token-split with sequence parallelism). On
+        one device every sharding is the same, so it is Megatron's too."""
+        if self.t == 1:
+            return True
         for name, c in self.choices.items():
             want = {"qkv": "col", "fc1": "col", "out_proj": "row", "fc2": "row"}
             key = name.rsplit(".", 1)[-1]
@@ -346,17 +349,27 @@ class IntraOpProblem:
         r = f if self._recomputed(c.op) else 0.0
         return f + b + r + self._comm("allreduce", c.grad_sync_bytes)
 
-    def _edge_colls(self, producer_out: str, read: str, nbytes: float):
+    def _rerun(self, ci: int, src: int) -> bool:
+        """Whether the edge from op ``src`` (-1: the layer input) into op ``ci`` runs its
+        forward collectives again in the backward pass: always with full recomputation; with
+        selective, when both ends are recomputed (an edge into the recomputed attention core
+        from a kept op reads the saved input, already in its layout)."""
+        if self.recompute == "full":
+            return True
+        return (self.recompute == "selective" and src >= 0
+                and self._recomputed(self.ops[ci]) and self._recomputed(self.ops[src]))
+
+    def _edge_colls(self, producer_out: str, read: str, nbytes: float, rerun: bool):
         fwd, bwd = TRANSITIONS[(producer_out, read)]
         size = lambda op: nbytes / self.t if op == "alltoall" else nbytes   # noqa: E731
         f = [(op, size(op)) for op in fwd]
         b = [(op, size(op)) for op in bwd]
-        if self.recompute == "full":
+        if rerun:
             b = f + b
         return f, b
 
-    def _edge_cost(self, producer_out: str, read: str, nbytes: float) -> float:
-        f, b = self._edge_colls(producer_out, read, nbytes)
+    def _edge_cost(self, producer_out: str, read: str, nbytes: float, rerun: bool) -> float:
+        f, b = self._edge_colls(producer_out, read, nbytes, rerun)
         return sum(self._comm(op, n) for op, n in f + b)
 
     def _edge_bytes(self, src: int) -> float:
@@ -387,7 +400,7 @@ class IntraOpProblem:
         for ci, slot, src in self.edges:
             prod = boundary if src < 0 else outs[src]
             cost += self._edge_cost(prod, self.choices[ci][assign[ci]].reads[slot],
-                                    self._edge_bytes(src))
+                                    self._edge_bytes(src), self._rerun(ci, src))
         return cost, self.memory(assign, boundary)
 
     def memory(self, assign: Sequence[int], boundary: str, recompute: str | None = None) -> float:
@@ -442,7 +455,8 @@ class IntraOpProblem:
                 for ca, c in enumerate(cons):
                     col = len(cols_cost)
                     y[(pa, ca)] = col
-                    cols_cost.append(self._edge_cost(pout, c.reads[slot], nbytes))
+                    cols_cost.append(self._edge_cost(pout, c.reads[slot], nbytes,
+                                                     self._rerun(ci, src)))
                     lower.append(0.0)
                     upper.append(1.0)
                     integer.append(False)
@@ -527,7 +541,8 @@ class IntraOpProblem:
         fwd_c, bwd_c = [], []
         for ci, slot, src in self.edges:
             prod = boundary if src < 0 else outs[src]
-            f, b = self._edge_colls(prod, chosen[ci].reads[slot], self._edge_bytes(src))
+            f, b = self._edge_colls(prod, chosen[ci].reads[slot], self._edge_bytes(src),
+                                    self._rerun(ci, src))
             fwd_c += f
             bwd_c += b
         bwd_c += [("allreduce", c.grad_sync_bytes) for c in chosen if c.grad_sync_bytes]

@@ -52,6 +52,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from compiler.parallel.strategy import _BOOL
+from hw.validate import _number_in
 
 __all__ = ["InputPipeline", "GradCompression", "KernelLaunch", "HostOffload", "COMPRESSIONS",
            "LAUNCH_MODES", "statistical_efficiency", "goodput", "parse_options"]
@@ -61,11 +62,9 @@ LAUNCH_MODES = ("eager", "sync", "graph")
 
 
 def _num(where: str, key: str, v, lo: float, hi: float = 1e15, *, lo_open: bool = False):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (
-            v <= lo if lo_open else v < lo) or v > hi:
-        rel = ">" if lo_open else ">="
-        raise ValueError(f"{where}: {key} = {v!r}: must be a number {rel} {lo:g} and <= {hi:g}")
-    return float(v)
+    """A finite number in [lo, hi] (``(lo, hi]`` with ``lo_open``): the config checker's rule
+    and message (:mod:`hw.validate`)."""
+    return _number_in(v, key, where, lo, hi, lo_open=lo_open)
 
 
 @dataclass(frozen=True)

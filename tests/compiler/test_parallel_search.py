@@ -118,6 +118,8 @@ def test_ilp_finds_megatron_on_a_large_layer(rc, boundary):
     plan = prob.solve()
     assert plan.is_megatron() and plan.boundary == boundary
     assert plan.choices == prob.megatron(boundary).choices
+    one = IntraOpProblem(m.layer_ops(1), 1, roofline, _mesh_comm(1), recompute=rc).solve()
+    assert one.is_megatron() and one.comm_s == 0       # one device: every sharding is the same
     assert plan.choices["layer.attn.scores"] == "head"
     s, h, a, f = m.seq_len, m.hidden, m.heads, m.ffn
     assert plan.activation_bytes == pytest.approx(activation_bytes_per_layer(
@@ -323,7 +325,7 @@ def test_alltoall_edges_count_their_bytes():
     from compiler.parallel.formulas import collective_sent_bytes
     assert collective_sent_bytes("alltoall", 1000.0, 4) == 750.0
     prob = IntraOpProblem(TINY.layer_ops(1), 4, roofline, _mesh_comm(4))
-    f, b = prob._edge_colls("T", "F", 4096.0)
+    f, b = prob._edge_colls("T", "F", 4096.0, rerun=False)
     assert f == [("alltoall", 1024.0)] and b == [("alltoall", 1024.0)]
 
 
@@ -347,3 +349,26 @@ def test_layers_that_do_not_split_are_not_memory_failures():
     assert res.pruned_memory == 0 and {r["pp"] for r in res.losers} == {1}
     with pytest.raises(ValueError, match="no strategy of the search space applies"):
         search_plans(m5, 4, roofline, alpha_beta, space=SearchSpace(tp=(3,)))
+
+
+def test_selective_recompute_reruns_collectives_inside_the_attention_core():
+    """Selective recomputation runs the attention core (scores, softmax, dropout, context)
+    again before the backward (Korthikanti et al. §4.2): a resharding between two of those ops
+    runs its forward collectives again too; edges from kept ops read saved inputs and do not."""
+    ops = get_model("gpt2-small").layer_ops(1)
+    comm = lambda op, n: 1e-6 + n / 1e11          # noqa: E731
+    probs = {rc: IntraOpProblem(ops, 4, roofline, comm, recompute=rc)
+             for rc in ("none", "selective")}
+    meg = probs["none"].megatron("R")
+    names = [op.name for op in probs["none"].ops]
+    assign = []
+    for i, name in enumerate(names):
+        want = "tok" if name.endswith("attn.softmax") else meg.choices[name]
+        assign.append([c.name for c in probs["none"].choices[i]].index(want))
+    plans = {rc: p.plan(assign, "R") for rc, p in probs.items()}
+    inner = [c for c in plans["none"].fwd_collectives]
+    assert len(inner) > len(meg.fwd_collectives)          # softmax by tokens reshards twice
+    extra = len(plans["selective"].bwd_collectives) - len(plans["none"].bwd_collectives)
+    assert extra == len(inner) - len(meg.fwd_collectives)
+    # Megatron's own sharding has no resharding inside the core: nothing to re-run
+    assert len(probs["selective"].megatron("R").bwd_collectives) == len(meg.bwd_collectives)

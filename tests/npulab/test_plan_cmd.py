@@ -92,6 +92,8 @@ def test_compare_times_a_hand_written_plan(capsys):
     (("--recompute", "some"), "recompute"),
     (("--compare", "dp=2@x"), "the micro-batch after '@' must be an integer"),
     (("--compare", "dp=2"), "dp*tp*pp = 2; the search has 4 chips"),
+    (("--compare", "dp=4,m=2@1"), "dp x m x micro-batch = 8, not the searched global batch 16: "
+                                  "drop m= (it follows from the batch) or give m = 4"),
     (("--global-batch", "0"), "--global-batch 0: must be an integer >= 1"),
 ])
 def test_bad_input_is_one_line(capsys, argv, msg):
@@ -143,7 +145,7 @@ def test_system_input_pipeline_and_compression(capsys):
     assert js["input_pipeline"]["host_link_gbps"] == pytest.approx(31.5 * 0.8)
     assert js["comm_bytes"]["dp"] == pytest.approx(plain["comm_bytes"]["dp"] / 2 + 4, rel=1e-9)
     code, out, err = run(capsys, *base[:-2], "--compression", "topk,density=2")
-    assert code == 2 and "density = 2.0: must be a number > 0 and <= 1" in err
+    assert code == 2 and "density = 2.0: must be a number in (0, 1]" in err
 
 
 def test_system_writes_summary_trace_and_report(tmp_path, capsys):

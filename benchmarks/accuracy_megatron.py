@@ -113,7 +113,7 @@ def chip_op_time():
 
 
 def predict(system, comm_time, row, column: str, no_overlap: bool = False,
-            chip: bool = False):
+            chip: bool = False, kernels: str = "fused"):
     """``plan_step`` of one cell with ``system``'s device and the given network callback."""
     model, tp, pp, v, gpus = row[:5]
     dev = system.device
@@ -121,7 +121,7 @@ def predict(system, comm_time, row, column: str, no_overlap: bool = False,
         no_overlap_op_time(system) if no_overlap else op_time_for(system))
     return plan_step(get_model(model), strategy_text(tp, pp, v, column), gpus, None,
                      op_time, comm_time, device_mem_bytes=float(dev.mem_bytes),
-                     peak_flops=dev.peak_tflops * 1e12)
+                     peak_flops=dev.peak_tflops * 1e12, kernels=kernels)
 
 
 def calibrate(system, comm_time) -> float:
@@ -142,11 +142,11 @@ def calibrate(system, comm_time) -> float:
 
 
 def run_variant(label: str, system, comm_time, calibrated: bool,
-                no_overlap: bool = False, chip: bool = False) -> dict:
+                no_overlap: bool = False, chip: bool = False, kernels: str = "fused") -> dict:
     cells = []
     for row in ROWS:
         for column, measured in zip(COLUMNS, row[5:7]):
-            r = predict(system, comm_time, row, column, no_overlap, chip)
+            r = predict(system, comm_time, row, column, no_overlap, chip, kernels)
             err = 100.0 * (r.step_s - measured) / measured
             calib = calibrated and (row[0], column) == CALIBRATION_CELL
             cells.append({"model": row[0], "column": column, "measured_s": measured,
@@ -227,7 +227,16 @@ def main() -> None:
             "calculon-no-overlap, NVLink efficiency 0.6",
             replace(selene_nvlink(selene, 0.6), device=DEVICES["a100-calculon"]),
             comm_time_for(selene_nvlink(selene, 0.6)), calibrated=False, no_overlap=True),
+        # Megatron-LM's fused kernels (bias-GeLU, bias-dropout-add, scale-mask-softmax) run
+        # as separate kernels: what the bias adds, hidden dropouts and masks cost unfused
+        "calculon-curves, unfused kernels": run_variant(
+            "calculon-curves, unfused kernels", replace(selene, device=DEVICES["a100-calculon"]),
+            comm_sim, calibrated=False, kernels="unfused"),
     }
+    if args.chip:
+        sens["a100_like-simulated, unfused kernels"] = run_variant(
+            "a100_like-simulated, unfused kernels", selene, comm_sim, calibrated=False,
+            chip=True, kernels="unfused")
     wall = time.perf_counter() - t0
 
     d = selene.topology.describe()

@@ -156,12 +156,13 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
          algorithm: str = "auto", dtype_bytes: int = 2, microbatches: int | None = None,
          op_time: Callable | None = None, input_pipeline=None,
          compression=None, timeline: bool = False, launch=None,
-         sharding: str = "megatron") -> SystemPlan:
+         sharding: str = "megatron", kernels: str = "fused") -> SystemPlan:
     """Plan one training step of ``model`` on ``system`` with ``strategy`` (ranks 0..N-1 of the
     system, N = dp*tp*pp), and the same global batch on one chip for the scaling efficiency
     (with the same input pipeline: one loader feeds it). ``sharding="ilp"`` shards each layer
     as the plan search's integer program does (:mod:`compiler.parallel.intra_op`, on one
-    tensor-parallel group of this network) instead of Megatron-LM's split."""
+    tensor-parallel group of this network) instead of Megatron-LM's split; ``kernels``:
+    :func:`~compiler.parallel.step.plan_step`'s (fused or unfused element-wise work)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if microbatches is not None:
@@ -193,13 +194,13 @@ def plan(system: SystemConfig, model, strategy: Strategy | str, *, comm_mode: st
     report = plan_step(model, strategy, n, None, op_time, comm_time, device_mem_bytes=mem,
                        dtype_bytes=dtype_bytes, peak_flops=peak, input_pipeline=input_pipeline,
                        compression=compression, timeline=timeline, launch=launch,
-                       host=host_for(system), layer_plan=layer_plan)
+                       host=host_for(system), layer_plan=layer_plan, kernels=kernels)
     # One chip, same samples per step: every micro-batch of every replica runs on it.
     one = Strategy(dp=1, tp=1, pp=1, microbatches=report.microbatches * strategy.dp,
                    schedule=strategy.schedule, recompute=strategy.recompute)
     baseline = plan_step(model, one, 1, None, op_time, comm_time, device_mem_bytes=mem,
                          dtype_bytes=dtype_bytes, peak_flops=peak,
-                         input_pipeline=input_pipeline, launch=launch)
+                         input_pipeline=input_pipeline, launch=launch, kernels=kernels)
     if not math.isfinite(report.step_s):
         raise ValueError("plan: step time is not finite")
     return SystemPlan(system, report, baseline, comm_mode)

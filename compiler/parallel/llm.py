@@ -135,6 +135,36 @@ class TransformerModel:
                                      sequence_parallel=sequence_parallel, fused_qkv=True,
                                      attn_dropout=True)
 
+    def unfused_ops(self, tp: int = 1, *, micro_batch: int | None = None,
+                    sequence_parallel: bool = False, prefix: str = "layer") -> list[Op]:
+        """The element-wise work of one layer that :meth:`layer_ops` folds into Megatron-LM's
+        fused kernels (Shoeybi et al. 2019's code: ``bias_gelu``, ``bias_dropout_add``,
+        ``FusedScaleMaskSoftmax``; the QKV bias in the GEMM), as the separate kernels an
+        unfused implementation runs: the four linear layers' bias adds, the two hidden
+        dropouts before the residual adds, and the attention scores' 1/sqrt(d) scale and
+        additive mask. Sizes on one of ``tp`` ranks (bias and dropout after a row-parallel layer
+        on the full tensor, or its sequence shard with sequence parallelism)."""
+        b = self.micro_batch if micro_batch is None else micro_batch
+        _check_int(self.name, "micro_batch", b)
+        self._check_tp(tp)
+        from compiler.ir import Binary, Eltwise
+        tokens, h, a, s = b * self.seq_len, self.hidden, self.heads, self.seq_len
+        row = tokens * h // tp if sequence_parallel else tokens * h
+        scores = b * (a // tp) * s * s
+        return [
+            Binary(name=f"{prefix}.attn.qkv_bias", fn="add", elements=tokens * 3 * h // tp,
+                   other_elements=3 * h // tp),
+            Binary(name=f"{prefix}.attn.scale", fn="mul", elements=scores, other_elements=1),
+            Binary(name=f"{prefix}.attn.mask", fn="add", elements=scores,
+                   other_elements=s * s),
+            Binary(name=f"{prefix}.attn.out_bias", fn="add", elements=row, other_elements=h),
+            Eltwise(name=f"{prefix}.attn.hidden_dropout", op="dropout", elements=row),
+            Binary(name=f"{prefix}.ffn.fc1_bias", fn="add", elements=tokens * self.ffn // tp,
+                   other_elements=self.ffn // tp),
+            Binary(name=f"{prefix}.ffn.fc2_bias", fn="add", elements=row, other_elements=h),
+            Eltwise(name=f"{prefix}.ffn.hidden_dropout", op="dropout", elements=row),
+        ]
+
     def embedding_ops(self, tp: int = 1, *, micro_batch: int | None = None) -> list[Op]:
         """First pipeline stage: the token + position embedding lookup."""
         b = self.micro_batch if micro_batch is None else micro_batch

@@ -84,7 +84,7 @@ from hw._lazy import lazy_module
 
 np = lazy_module("numpy")   # loaded by the first schedule: the CLI's --help lists models without it
 
-__all__ = ["OpTime", "CommTime", "StepReport", "plan_step", "optimizer_seconds"]
+__all__ = ["OpTime", "CommTime", "StepReport", "plan_step", "optimizer_seconds", "KERNELS"]
 
 OpTime = Callable[[Op], float]
 CommTime = Callable[[str, float, list], float]
@@ -126,6 +126,7 @@ class StepReport:
     input_pipeline: dict | None = None
     compression: dict | None = None
     launch: dict | None = None
+    kernels: str = "fused"        # fused (Megatron-LM's kernels) or unfused element-wise ops
     timeline: dict | None = None  # plan_step(timeline=True): compiler.parallel.timeline
 
     @property
@@ -219,6 +220,9 @@ class StepReport:
 
 
 _SELECTIVE = (".attn.scores", ".attn.softmax", ".attn.dropout", ".attn.context")
+_SELECTIVE_EXTRA = (".attn.scale", ".attn.mask")
+#: How the layer's element-wise work runs (plan_step's ``kernels``).
+KERNELS = ("fused", "unfused")
 
 
 class _Timer:
@@ -307,7 +311,8 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
               device_mem_bytes: float | None = None, dtype_bytes: int = 2, *,
               peak_flops: float | None = None, graph_batch: int | None = None,
               layer_plan=None, input_pipeline=None, compression=None,
-              timeline: bool = False, launch=None, host=None) -> StepReport:
+              timeline: bool = False, launch=None, host=None,
+              kernels: str = "fused") -> StepReport:
     """Plan one training step (module docstring). ``model``: a :class:`TransformerModel`, a
     preset name, or a :class:`compiler.ir.Graph` for one micro-batch on one rank (data
     parallelism only); ``strategy``: a :class:`Strategy` or its text form; ``rank_map[r]`` = the
@@ -324,7 +329,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     ``launch``: a :class:`~compiler.parallel.training.KernelLaunch` (what each kernel launch
     costs: eager, synchronized or CUDA graphs); ``host``: a
     :class:`~compiler.parallel.training.HostOffload`, the host a ``Strategy(offload=True)``
-    updates on (default: its defaults)."""
+    updates on (default: its defaults); ``kernels``: ``fused`` (Megatron-LM's fused
+    bias-GeLU, bias-dropout-add and scale-mask-softmax kernels: the layer's ops as
+    :meth:`~compiler.parallel.llm.TransformerModel.layer_ops` lists them) or ``unfused`` (each
+    bias add, hidden dropout, attention scale and mask is a kernel of its own, forward,
+    backward and recomputed: :meth:`~compiler.parallel.llm.TransformerModel.unfused_ops`;
+    transformer models only)."""
     if isinstance(strategy, str):
         strategy = parse_strategy(strategy)
     if not isinstance(strategy, Strategy):
@@ -364,6 +374,12 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
     if comp is not None and st.zero:
         raise ValueError(f"strategy: zero = {st.zero}: gradient compression "
                          f"({comp.kind}) compresses all-reduced gradients; use zero=0")
+    if kernels not in KERNELS:
+        raise ValueError(f"plan_step: kernels = {kernels!r}: must be one of "
+                         f"{', '.join(KERNELS)}")
+    if kernels == "unfused" and not isinstance(model, TransformerModel):
+        raise ValueError("plan_step: kernels = 'unfused' splits a transformer layer's fused "
+                         "kernels; a graph model runs its ops as they are")
     if launch is not None and not isinstance(launch, KernelLaunch):
         raise ValueError(f"plan_step: launch = {launch!r}: must be a KernelLaunch")
     if launch is not None:
@@ -430,6 +446,14 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
             tr_l = timer.total(op for op in fwd if op.name.endswith(_SELECTIVE))
         else:
             tr_l = 0.0
+        if kernels == "unfused":
+            extra = model.unfused_ops(tp, sequence_parallel=sp)
+            tf_l += timer.total(extra)
+            tb_l += timer.total(backward_ops(Graph("unfused", tuple(extra))).ops)
+            if st.recompute == "full":
+                tr_l += timer.total(extra)
+            elif st.recompute == "selective":      # the scale and mask are attention core
+                tr_l += timer.total(op for op in extra if op.name.endswith(_SELECTIVE_EXTRA))
         emb = model.embedding_ops(tp)
         head = model.head_ops(tp)
         emb_f, emb_b = timer.total(emb), timer.total(backward_ops(Graph("e", tuple(emb))).ops)
@@ -702,7 +726,7 @@ def plan_step(model, strategy, n_ranks: int, rank_map: Sequence[int] | None = No
         input_load_s=input_load_s, compress_s=float(compress_s.max()),
         input_pipeline=input_pipeline.to_dict() if input_pipeline is not None else None,
         compression=compression.to_dict() if compression is not None else None,
-        launch=launch.to_dict() if launch is not None else None,
+        launch=launch.to_dict() if launch is not None else None, kernels=kernels,
         timeline=None if not timeline else step_timeline(
             tasks=res.tasks, pp=pp, nv=nv, segs_f=segs_f, segs_b=segs_b, send=send,
             dp_events=dp_events, emb_sync=emb_sync, opt=opt, makespan=makespan, dp_s=dp_s,

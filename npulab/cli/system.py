@@ -164,6 +164,10 @@ def add_parser(subparsers) -> None:
                    help="kernel launch cost: eager (async: a kernel takes at least a launch), "
                         "sync (a launch added to every kernel) or graph (CUDA graphs: one launch "
                         "per forward/backward pass); launch_us default 5 (an estimate)")
+    s.add_argument("--kernels", choices=("fused", "unfused"), default="fused",
+                   help="a transformer layer's element-wise work: Megatron-LM's fused kernels "
+                        "(bias-GeLU, bias-dropout-add, scale-mask-softmax; default) or each bias "
+                        "add, dropout, attention scale and mask as a kernel of its own")
     s.add_argument("--sharding", choices=("megatron", "ilp"), default="megatron",
                    help="how each layer is split over the tp ranks: Megatron-LM's column/row "
                         "split (default) or the plan search's integer program (what npulab "
@@ -252,7 +256,8 @@ def cmd_system(args) -> int:
         if args.launch is not None else None
     result = plan(system, model, args.strategy, comm_mode=args.comm, algorithm=args.algorithm,
                   microbatches=args.microbatches, input_pipeline=ip, compression=comp,
-                  timeline=bool(args.output), launch=launch, sharding=args.sharding)
+                  timeline=bool(args.output), launch=launch, sharding=args.sharding,
+                  kernels=args.kernels)
     r = result.report
     status = _fit_status(r, args.strict)
     if args.output:
@@ -267,7 +272,8 @@ def cmd_system(args) -> int:
     print(f"npulab system: {r.model} on {system.name} ({r.n_ranks} of "
           f"{system.topology.n_ranks} chips: dp={st['dp']} tp={st['tp']} pp={st['pp']}"
           f"{' zero=' + str(st['zero']) if st['zero'] else ''}, {r.microbatches} micro-batches, "
-          f"{st['schedule']}{_extras(st)}, recompute={st['recompute']}; collectives: {args.comm})")
+          f"{st['schedule']}{_extras(st)}, recompute={st['recompute']}"
+          f"{', unfused kernels' if r.kernels == 'unfused' else ''}; collectives: {args.comm})")
     rows = [("step time", f"{r.step_s * 1e3:,.3f} ms"),
             ("  compute", f"{r.compute_s * 1e3:,.3f} ms (recompute {r.recompute_s * 1e3:,.3f} ms)"),
             ("  exposed communication", f"{r.exposed_comm_s * 1e3:,.3f} ms (tp "

@@ -362,3 +362,24 @@ def test_chip_device_compute_is_the_sum_of_simulated_ops(capsys):
         total += cycles[key]
     assert doc["compute_s"] == pytest.approx(total / chip.clock_hz, rel=1e-9)
     assert doc["compute_s"] > 0 and math.isfinite(doc["step_s"])
+
+
+def test_kernels_option_times_unfused_element_wise_work(capsys):
+    """--kernels unfused adds the element-wise kernels Megatron-LM fuses (compute grows, the
+    communication does not change) and says so in the header; a CNN has no fused kernels to
+    split: one line."""
+    base = ["system", "--system", "hgx-a100-4", "--model", "gpt2-small", "--strategy",
+            "dp=2,tp=2", "--comm", "analytic", "--format", "json"]
+    out = {}
+    for k in ("fused", "unfused"):
+        assert main(base + ["--kernels", k]) == 0
+        out[k] = json.loads(capsys.readouterr().out)
+    assert out["unfused"]["kernels"] == "unfused" and out["fused"]["kernels"] == "fused"
+    assert out["unfused"]["compute_s"] > out["fused"]["compute_s"]
+    assert out["unfused"]["exposed_tp_s"] == pytest.approx(out["fused"]["exposed_tp_s"])
+    assert main(base[:-2] + ["--kernels", "unfused"]) == 0
+    assert "unfused kernels" in capsys.readouterr().out.splitlines()[0]
+    code = main(["system", "--system", "hgx-a100-4", "--model", "resnet50", "--strategy",
+                 "dp=4", "--kernels", "unfused"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "kernels = 'unfused'" in err

@@ -283,10 +283,16 @@ def _share(op, split: Split, fraction: float | None = None):
 
 
 def _elements(op, elements: int):
+    """``op`` cut to ``elements`` outputs. A broadcast ``Binary`` (a bias row of
+    ``other_elements``) keeps whole rows: a share of at least one row is rounded up to whole
+    rows (so the row still divides it), a smaller share reads that part of one row."""
     if isinstance(op, Binary) and op.other_elements == op.elements:
         return replace(op, elements=elements, other_elements=elements)
     if isinstance(op, Binary) and op.other_elements is not None:
-        return replace(op, elements=elements, other_elements=min(op.other_elements, elements))
+        row = op.other_elements
+        if elements < row:
+            return replace(op, elements=elements, other_elements=elements)
+        return replace(op, elements=min(op.elements, -(-elements // row) * row))
     return replace(op, elements=elements)
 
 

@@ -130,6 +130,20 @@ def test_a_split_covers_the_op_with_at_most_the_cores(cores, m, n, k, batch):
     assert choose_split(op, chip) == split                                # deterministic
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([2, 4, 6, 8]), st.integers(1, 64), st.integers(1, 3000))
+def test_a_broadcast_binary_shares_whole_rows(cores, rows, row):
+    """A bias add (a row of ``row`` elements broadcast over ``rows`` rows) split over cores:
+    each share holds whole rows (the row divides it) and the shares cover the op; a share
+    smaller than one row reads that part of the row (here: one row over many cores)."""
+    from compiler.ir import Binary
+    op = Binary(name="bias", fn="add", elements=rows * row, other_elements=row)
+    share = share_graph(Graph("x", (op,)), _chip(cores))[0].ops[0]
+    assert share.elements % share.other_elements == 0
+    assert share.elements * cores >= op.elements and share.elements <= op.elements
+    assert share.other_elements == row or share.other_elements == share.elements < row
+
+
 def test_copies_follow_what_the_cores_share():
     s = Split(m=3, n=4, g=2)
     assert (s.copies(Operand.IFMAP), s.copies(Operand.FILTER), s.copies(Operand.OFMAP)) == (6, 8, 24)

@@ -35,7 +35,8 @@ Everything goes through the same code a user runs (``npulab.system_run``):
 
 Sensitivity runs: (b) with ``mode="analytic"`` collectives (alpha-beta closed forms on the same
 links) instead of the simulated network; (c') with Calculon's NVLink efficiency (0.6) instead of
-selene.toml's 0.8.
+selene.toml's 0.8; (c) and, with ``--chip``, (d) with ``kernels="unfused"`` (the bias adds,
+hidden dropouts and attention scale and mask that Megatron-LM fuses, as kernels of their own).
 
 Reported: predicted vs measured step time for each cell, error %, mean / max |error| over the
 validation cells (7 for (b), 8 for the others), next to Calculon's 3.65 % mean / 8.87 % max,

@@ -137,7 +137,8 @@ def _print(ps, args) -> None:
                                 f"{_gb(r.device_mem_bytes or 0)} GB"),
             ("layer sharding", ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in
                                          best.layer_plan.choices.items())
-             + (" (Megatron-LM's)" if best.layer_plan.is_megatron() else ""))]
+             + (" (Megatron-LM's)" if best.layer_plan.is_megatron() and best.strategy.tp > 1
+                else ""))]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")

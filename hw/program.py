@@ -208,15 +208,18 @@ class ProgramBuilder:
         return index
 
     def transfer(self, kind: Kind, operand: Operand, location: Location, layer: int, box,
-                 deps=(), tile=(0, 0, 0, 0)) -> int:
-        """``box = (addr, n2, stride2, n1, stride1, chunk_bytes)``."""
+                 deps=(), tile=(0, 0, 0, 0), split_as: Operand | None = None) -> int:
+        """``box = (addr, n2, stride2, n1, stride1, chunk_bytes)``. ``split_as``: the operand
+        whose split across cores this data follows, when not its own (a vector op's second
+        operand streamed with its tiles is split like the first, not shared like weights)."""
         engine = _E_STORE if kind == _K_STORE or kind == _K_HOST_OUT else _E_LOAD
         addr, n2, s2, n1, s1, chunk = box
         g, m, n, k = tile
         copies = 1
         place = self.placement
         if place is not None:
-            location, copies = place.route(kind, operand, location, box)
+            location, copies = place.route(kind, operand if split_as is None else split_as,
+                                           location, box)
         index = self._add(deps, _row(engine, kind, operand, location, layer, addr, n2, s2, n1,
                                      s1, chunk, tile_g=g, tile_m=m, tile_n=n, tile_k=k,
                                      copies=copies))

@@ -254,7 +254,8 @@ def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: C
         if tl.b_box is not None:
             sb = next_slot("filter")
             deps.append(pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer, tl.b_box,
-                                    deps=deps0 + [last_use["filter"][sb]], tile=tl.index))
+                                    deps=deps0 + [last_use["filter"][sb]], tile=tl.index,
+                                    split_as=Operand.IFMAP))     # each core its own slice
         if plan.b_once_bytes and (tl.b_box is None or once_addr is not None):
             if kept_b is None:
                 kept_b = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,

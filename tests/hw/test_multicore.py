@@ -144,6 +144,21 @@ def test_a_broadcast_binary_shares_whole_rows(cores, rows, row):
     assert share.other_elements == row or share.other_elements == share.elements < row
 
 
+@pytest.mark.parametrize("l2_kib", [0, 4096])
+def test_a_streamed_second_operand_is_split_like_the_first_not_shared(l2_kib):
+    """A residual add's two operands are both split over the cores (each core reads its own
+    slice of each, once, from DRAM: 2 tensors in all, with or without an L2); a broadcast bias
+    is the same for every core: read once through an L2, once per core without one."""
+    from compiler.ir import Binary
+    chip = _chip(4, l2_kib)
+    n = 1 << 20
+    add = simulate(Graph("g", (Binary(name="add", fn="add", elements=n),)), chip).totals
+    assert add["dram_read_bytes"] == 2 * n and add["dram_write_bytes"] == n
+    bias = simulate(Graph("g", (Binary(name="b", fn="add", elements=n, other_elements=1024),)),
+                    chip).totals
+    assert bias["dram_read_bytes"] == n + 1024 * (1 if l2_kib else 4)
+
+
 def test_copies_follow_what_the_cores_share():
     s = Split(m=3, n=4, g=2)
     assert (s.copies(Operand.IFMAP), s.copies(Operand.FILTER), s.copies(Operand.OFMAP)) == (6, 8, 24)

@@ -1,7 +1,7 @@
 """Register-level model throughput: PE-cycles simulated per second of ``run_gemm``.
 
-For each array (16x16, 32x32, 128x128) and dataflow (os, ws, is) in int8, plus fp16 and int16
-on 32x32, it times ``hw.systolic.regmodel.run_gemm`` on one square GEMM (default
+For each array (16x16, 32x32, 128x128) and dataflow (os, ws, is) in int8, plus fp16, int16,
+bf16 and the two fp8 formats on 32x32 (issue 27: fp8 no more than 30 % slower than int8), it times ``hw.systolic.regmodel.run_gemm`` on one square GEMM (default
 512 x 512 x 512, about 1.3e8 PE-cycles per call on every array size, so per-call overhead is
 amortized): one warm-up call first (numba JIT / cache load), then the best of 3.
 Throughput = rows * cols * cycles / seconds, against the target of 2e8 PE-cycles/s on one core
@@ -27,20 +27,23 @@ import numpy as np
 
 from benchutil import best_of, calibrated_inner, geomean, machine, table, write_results
 
+from hw.numerics import FLOAT_FORMATS
 from hw.systolic.config import ArrayConfig
 from hw.systolic.regmodel import run_gemm
 from hw.systolic.timing import gemm_timing
 
 TARGET = 2e8  # PE-cycles per second on one core
 CASES = ([(side, df, "int8") for side in (16, 32, 128) for df in ("os", "ws", "is")]
-         + [(32, df, prec) for prec in ("fp16", "int16") for df in ("os", "ws", "is")])
+         + [(32, df, prec) for prec in ("fp16", "int16", "bf16", "fp8_e4m3", "fp8_e5m2")
+            for df in ("os", "ws", "is")])
 
 
 def operands(precision: str, m: int, n: int, k: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    if precision == "fp16":
-        return (rng.standard_normal((m, k)).astype(np.float16),
-                rng.standard_normal((k, n)).astype(np.float16))
+    if precision in FLOAT_FORMATS:
+        dt = FLOAT_FORMATS[precision].dtype
+        return (rng.standard_normal((m, k)).astype(np.float32).astype(dt),
+                rng.standard_normal((k, n)).astype(np.float32).astype(dt))
     info = np.iinfo(np.int8 if precision == "int8" else np.int16)
     dtype = np.int8 if precision == "int8" else np.int16
     return (rng.integers(info.min, info.max, (m, k), dtype=dtype, endpoint=True),

@@ -30,6 +30,20 @@ Floating point conventions (fp16 operands, fp32 accumulation)
   bit for bit for every input. :func:`fp16_bits_to_fp32` is exact, NaN sign and payload included (read the result inside
   Numba or from a float32 array: returning a float32 to Python widens it to a float64, which
   quiets a signalling NaN).
+
+Low-bit floating point (bf16, OCP fp8 E4M3 and E5M2)
+----------------------------------------------------
+* Formats (:data:`FLOAT_FORMATS`): bfloat16 (8 exponent bits, 7 fraction bits, the range of
+  fp32), OCP 8-bit floats E4M3 (4/3, bias 7, max 448, no infinity: the all-ones pattern is NaN)
+  and E5M2 (5/2, bias 15, max 57344, IEEE-like inf and NaN) (OCP "8-bit Floating Point
+  Specification (OFP8)" 1.0, 2023).
+* Conversions are ``ml_dtypes``'s (the library JAX and TensorFlow use): round to nearest even,
+  subnormals kept; out of range, E4M3 becomes NaN (it has no infinity) and bf16 / E5M2 become
+  inf. :func:`to_float_format` rounds, :func:`float_representable` tests exactness.
+* A MAC multiplies in fp32 (rounded once) and adds in fp32 (:func:`float_mac`). For fp16 and
+  both fp8 formats the product is exact (at most 11-bit significands, exponents well inside
+  fp32's), so the rule equals a fused multiply-add into fp32; for bf16 the product is exact
+  too unless it overflows or underflows fp32 (8-bit significands, fp32's exponent range).
 """
 
 from __future__ import annotations
@@ -54,6 +68,11 @@ __all__ = [
     "fp32_to_fp16_bits",
     "fp16_bits_to_fp32",
     "MAX_ROUND_SHIFT",
+    "FLOAT_FORMATS",
+    "FloatFormat",
+    "to_float_format",
+    "float_representable",
+    "float_mac",
 ]
 
 #: Largest shift :func:`round_shift` accepts; larger shifts round every int64 to 0 or +-1.
@@ -242,3 +261,71 @@ def fp16_bits_to_fp32(h):
             return np.array([bits], np.uint32).view(np.float32)[0]
         return np.float32(sign * np.inf)
     return np.float32(sign * (1024 + mant) * 2.0 ** (exp - 25))
+
+
+# ---------------------------------------------------------------------- low-bit floating point
+
+class FloatFormat:
+    """A floating-point operand format: ``name``, exponent and fraction bits, largest finite
+    value, whether it has an infinity, and its ``ml_dtypes`` / numpy dtype name."""
+
+    __slots__ = ("name", "exponent_bits", "fraction_bits", "max", "has_inf", "dtype_name")
+
+    def __init__(self, name, exponent_bits, fraction_bits, max_value, has_inf, dtype_name):
+        self.name, self.exponent_bits, self.fraction_bits = name, exponent_bits, fraction_bits
+        self.max, self.has_inf, self.dtype_name = max_value, has_inf, dtype_name
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.exponent_bits + self.fraction_bits
+
+    @property
+    def dtype(self):
+        """The numpy dtype holding values of this format (``ml_dtypes`` for bf16 and fp8)."""
+        if self.dtype_name == "float16":
+            return np.dtype(np.float16)
+        import ml_dtypes
+        return np.dtype(getattr(ml_dtypes, self.dtype_name))
+
+    def __repr__(self) -> str:
+        return (f"FloatFormat({self.name}: 1 sign, {self.exponent_bits} exponent, "
+                f"{self.fraction_bits} fraction bits, max {self.max:g})")
+
+
+#: The floating-point operand formats, by precision name.
+FLOAT_FORMATS = {
+    "fp16": FloatFormat("fp16", 5, 10, 65504.0, True, "float16"),
+    "bf16": FloatFormat("bf16", 8, 7, float.fromhex("0x1.fep127"), True, "bfloat16"),
+    "fp8_e4m3": FloatFormat("fp8_e4m3", 4, 3, 448.0, False, "float8_e4m3fn"),
+    "fp8_e5m2": FloatFormat("fp8_e5m2", 5, 2, 57344.0, True, "float8_e5m2"),
+}
+
+
+def _format(name) -> FloatFormat:
+    fmt = FLOAT_FORMATS.get(getattr(name, "value", name))
+    if fmt is None:
+        raise ValueError(f"float format = {name!r}: must be one of {', '.join(FLOAT_FORMATS)}")
+    return fmt
+
+
+def to_float_format(x, name) -> np.ndarray:
+    """``x`` rounded to format ``name`` (module docstring), as float32 (exact)."""
+    fmt = _format(name)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(fmt.dtype).astype(np.float32)
+
+
+def float_representable(x, name) -> np.ndarray:
+    """Which elements of ``x`` the format holds exactly (NaN counts as representable)."""
+    arr = np.asarray(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = arr.astype(_format(name).dtype).astype(arr.dtype)
+        return (back == arr) | np.isnan(arr)
+
+
+@njit(cache=True)
+def float_mac(acc, a, b):
+    """``acc + a * b`` with the product and the sum each rounded to fp32 (the MAC of every
+    floating-point precision; module docstring). ``a``, ``b``: values of the operand format."""
+    p = np.float32(np.float32(a) * np.float32(b))
+    return np.float32(np.float32(acc) + p)

@@ -85,7 +85,8 @@ class HardwareFacts:
         """Any chip from its spec alone: its engines' MAC units, every on-chip memory level
         (an access touches one bank) and its DRAM preset; 32-bit accumulators, no per-MAC
         register rule."""
-        bits = {"int8": 8, "int16": 16, "fp16": 16, "fp32": 32}
+        bits = {"int8": 8, "int16": 16, "fp16": 16, "bf16": 16, "fp8_e4m3": 8, "fp8_e5m2": 8,
+                "fp32": 32}
         if precision not in bits:
             raise ValueError(f"precision = {precision!r}: must be one of {', '.join(bits)}")
         return cls(precision=precision, operand_bits=bits[precision], acc_bits=32,
@@ -200,7 +201,7 @@ def energy_rates(tech: Technology, facts: HardwareFacts, *, dram_kind: str | Non
     :class:`~hw.energy.EnergyError` naming the table and the allowed types."""
     precision, acc = facts.precision, facts.acc_bits
     implied = dram_kind or dram_kind_for_preset(facts.dram_preset)
-    fp = precision in ("fp16", "fp32")
+    fp = precision not in ("int8", "int16")
     vector = (tech.add_pj("fp", 32) + tech.mult_pj("fp", 32)) if fp else \
         (tech.add_pj("int", 32) + tech.mult_pj("int", 16))
     registers = {}

@@ -36,7 +36,7 @@ __all__ = ["Technology", "EnergyError", "load_technology", "technology_names",
 DEFAULT_TECHNOLOGY = "16nm"
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-PRECISIONS = ("int8", "int16", "fp16", "fp32")
+PRECISIONS = ("int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32")
 DRAM_KINDS = ("ddr4", "lpddr4", "lpddr5", "hbm2", "hbm3")
 LINK_KINDS = ("on_package", "nvlink", "pcie")
 _SECTIONS = ("technology", "sources", "ops", "register", "sram", "dram", "link", "area", "static")
@@ -174,8 +174,9 @@ class Technology:
         raise EnergyError(f"vector operation {op!r}: unknown")
 
     def mac_pj(self, precision: str, acc_bits: int | None = None) -> float:
-        """One multiply-accumulate of ``precision`` (int8, int16, fp16, fp32) into an
-        accumulator of ``acc_bits`` (integer precisions; default 32 for int8, 48 for int16)."""
+        """One multiply-accumulate of ``precision`` (:data:`PRECISIONS`) into an accumulator of
+        ``acc_bits`` (integer precisions; default 32 for int8, 48 for int16; the floating-point
+        ones accumulate in fp32). bf16 and fp8 multiplies are estimates (see ``_mac_parts``)."""
         kind, bits, acc_kind, acc = _mac_parts(precision, acc_bits)
         return self.mult_pj(kind, bits) + self.add_pj(acc_kind, acc)
 
@@ -258,8 +259,14 @@ def _mac_parts(precision: str, acc_bits: int | None):
         return "int", 8, "int", acc_bits or 32
     if precision == "int16":
         return "int", 16, "int", acc_bits or 48
-    if precision == "fp16":
+    if precision in ("fp16", "bf16"):
+        # estimate for bf16: costed as an fp16 multiply (its 8-bit significands make a smaller
+        # multiplier array than fp16's 11-bit ones, so this is an upper bound)
         return "fp", 16, "fp", 32
+    if precision in ("fp8_e4m3", "fp8_e5m2"):
+        # estimate: an fp8 multiply (a 4x4 or 3x3 significand product and a 5-bit exponent add)
+        # costed as an 8-bit integer multiply, an upper bound; accumulation in fp32
+        return "int", 8, "fp", 32
     if precision == "fp32":
         return "fp", 32, "fp", 32
     raise EnergyError(f"precision = {precision!r}: must be one of {', '.join(PRECISIONS)}")

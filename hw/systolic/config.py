@@ -30,23 +30,28 @@ class Dataflow(str, enum.Enum):
 
 
 class Precision(str, enum.Enum):
-    """Operand precision. Integer operands are signed two's complement."""
+    """Operand precision. Integer operands are signed two's complement; floating-point ones are
+    IEEE fp16, bfloat16 or OCP 8-bit floats (E4M3, E5M2), multiplied and accumulated in fp32
+    (:mod:`hw.numerics`, "Floating point conventions")."""
 
     INT8 = "int8"
     INT16 = "int16"
     FP16 = "fp16"
+    BF16 = "bf16"
+    FP8_E4M3 = "fp8_e4m3"
+    FP8_E5M2 = "fp8_e5m2"
 
     @property
     def bits(self) -> int:
-        return 8 if self is Precision.INT8 else 16
+        return 8 if self in (Precision.INT8, Precision.FP8_E4M3, Precision.FP8_E5M2) else 16
 
     @property
     def is_float(self) -> bool:
-        return self is Precision.FP16
+        return self not in (Precision.INT8, Precision.INT16)
 
     @property
     def default_acc_bits(self) -> int:
-        return {Precision.INT8: 32, Precision.INT16: 64, Precision.FP16: 32}[self]
+        return 64 if self is Precision.INT16 else 32
 
     @property
     def operand_range(self) -> tuple[int, int]:
@@ -94,13 +99,15 @@ class ArrayConfig:
         output-stationary (each PE accumulates one output), ``"ws"`` weight-stationary (each PE
         holds one weight), ``"is"`` input-stationary (each PE holds one input activation).
     precision:
-        :class:`Precision` of both operands: ``"int8"``, ``"int16"`` or ``"fp16"``.
+        :class:`Precision` of both operands: ``"int8"``, ``"int16"``, ``"fp16"``, ``"bf16"``,
+        ``"fp8_e4m3"`` or ``"fp8_e5m2"``.
     acc_bits:
         Accumulator width in bits for integer precisions: twice the operand width up to 64
-        (16..64 for int8, 32..64 for int16). For fp16 it must be 32: accumulation is IEEE
-        binary32. Defaults to 32 for int8, 64 for int16.
+        (16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
+        accumulation is IEEE binary32. Defaults to 32 for int8, 64 for int16.
     overflow:
-        :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for fp16.
+        :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for the
+        floating-point precisions.
     reconfigurable:
         The array can switch its dataflow per layer, as in Eyeriss v2's flexible PEs or
         Flexagon (default False: the dataflow is fixed in silicon). It only changes what the
@@ -136,13 +143,14 @@ class ArrayConfig:
         if self.precision.is_float:
             if type(self.acc_bits) is not int or self.acc_bits != 32:
                 raise ConfigError(
-                    f"{where}: {prefix}acc_bits = {self.acc_bits!r}: fp16 accumulates in fp32, "
-                    f"so acc_bits must be 32"
+                    f"{where}: {prefix}acc_bits = {self.acc_bits!r}: {self.precision.value} "
+                    f"accumulates in fp32, so acc_bits must be 32"
                 )
             if self.overflow is not Overflow.WRAP:
                 raise ConfigError(
-                    f"{where}: {prefix}overflow = {self.overflow.value!r}: fp16 accumulates in "
-                    f"IEEE fp32 (no integer overflow mode), so overflow must be 'wrap'"
+                    f"{where}: {prefix}overflow = {self.overflow.value!r}: "
+                    f"{self.precision.value} accumulates in IEEE fp32 (no integer overflow "
+                    f"mode), so overflow must be 'wrap'"
                 )
         else:
             lo = 2 * self.precision.bits

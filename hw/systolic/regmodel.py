@@ -66,7 +66,9 @@ Numerics: integer operands are int8/int16; accumulators follow :mod:`hw.numerics
 (``acc_bits`` wide, wrapping or saturating at every addition). OS adds products in k order.
 WS/IS add down each column (k order within a fold), then add each fold's sum to the
 accumulator (k order across folds): with saturation, or in fp32, that grouping is part of the
-contract. fp16 products are exact in fp32; each addition rounds to nearest-even in fp32.
+contract. Floating-point operands (fp16, bf16, fp8 E4M3 / E5M2) enter as float32 (exact);
+each product and each addition rounds to nearest-even in fp32 (:func:`hw.numerics.float_mac`;
+products are exact except a bf16 product beyond fp32's range).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ from numba import types
 from numba.extending import overload
 
 from hw._jitcache import njit
-from hw.numerics import accumulate, observe
+from hw.numerics import FLOAT_FORMATS, accumulate, float_representable, observe, to_float_format
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
@@ -94,7 +96,7 @@ FIRST = np.uint8(2)
 LAST = np.uint8(4)
 
 def _product(x, w):
-    """Operand product: exact in 32 bits for int8/int16 operands, fp32 for fp16 operands."""
+    """Operand product: exact in 32 bits for int8/int16 operands, fp32 for float operands."""
     return x * w
 
 
@@ -573,7 +575,7 @@ class RegisterResult:
     ----------
     output:
         ``(M, N)`` (or ``(batch, M, N)``) result: int64 holding ``acc_bits``-wide values for
-        integer precisions, float32 for fp16.
+        integer precisions, float32 for the floating-point ones.
     counters:
         :class:`~hw.systolic.mapping.ArrayCounters` measured by the simulation.
     trace_value, trace_valid:
@@ -651,17 +653,18 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
                          f"or a 3-D batch of matrices")
     p = cfg.precision
     if p.is_float:
-        if arr.dtype == np.float16:
+        fmt = FLOAT_FORMATS[p.value]
+        if arr.dtype == fmt.dtype:
             return arr.astype(np.float32)
         if not np.issubdtype(arr.dtype, np.floating):
-            raise ValueError(f"operand {name}: dtype {arr.dtype}: fp16 precision takes float16 values")
-        with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are reported below
-            as16 = arr.astype(np.float16)
-            bad = ~((as16.astype(arr.dtype) == arr) | np.isnan(arr))
+            raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes "
+                             f"{fmt.dtype.name} values or floats it holds exactly")
+        bad = ~float_representable(arr, p.value)
         if bad.any():
             v = float(arr[bad].flat[0])
-            raise ValueError(f"operand {name}: value {v!r} is not exactly representable in fp16")
-        return as16.astype(np.float32)
+            raise ValueError(f"operand {name}: value {v!r} is not exactly representable in "
+                             f"{p.value}")
+        return to_float_format(arr, p.value)
     if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes integers")
     lo, hi = p.operand_range

@@ -36,6 +36,10 @@ def test_45nm_is_horowitz_isscc_2014():
     assert t.mac_pj("int8") == pytest.approx(0.2 + 0.1)
     assert t.mac_pj("fp16") == pytest.approx(1.1 + 0.9)
     assert t.mac_pj("fp32") == pytest.approx(3.7 + 0.9)
+    # bf16 and fp8 (estimates, upper bounds): an fp16 multiply / an 8-bit integer multiply,
+    # each with an fp32 add (they accumulate in fp32)
+    assert t.mac_pj("bf16") == pytest.approx(1.1 + 0.9)
+    assert t.mac_pj("fp8_e4m3") == t.mac_pj("fp8_e5m2") == pytest.approx(0.2 + 0.9)
     # int16 multiply: power law through (8, 0.2) and (32, 3.1): 0.2 * 2^(log(15.5)/log(4)).
     assert t.mac_pj("int16", 32) == pytest.approx(0.2 * 15.5 ** 0.5 + 0.1)
 

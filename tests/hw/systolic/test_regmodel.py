@@ -19,7 +19,8 @@ from hw.systolic.regmodel import run_gemm
 from hw.systolic.timing import gemm_timing
 
 DATAFLOWS = ["os", "ws", "is"]
-PRECISIONS = ["int8", "int16", "fp16"]
+PRECISIONS = ["int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+FLOATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ARRAYS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, 2), (8, 8)]
 # (batch or None for 2-D operands, M, K, N): ones, partial folds, several folds, batches.
 GEMMS = [(None, 1, 1, 1), (None, 1, 6, 1), (None, 6, 1, 5), (None, 5, 9, 1),
@@ -80,11 +81,15 @@ def gold_fp16(a, b, dataflow, rows):
 def operands(rng, precision, batch, m, k, n):
     shape_a = (m, k) if batch is None else (batch, m, k)
     shape_b = (k, n) if batch is None else (batch, k, n)
-    if precision == "fp16":
+    if precision in FLOATS:
+        from hw.numerics import FLOAT_FORMATS
+        fmt = FLOAT_FORMATS[precision]
+        span = {"fp16": 12, "bf16": 12, "fp8_e4m3": 5, "fp8_e5m2": 8}[precision]
+
         def gen(shape):
-            x = rng.standard_normal(shape) * 2.0 ** rng.integers(-12, 12, shape)
+            x = rng.standard_normal(shape) * 2.0 ** rng.integers(-span, span, shape)
             x[rng.random(shape) < 0.05] = -0.0
-            return x.astype(np.float16)
+            return x.astype(np.float32).astype(fmt.dtype)
         return gen(shape_a), gen(shape_b)
     lo, hi = (-128, 127) if precision == "int8" else (-32768, 32767)
     return rng.integers(lo, hi + 1, shape_a), rng.integers(lo, hi + 1, shape_b)
@@ -102,7 +107,7 @@ def as3(x):
 def test_random_gemms_match_gold(dataflow, precision, rows, cols):
     rng = np.random.default_rng(
         [rows, cols, PRECISIONS.index(precision), DATAFLOWS.index(dataflow)])
-    modes = ["wrap"] if precision == "fp16" else ["wrap", "saturate"]
+    modes = ["wrap"] if precision in FLOATS else ["wrap", "saturate"]
     for batch, m, k, n in GEMMS:
         a, b = operands(rng, precision, batch, m, k, n)
         for overflow in modes:
@@ -112,7 +117,7 @@ def test_random_gemms_match_gold(dataflow, precision, rows, cols):
             want_shape = (m, n) if batch is None else (batch, m, n)
             assert out.shape == want_shape
             a3, b3 = as3(a), as3(b)
-            if precision == "fp16":
+            if precision in FLOATS:
                 assert out.dtype == np.float32
                 gold = gold_fp16(a3.astype(np.float32), b3.astype(np.float32), dataflow, rows)
                 gold = gold.reshape(want_shape)
@@ -422,3 +427,69 @@ def test_snapshots_reject_fp16():
     with pytest.raises(ValueError, match="snapshots are for integer precisions"):
         run_gemm(ArrayConfig(rows=2, cols=2, precision="fp16"), np.ones((2, 2), np.float16),
                  np.ones((2, 2), np.float16), snapshots=True)
+
+
+# ------------------------------------------------------------------------------ low-bit floats
+@pytest.mark.parametrize("precision", ["fp8_e4m3", "fp8_e5m2"])
+def test_every_fp8_product_is_exact_and_accumulates_in_fp32(precision):
+    """Exhaustive: every pair of the 256 x 256 fp8 bit patterns (NaN included), as one K = 1
+    GEMM of all values against all values: each product equals the float64 product (exact in
+    fp32, hw.numerics). Then one more step: acc + a*b rounds once in fp32 (float_mac)."""
+    import ml_dtypes
+    from hw.numerics import FLOAT_FORMATS, float_mac
+    dt = FLOAT_FORMATS[precision].dtype
+    vals = np.arange(256, dtype=np.uint8).view(dt)
+    a, b = vals.reshape(256, 1), vals.reshape(1, 256)
+    cfg = ArrayConfig(rows=4, cols=4, dataflow="os", precision=precision)
+    out = run_gemm(cfg, a, b).output
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = a.astype(np.float64) @ b.astype(np.float64)
+    nan = np.isnan(exact)
+    assert np.array_equal(np.isnan(out), nan)
+    assert np.array_equal(out[~nan].astype(np.float64), exact[~nan])   # no rounding at all
+    assert ml_dtypes.finfo(dt).max == FLOAT_FORMATS[precision].max
+    acc = np.float32(1.0)
+    fin = vals[np.isfinite(vals.astype(np.float32))].astype(np.float32)
+    got = np.array([float_mac(acc, x, y) for x in fin[::7] for y in fin[::5]], np.float32)
+    want = np.array([np.float32(np.float64(acc) + np.float64(x) * np.float64(y))
+                     for x in fin[::7] for y in fin[::5]], np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8_e4m3", "fp8_e5m2"])
+def test_low_bit_floats_accept_their_dtype_and_exact_floats_only(precision):
+    """Operands are the format's ml_dtypes arrays or floats it holds exactly; anything else is
+    a one-line error naming the value and the format (no warning)."""
+    from hw.numerics import FLOAT_FORMATS, float_representable, to_float_format
+    fmt = FLOAT_FORMATS[precision]
+    cfg = ArrayConfig(rows=2, cols=2, dataflow="ws", precision=precision)
+    a = np.array([[0.5, -2.0], [fmt.max, 0.25]])
+    b = np.array([[1.0], [0.5]], np.float32)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(run_gemm(cfg, a, b).output, want)
+    np.testing.assert_array_equal(run_gemm(cfg, a.astype(fmt.dtype), b).output, want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"operand a: value 0\.1 is not exactly "
+                                             rf"representable in {precision}"):
+            run_gemm(cfg, np.array([[0.1]]), np.array([[1.0]]))
+        with pytest.raises(ValueError, match="value 1e\\+30|not exactly representable"):
+            run_gemm(cfg, np.array([[1e30 if precision != "bf16" else 1e39]]),
+                     np.array([[1.0]]))
+    with pytest.raises(ValueError, match=rf"dtype int64: {precision} precision takes"):
+        run_gemm(cfg, np.array([[1]]), np.array([[1.0]]))
+    # rounding follows ml_dtypes: nearest even, E4M3 overflows to NaN, the others to inf
+    x = np.array([1 + 2.0 ** -(fmt.fraction_bits + 1), fmt.max * 2])
+    r = to_float_format(x, precision)
+    assert r[0] == 1.0 and (np.isnan(r[1]) if not fmt.has_inf else np.isinf(r[1]))
+    assert float_representable(r[:1], precision).all()
+
+
+def test_low_bit_float_configs_accumulate_in_fp32_only():
+    for p in ("bf16", "fp8_e4m3", "fp8_e5m2"):
+        cfg = ArrayConfig(rows=2, cols=2, precision=p)
+        assert cfg.acc_bits == 32 and cfg.precision.is_float
+        with pytest.raises(ConfigError, match=rf"acc_bits = 16: {p} accumulates in fp32"):
+            ArrayConfig(rows=2, cols=2, precision=p, acc_bits=16)
+        with pytest.raises(ConfigError, match=rf"overflow = 'saturate': {p} accumulates"):
+            ArrayConfig(rows=2, cols=2, precision=p, overflow="saturate")

@@ -37,11 +37,13 @@ def kernel_vector(dataflow: str, c: ArrayCounters) -> np.ndarray:
     return vec
 
 
-def check_case(dataflow, rows, cols, m, k, n, batch, seed):
+def check_case(dataflow, rows, cols, m, k, n, batch, seed, precision="int8"):
     rng = np.random.default_rng(seed)
-    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow, precision="int8")
+    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow, precision=precision)
     a = rng.integers(-4, 5, (batch, m, k))
     b = rng.integers(-4, 5, (batch, k, n))
+    if cfg.precision.is_float:      # small integers: exact in every format, sums exact in fp32
+        a, b = a.astype(np.float32), b.astype(np.float32)
     reg = run_gemm(cfg, a, b)
     np.testing.assert_array_equal(reg.output, np.matmul(a, b))  # the run itself is sane
     tim = gemm_timing(cfg, m, n, k, batch)
@@ -63,6 +65,21 @@ def check_case(dataflow, rows, cols, m, k, n, batch, seed):
 )
 def test_timing_equals_register_model_property(dataflow, rows, cols, m, k, n, batch, seed):
     check_case(dataflow, rows, cols, m, k, n, batch, seed)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    precision=st.sampled_from(["int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]),
+    dataflow=st.sampled_from(["os", "ws", "is"]),
+    rows=st.integers(1, 6), cols=st.integers(1, 6),
+    m=st.integers(1, 12), k=st.integers(1, 12), n=st.integers(1, 12),
+    batch=st.integers(1, 2), seed=st.integers(0, 2**32 - 1),
+)
+def test_timing_equals_register_model_in_every_precision(precision, dataflow, rows, cols, m, k,
+                                                        n, batch, seed):
+    """The timing engine's counters do not depend on the operand type: equal to the register
+    model's for every precision (the floating-point formats included)."""
+    check_case(dataflow, rows, cols, m, k, n, batch, seed, precision)
 
 
 def test_timing_equals_register_model_seeded_sweep():

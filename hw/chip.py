@@ -144,6 +144,12 @@ class ChipConfig:
             if not isinstance(getattr(self, key), cls):
                 raise ConfigError(f"{where}: {key} = {getattr(self, key)!r}: must be a {cls.__name__}")
 
+        if self.array.precision.bits < 8:
+            raise ConfigError(
+                f"{where}: array.precision = {self.array.precision.value!r}: a chip's memories "
+                f"and transfers hold whole-byte operands (int8, int16, fp16, bf16, fp8_e4m3, "
+                f"fp8_e5m2); sub-byte int4 runs in the array models alone (hw.systolic: "
+                f"register model, timing engine, RTL) for now")
         eb = self.array.precision.bits // 8
         for name in SRAM_NAMES:
             width = self.sram(name).bank_width_bytes

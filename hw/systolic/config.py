@@ -40,14 +40,17 @@ class Precision(str, enum.Enum):
     BF16 = "bf16"
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
+    INT4 = "int4"
 
     @property
     def bits(self) -> int:
+        if self is Precision.INT4:
+            return 4
         return 8 if self in (Precision.INT8, Precision.FP8_E4M3, Precision.FP8_E5M2) else 16
 
     @property
     def is_float(self) -> bool:
-        return self not in (Precision.INT8, Precision.INT16)
+        return self not in (Precision.INT8, Precision.INT16, Precision.INT4)
 
     @property
     def default_acc_bits(self) -> int:
@@ -99,11 +102,13 @@ class ArrayConfig:
         output-stationary (each PE accumulates one output), ``"ws"`` weight-stationary (each PE
         holds one weight), ``"is"`` input-stationary (each PE holds one input activation).
     precision:
-        :class:`Precision` of both operands: ``"int8"``, ``"int16"``, ``"fp16"``, ``"bf16"``,
-        ``"fp8_e4m3"`` or ``"fp8_e5m2"``.
+        :class:`Precision` of both operands: ``"int8"``, ``"int16"``, ``"int4"``, ``"fp16"``,
+        ``"bf16"``, ``"fp8_e4m3"`` or ``"fp8_e5m2"``. int4 runs in the array's three views
+        (register model, timing engine, RTL); a chip config does not take it yet (its memories
+        would hold two operands per byte).
     acc_bits:
         Accumulator width in bits for integer precisions: twice the operand width up to 64
-        (16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
+        (8..64 for int4, 16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
         accumulation is IEEE binary32. Defaults to 32 for int8, 64 for int16.
     overflow:
         :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for the

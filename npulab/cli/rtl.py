@@ -26,7 +26,7 @@ def _array_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cols", "-c", type=int, default=4, help="array columns (default 4)")
     p.add_argument("--dataflow", "-d", default="ws", choices=["os", "ws", "is"],
                    help="dataflow (default ws; is generates the ws hardware)")
-    p.add_argument("--precision", "-p", default="int8", choices=["int8", "int16"],
+    p.add_argument("--precision", "-p", default="int8", choices=["int4", "int8", "int16"],
                    help="operand precision (default int8)")
     p.add_argument("--acc-bits", type=int, default=None,
                    help="accumulator bits (default 32 for int8, 64 for int16)")

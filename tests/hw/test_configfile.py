@@ -54,7 +54,7 @@ def test_overrides_apply_with_toml_or_bare_values():
     ("array.rows=2.5", ["array.rows = 2.5", "integer"]),
     ("array.rows=true", ["array.rows = True"]),
     ("array.dataflow=rs", ["array.dataflow = 'rs'", "'os', 'ws', 'is'"]),
-    ("array.precision=int4", ["array.precision = 'int4'", "'int8', 'int16', 'fp16'"]),
+    ("array.precision=int2", ["array.precision = 'int2'", "'int8', 'int16', 'fp16'"]),
     ("array.acc_bits=15", ["array.acc_bits = 15", "16..64"]),
     ("array.overflow=clip", ["array.overflow = 'clip'", "'wrap', 'saturate'"]),
     ("chip.clock_mhz=0", ["chip.clock_mhz = 0", "[1, 10000]"]),
@@ -146,3 +146,15 @@ def test_memory_section_errors_name_key_and_value(override, fragments):
         load_chip_config(None, [override])
     for fragment in fragments:
         assert fragment in str(info.value)
+
+
+def test_a_chip_refuses_sub_byte_int4_with_one_line_and_takes_the_byte_formats():
+    """int4 runs in the array models (hw.systolic); a chip's memories and transfers hold
+    whole-byte operands, so a chip config with int4 is a one-line error naming the key; the
+    byte-wide formats (bf16, fp8) load."""
+    with pytest.raises(ConfigError) as err:
+        load_chip_config(overrides=["array.precision=int4"])
+    msg = str(err.value)
+    assert "array.precision = 'int4'" in msg and "whole-byte" in msg and "\n" not in msg
+    for p in ("bf16", "fp8_e4m3", "fp8_e5m2"):
+        assert load_chip_config(overrides=[f"array.precision={p}"]).array.precision.value == p

@@ -168,12 +168,14 @@ class StationaryMesh(_Mesh):
 
 
 def check_rtl_config(cfg: ArrayConfig, where: str = "rtl") -> None:
-    """The RTL covers integer precisions; fp16 is a clear error, not an elaboration failure."""
+    """The RTL covers integer precisions; a float one is a clear error, not an elaboration
+    failure."""
     if not isinstance(cfg, ArrayConfig):
         raise ConfigError(f"{where}: cfg = {cfg!r}: must be an ArrayConfig")
     if cfg.precision.is_float:
         raise ConfigError(f"{where}: precision = {cfg.precision.value!r}: the RTL supports "
-                          f"'int8' and 'int16' (fp16 is modelled in Numba only)")
+                          f"'int4', 'int8' and 'int16' (the floating-point precisions are "
+                          f"modelled in Numba only)")
     if cfg.rows > 64 or cfg.cols > 64:
         raise ConfigError(f"{where}: rows x cols = {cfg.rows} x {cfg.cols}: RTL generation "
                           f"supports up to 64 x 64 PEs (elaboration time grows with R*C)")

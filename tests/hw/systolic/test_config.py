@@ -57,8 +57,8 @@ def test_enum_strings_case_insensitive(key, text, member):
 @pytest.mark.parametrize("key, value, allowed", [
     ("dataflow", "xs", "'os', 'ws', 'is'"), ("dataflow", " os", "'os', 'ws', 'is'"),
     ("dataflow", 1, "'os', 'ws', 'is'"), ("dataflow", Precision.INT8, "'os', 'ws', 'is'"),
-    ("precision", "int4", "'int8', 'int16', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2'"),
-    ("precision", "fp8", "'int8', 'int16', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2'"),
+    ("precision", "int2", "'int8', 'int16', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2', 'int4'"),
+    ("precision", "fp8", "'int8', 'int16', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2', 'int4'"),
     ("precision", None, "'int8', 'int16', 'fp16'"),
     ("overflow", "clip", "'wrap', 'saturate'"), ("overflow", True, "'wrap', 'saturate'"),
 ])
@@ -69,7 +69,7 @@ def test_enum_rejected(key, value, allowed):
     assert f"{key} = {value!r}" in msg and allowed in msg and msg.startswith("ArrayConfig: ")
 
 
-@pytest.mark.parametrize("precision, want", [("int8", 32), ("int16", 64), ("fp16", 32),
+@pytest.mark.parametrize("precision, want", [("int8", 32), ("int16", 64), ("fp16", 32), ("int4", 32),
                                              ("bf16", 32), ("fp8_e4m3", 32), ("fp8_e5m2", 32)])
 def test_acc_bits_defaults(precision, want):
     assert ArrayConfig(precision=precision).acc_bits == want
@@ -122,7 +122,8 @@ def test_frozen_and_precision_properties():
     assert (Precision.INT8.bits, Precision.INT16.bits, Precision.FP16.bits) == (8, 16, 16)
     assert Precision.INT8.operand_range == (-128, 127)
     assert Precision.INT16.operand_range == (-32768, 32767)
-    assert [p.is_float for p in Precision] == [False, False, True, True, True, True]
-    assert [p.bits for p in Precision] == [8, 16, 16, 16, 8, 8]
+    assert [p.is_float for p in Precision] == [False, False, True, True, True, True, False]
+    assert [p.bits for p in Precision] == [8, 16, 16, 16, 8, 8, 4]
+    assert Precision.INT4.operand_range == (-8, 7)
     from hw.numerics import FLOAT_FORMATS        # each float precision's format has its width
     assert all(FLOAT_FORMATS[p.value].bits == p.bits for p in Precision if p.is_float)

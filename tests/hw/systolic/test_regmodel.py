@@ -19,7 +19,7 @@ from hw.systolic.regmodel import run_gemm
 from hw.systolic.timing import gemm_timing
 
 DATAFLOWS = ["os", "ws", "is"]
-PRECISIONS = ["int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+PRECISIONS = ["int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4"]
 FLOATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ARRAYS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, 2), (8, 8)]
 # (batch or None for 2-D operands, M, K, N): ones, partial folds, several folds, batches.
@@ -91,7 +91,7 @@ def operands(rng, precision, batch, m, k, n):
             x[rng.random(shape) < 0.05] = -0.0
             return x.astype(np.float32).astype(fmt.dtype)
         return gen(shape_a), gen(shape_b)
-    lo, hi = (-128, 127) if precision == "int8" else (-32768, 32767)
+    lo, hi = {"int4": (-8, 7), "int8": (-128, 127), "int16": (-32768, 32767)}[precision]
     return rng.integers(lo, hi + 1, shape_a), rng.integers(lo, hi + 1, shape_b)
 
 
@@ -493,3 +493,25 @@ def test_low_bit_float_configs_accumulate_in_fp32_only():
             ArrayConfig(rows=2, cols=2, precision=p, acc_bits=16)
         with pytest.raises(ConfigError, match=rf"overflow = 'saturate': {p} accumulates"):
             ArrayConfig(rows=2, cols=2, precision=p, overflow="saturate")
+
+
+def test_every_int4_mac_wraps_and_saturates_as_its_gold():
+    """Exhaustive for int4: every operand pair (16 x 16) against every value of an 8-bit
+    accumulator (the narrowest int4 allows), wrapping and saturating (hw.numerics.mac); and
+    every pair's product through the array (a K = 1 GEMM of all values against all values)."""
+    from hw.numerics import mac
+    vals = np.arange(-8, 8)
+    for saturating in (False, True):
+        for acc in range(-128, 128):
+            for x in vals:
+                for y in vals:
+                    s = acc + int(x) * int(y)
+                    want = max(-128, min(127, s)) if saturating else (s + 128) % 256 - 128
+                    assert mac(acc, int(x), int(y), 8, saturating) == want
+    cfg = ArrayConfig(rows=4, cols=4, dataflow="ws", precision="int4", acc_bits=8)
+    out = run_gemm(cfg, vals.reshape(16, 1), vals.reshape(1, 16)).output
+    assert np.array_equal(out, np.outer(vals, vals))
+    with pytest.raises(ValueError, match=r"operand a: value 8 is outside the int4 range -8\.\.7"):
+        run_gemm(cfg, [[8]], [[1]])
+    with pytest.raises(ConfigError, match=r"acc_bits = 4: must be an integer in 8\.\.64"):
+        ArrayConfig(precision="int4", acc_bits=4)

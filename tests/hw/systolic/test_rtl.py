@@ -4,7 +4,8 @@ register-level model, in Amaranth's simulator.
 * Exhaustive int8 x int8 on both PEs against hw.numerics (wrapping and saturating 16-bit
   accumulators, so both overflow behaviours are exercised on real products).
 * Cycle-by-cycle co-simulation: every register of every PE, every drain counter and every output
-  port, each cycle, on random GEMMs for 2x2, 3x4 and 4x4 arrays, every dataflow, int8 and int16.
+  port, each cycle, on random GEMMs for 2x2, 3x4 and 4x4 arrays, every dataflow, int4, int8
+  and int16.
 * Mutations: deliberately broken PEs and a broken drain must be caught, with a waveform.
 """
 
@@ -133,7 +134,7 @@ def test_psum_bits_hold_every_sum():
 SHAPES = [(2, 2), (3, 4), (4, 4)]
 
 
-@pytest.mark.parametrize("precision", ["int8", "int16"])
+@pytest.mark.parametrize("precision", ["int4", "int8", "int16"])
 @pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{r}x{c}" for r, c in SHAPES])
 def test_cosim_random_gemms(shape, dataflow, precision):
@@ -144,7 +145,7 @@ def test_cosim_random_gemms(shape, dataflow, precision):
 
 
 @pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
-@pytest.mark.parametrize("precision,acc_bits", [("int8", 16), ("int16", 33)])
+@pytest.mark.parametrize("precision,acc_bits", [("int4", 8), ("int8", 16), ("int16", 33)])
 def test_cosim_overflow_and_deskew(dataflow, precision, acc_bits):
     """Narrow saturating accumulators (sums leave the range) and the de-skew stage."""
     cfg = ArrayConfig(rows=3, cols=3, dataflow=dataflow, precision=precision,
@@ -265,7 +266,7 @@ def test_mutation_names_and_fp16_are_clear_errors():
     cfg = ArrayConfig(rows=2, cols=2, dataflow="os")
     with pytest.raises(ConfigError, match="mutation = 'nope'.*unsigned-multiply"):
         pe_class_for(cfg, "nope")
-    with pytest.raises(ConfigError, match="precision = 'fp16'.*int8"):
+    with pytest.raises(ConfigError, match="precision = 'fp16'.*'int4', 'int8' and 'int16'"):
         SystolicArray(ArrayConfig(rows=2, cols=2, precision="fp16"))
     with pytest.raises(ConfigError, match="64 x 64"):
         SystolicArray(ArrayConfig(rows=65, cols=2))

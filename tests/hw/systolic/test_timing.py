@@ -69,7 +69,7 @@ def test_timing_equals_register_model_property(dataflow, rows, cols, m, k, n, ba
 
 @settings(deadline=None, max_examples=60)
 @given(
-    precision=st.sampled_from(["int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]),
+    precision=st.sampled_from(["int4", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]),
     dataflow=st.sampled_from(["os", "ws", "is"]),
     rows=st.integers(1, 6), cols=st.integers(1, 6),
     m=st.integers(1, 12), k=st.integers(1, 12), n=st.integers(1, 12),

@@ -1,0 +1,173 @@
+"""Sparse weight storage formats: what a matrix with zeros costs in memory (issue 27).
+
+Each format stores a ``rows x cols`` matrix with ``nnz`` nonzeros of ``value_bits`` each, plus
+its metadata. :func:`storage_bytes` gives the closed form; :func:`encode` builds the actual
+arrays of a matrix in the format (numpy), and :func:`encoded_bytes` counts them, so tests hold
+the closed forms to real encodings. Every array is rounded up to whole bytes.
+
+* ``dense``: every value, ``rows x cols x value_bits``.
+* ``bitmask``: the nonzero values plus one bit per element saying which are nonzero (the
+  "bitmap" compression of sparse accelerators, e.g. NVDLA's weight compression: a mask plus the
+  packed nonzero weights).
+* ``csr`` / ``csc``: the nonzero values, one column (row) index per value, and ``rows + 1``
+  (``cols + 1``) pointers. Indices take the smallest of 8, 16 or 32 bits that holds
+  ``cols - 1`` (``rows - 1``); pointers the smallest of 16, 32 or 64 bits that holds ``nnz``
+  (the widths cuSPARSE and scipy choose among).
+* ``ellpack`` (blocked ELL, cuSPARSE's Blocked-ELL): the matrix cut into ``block x block``
+  tiles; every block row stores the same number of tiles, the most nonzero tiles any block row
+  has, each dense, with one column-block index per stored tile (32 bits, as cuSPARSE). Rows and
+  columns are padded to a multiple of ``block``.
+* ``nm`` (N:M structured, NVIDIA's 2:4): along each row, every group of M values keeps N, with
+  ``ceil(log2 M)`` bits of position per kept value (2:4: 2 bits, the sparse tensor core's
+  metadata). ``cols`` must be a multiple of M; the matrix must be N:M sparse to encode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
+           "pointer_bits"]
+
+FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
+
+
+def _bytes(bits: float) -> int:
+    return int(math.ceil(bits / 8))
+
+
+def index_bits(extent: int) -> int:
+    """Width of an index into ``extent`` positions: the smallest of 8, 16, 32 bits."""
+    for w in (8, 16, 32):
+        if extent - 1 < 1 << w:
+            return w
+    raise ValueError(f"index_bits: extent = {extent}: more than 2**32 positions")
+
+
+def pointer_bits(nnz: int) -> int:
+    """Width of a pointer into ``nnz`` values: the smallest of 16, 32, 64 bits holding nnz."""
+    for w in (16, 32, 64):
+        if nnz < 1 << w:
+            return w
+    raise ValueError(f"pointer_bits: nnz = {nnz}: too many")
+
+
+def _check(fmt, rows, cols, nnz, value_bits):
+    if fmt not in FORMATS:
+        raise ValueError(f"sparse format = {fmt!r}: must be one of {', '.join(FORMATS)}")
+    for key, v, lo in (("rows", rows, 1), ("cols", cols, 1), ("value_bits", value_bits, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"sparse storage: {key} = {v!r}: must be an integer >= {lo}")
+    if isinstance(nnz, bool) or not isinstance(nnz, (int, np.integer)) or not \
+            0 <= nnz <= rows * cols:
+        raise ValueError(f"sparse storage: nnz = {nnz!r}: must be an integer in "
+                         f"0..{rows * cols}")
+
+
+def storage_bytes(fmt: str, rows: int, cols: int, nnz: int, value_bits: int = 8, *,
+                  block: int = 4, tiles_per_block_row: int | None = None, n: int = 2,
+                  m: int = 4) -> int:
+    """Bytes of a ``rows x cols`` matrix with ``nnz`` nonzeros in ``fmt`` (module docstring).
+    ``ellpack`` needs ``tiles_per_block_row`` (the most nonzero tiles in any block row; default:
+    every tile); ``nm`` uses ``n`` and ``m`` (``nnz`` is then ``rows x cols x n / m``)."""
+    _check(fmt, rows, cols, nnz, value_bits)
+    if fmt == "dense":
+        return _bytes(rows * cols * value_bits)
+    if fmt == "bitmask":
+        return _bytes(nnz * value_bits) + _bytes(rows * cols)
+    if fmt in ("csr", "csc"):
+        major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
+        return (_bytes(nnz * value_bits) + _bytes(nnz * index_bits(minor))
+                + _bytes((major + 1) * pointer_bits(nnz)))
+    if fmt == "ellpack":
+        brows, bcols = -(-rows // block), -(-cols // block)
+        t = bcols if tiles_per_block_row is None else tiles_per_block_row
+        if not 0 <= t <= bcols:
+            raise ValueError(f"ellpack: tiles_per_block_row = {t}: must be in 0..{bcols}")
+        return _bytes(brows * t * block * block * value_bits) + _bytes(brows * t * 32)
+    if not (1 <= n <= m) or cols % m:
+        raise ValueError(f"nm: {n}:{m} with cols = {cols}: need 1 <= n <= m and cols a "
+                         f"multiple of m")
+    kept = rows * cols // m * n
+    return _bytes(kept * value_bits) + _bytes(kept * max(1, math.ceil(math.log2(m))))
+
+
+def _pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
+    """Unsigned ``values`` (< 2**bits each) packed little-endian into bytes."""
+    v = np.asarray(values, dtype=np.uint64).ravel()
+    shifts = np.arange(bits, dtype=np.uint64)
+    bitstream = ((v[:, None] >> shifts) & np.uint64(1)).astype(np.uint8).ravel()
+    return np.packbits(bitstream, bitorder="little")
+
+
+def encode(w, fmt: str, value_bits: int = 8, *, block: int = 4, n: int = 2,
+           m: int = 4) -> dict:
+    """The arrays of ``w`` (2-D) in ``fmt``: ``{name: uint8 array of its bytes}``. Values are
+    stored as their ``value_bits``-bit codes (the low bits of each element's integer code;
+    floats: the low bits of their IEEE bit pattern), so the byte counts are the format's."""
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise ValueError(f"encode: w has shape {w.shape}: must be 2-D")
+    rows, cols = w.shape
+    codes = (w.view(f"u{w.dtype.itemsize}").astype(np.uint64) if w.dtype.kind == "f"
+             else w.astype(np.int64).view(np.uint64))
+    codes = codes & np.uint64((1 << value_bits) - 1) if value_bits < 64 else codes
+    nz = w != 0
+    if fmt == "dense":
+        return {"values": _pack_bits(codes, value_bits)}
+    if fmt == "bitmask":
+        return {"values": _pack_bits(codes[nz], value_bits),
+                "mask": np.packbits(nz.ravel(), bitorder="little")}
+    if fmt in ("csr", "csc"):
+        major = w if fmt == "csr" else w.T
+        mcodes = codes if fmt == "csr" else codes.T
+        mnz = major != 0
+        idx = np.nonzero(mnz)[1]
+        ptr = np.concatenate([[0], np.cumsum(mnz.sum(axis=1))])
+        nnz = int(mnz.sum())
+        return {"values": _pack_bits(mcodes[mnz], value_bits),
+                "indices": _pack_bits(idx, index_bits(major.shape[1])),
+                "pointers": _pack_bits(ptr, pointer_bits(nnz))}
+    if fmt == "ellpack":
+        brows, bcols = -(-rows // block), -(-cols // block)
+        pad = np.zeros((brows * block, bcols * block), w.dtype)
+        pad[:rows, :cols] = w
+        tiles = pad.reshape(brows, block, bcols, block).transpose(0, 2, 1, 3)
+        live = (tiles != 0).any(axis=(2, 3))
+        t = int(live.sum(axis=1).max()) if live.size else 0
+        vals, cols_idx = [], []
+        pcodes = np.zeros(pad.shape, np.uint64)
+        pcodes[:rows, :cols] = codes
+        ctiles = pcodes.reshape(brows, block, bcols, block).transpose(0, 2, 1, 3)
+        for br in range(brows):
+            which = list(np.flatnonzero(live[br])) + [0] * (t - int(live[br].sum()))
+            for j, bc in enumerate(which):
+                vals.append(ctiles[br, bc].ravel() if j < live[br].sum()
+                            else np.zeros(block * block, np.uint64))
+                cols_idx.append(bc)
+        values = np.concatenate(vals) if vals else np.zeros(0, np.uint64)
+        return {"values": _pack_bits(values, value_bits),
+                "block_columns": _pack_bits(np.asarray(cols_idx, np.uint64), 32),
+                "tiles_per_block_row": np.array([t])}
+    if fmt == "nm":
+        if cols % m:
+            raise ValueError(f"encode nm: cols = {cols}: must be a multiple of m = {m}")
+        g = nz.reshape(rows, cols // m, m)
+        if (g.sum(axis=-1) > n).any():
+            raise ValueError(f"encode nm: the matrix is not {n}:{m} sparse (a group of {m} has "
+                             f"more than {n} nonzeros)")
+        # each group keeps n slots: its nonzeros, then the first zero positions as padding
+        order = np.argsort(~g, axis=-1, kind="stable")[..., :n]
+        gc = codes.reshape(rows, cols // m, m)
+        kept = np.take_along_axis(gc, order, axis=-1)
+        bits = max(1, math.ceil(math.log2(m)))
+        return {"values": _pack_bits(kept, value_bits), "metadata": _pack_bits(order, bits)}
+    raise ValueError(f"sparse format = {fmt!r}: must be one of {', '.join(FORMATS)}")
+
+
+def encoded_bytes(arrays: dict) -> int:
+    """Bytes of an :func:`encode` result (its byte arrays; ``tiles_per_block_row`` is a
+    header, not counted)."""
+    return int(sum(a.nbytes for k, a in arrays.items() if k != "tiles_per_block_row"))

@@ -76,6 +76,7 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
         raise ValueError(f"--comm {comm_mode!r}: must be analytic or sim")
     if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
         raise ValueError(f"--verify {verify!r}: must be an integer >= 0")
+    gb = model.global_batch if global_batch is None else global_batch
     wanted = []
     for text in compare:               # checked before the search, which may take a minute
         st_text, mb = parse_compare(text)
@@ -83,17 +84,15 @@ def search(system: SystemConfig, model: TransformerModel, *, n_devices: int | No
         if st.n_ranks != n:
             raise ValueError(f"--compare {text!r}: dp*tp*pp = {st.n_ranks}; the search has "
                              f"{n} chips")
-        gb0 = model.global_batch if global_batch is None else global_batch
         per = st.dp * (mb or model.micro_batch)
-        if st.microbatches is not None and st.microbatches * per != gb0:
+        if st.microbatches is not None and st.microbatches * per != gb:
             raise ValueError(f"--compare {text!r}: dp x m x micro-batch = "
-                             f"{st.microbatches * per}, not the searched global batch {gb0}: "
-                             f"drop m= (it follows from the batch) or give m = {gb0 / per:g}")
+                             f"{st.microbatches * per}, not the searched global batch {gb}: "
+                             f"drop m= (it follows from the batch) or give m = {gb / per:g}")
         wanted.append((text, st, mb))
     device = device_model(system.device, dtype_bytes)
     mem, peak = device.memory_bytes, device.peak_flops
     comm = comm_time_for(system, mode=comm_mode)
-    gb = model.global_batch if global_batch is None else global_batch
     res = search_plans(model, n, device.op_seconds, comm, global_batch=gb,
                        device_mem_bytes=mem, peak_flops=peak, dtype_bytes=dtype_bytes,
                        space=space, progress=progress, input_pipeline=input_pipeline,

@@ -72,6 +72,7 @@ __all__ = [
     "FloatFormat",
     "to_float_format",
     "float_representable",
+    "round_to_format",
     "float_mac",
 ]
 
@@ -315,12 +316,19 @@ def to_float_format(x, name) -> np.ndarray:
         return np.asarray(x, dtype=np.float32).astype(fmt.dtype).astype(np.float32)
 
 
-def float_representable(x, name) -> np.ndarray:
-    """Which elements of ``x`` the format holds exactly (NaN counts as representable)."""
+def round_to_format(x, name) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` (a float array) rounded to format ``name`` once: (its values as float32, which
+    elements the format holds exactly; NaN counts as exact)."""
     arr = np.asarray(x)
     with np.errstate(over="ignore", invalid="ignore"):
-        back = arr.astype(_format(name).dtype).astype(arr.dtype)
-        return (back == arr) | np.isnan(arr)
+        held = arr.astype(_format(name).dtype)
+        exact = (held.astype(arr.dtype) == arr) | np.isnan(arr)
+    return held.astype(np.float32), exact
+
+
+def float_representable(x, name) -> np.ndarray:
+    """Which elements of ``x`` the format holds exactly (NaN counts as representable)."""
+    return round_to_format(x, name)[1]
 
 
 @njit(cache=True)

@@ -80,7 +80,7 @@ from numba import types
 from numba.extending import overload
 
 from hw._jitcache import njit
-from hw.numerics import FLOAT_FORMATS, accumulate, float_representable, observe, to_float_format
+from hw.numerics import FLOAT_FORMATS, accumulate, observe, round_to_format
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
@@ -659,12 +659,12 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
         if not np.issubdtype(arr.dtype, np.floating):
             raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes "
                              f"{fmt.dtype.name} values or floats it holds exactly")
-        bad = ~float_representable(arr, p.value)
-        if bad.any():
-            v = float(arr[bad].flat[0])
+        held, exact = round_to_format(arr, p.value)
+        if not exact.all():
+            v = float(arr[~exact].flat[0])
             raise ValueError(f"operand {name}: value {v!r} is not exactly representable in "
                              f"{p.value}")
-        return to_float_format(arr, p.value)
+        return held
     if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes integers")
     lo, hi = p.operand_range

@@ -18,8 +18,8 @@ Quantization (:func:`quantize`, :class:`QuantSpec`)
   output channels of a weight, a GEMM's N).
 * :func:`sqnr_db` is ``10 log10(sum x^2 / sum (x - x_hat)^2)``.
 
-Pruning (:func:`prune_n_m`)
----------------------------
+Pruning (:func:`prune_n_m`, from :mod:`hw.sparsity`)
+----------------------------------------------------
 N:M structured sparsity: in every group of M consecutive elements along ``axis`` (a weight's
 K, the reduction dimension), keep the N of largest magnitude (ties: the earlier element) and
 zero the rest (NVIDIA's 2:4 sparse tensor cores; Mishra et al., "Accelerating Sparse Deep
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hw.numerics import FLOAT_FORMATS, to_float_format
+from hw.sparsity import prune_n_m
 
 __all__ = ["QuantSpec", "Quantized", "quantize", "dequantize", "sqnr_db", "prune_n_m",
            "quantized_gemm", "ptq_report", "INT_RANGES"]
@@ -132,25 +133,6 @@ def sqnr_db(x, x_hat) -> float:
     err = float(np.sum((x - np.asarray(x_hat, np.float64)) ** 2))
     sig = float(np.sum(x ** 2))
     return float("inf") if err == 0 else float(10.0 * np.log10(sig / err))
-
-
-def prune_n_m(w, n: int = 2, m: int = 4, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(pruned w, keep mask)``: N:M magnitude pruning along ``axis`` (module docstring)."""
-    w = np.asarray(w)
-    if not (isinstance(n, int) and isinstance(m, int) and 1 <= n <= m <= 64):
-        raise ValueError(f"prune_n_m: n = {n!r}, m = {m!r}: need integers 1 <= n <= m <= 64")
-    moved = np.moveaxis(w, axis, -1)
-    k = moved.shape[-1]
-    if k % m:
-        raise ValueError(f"prune_n_m: the pruned axis has {k} elements: must be a multiple of "
-                         f"m = {m}")
-    groups = moved.reshape(moved.shape[:-1] + (k // m, m))
-    # the n largest magnitudes of each group (a stable sort: ties keep the earlier element)
-    order = np.argsort(-np.abs(groups), axis=-1, kind="stable")
-    keep = np.zeros(groups.shape, bool)
-    np.put_along_axis(keep, order[..., :n], True, axis=-1)
-    mask = np.moveaxis(keep.reshape(moved.shape), -1, axis)
-    return np.where(mask, w, 0), mask
 
 
 def quantized_gemm(a: Quantized, w: Quantized, cfg) -> np.ndarray:

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
-           "pointer_bits"]
+           "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -91,7 +91,75 @@ def storage_bytes(fmt: str, rows: int, cols: int, nnz: int, value_bits: int = 8,
         raise ValueError(f"nm: {n}:{m} with cols = {cols}: need 1 <= n <= m and cols a "
                          f"multiple of m")
     kept = rows * cols // m * n
-    return _bytes(kept * value_bits) + _bytes(kept * max(1, math.ceil(math.log2(m))))
+    return _bytes(kept * value_bits) + _bytes(kept * nm_index_bits(m))
+
+
+def nm_index_bits(m: int) -> int:
+    """Bits of one N:M position index: ``ceil(log2 M)``, at least 1 (2:4: 2 bits)."""
+    return max(1, math.ceil(math.log2(m)))
+
+
+def prune_n_m(w, n: int = 2, m: int = 4, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(pruned w, keep mask)``: N:M magnitude pruning along ``axis``: in every group of
+    ``m`` the ``n`` largest magnitudes are kept (ties: the earlier element), the rest zeroed."""
+    w = np.asarray(w)
+    if not (isinstance(n, int) and isinstance(m, int) and 1 <= n <= m <= 64):
+        raise ValueError(f"prune_n_m: n = {n!r}, m = {m!r}: need integers 1 <= n <= m <= 64")
+    moved = np.moveaxis(w, axis, -1)
+    k = moved.shape[-1]
+    if k % m:
+        raise ValueError(f"prune_n_m: the pruned axis has {k} elements: must be a multiple of "
+                         f"m = {m}")
+    groups = moved.reshape(moved.shape[:-1] + (k // m, m))
+    # the n largest magnitudes of each group (a stable sort: ties keep the earlier element)
+    order = np.argsort(-np.abs(groups), axis=-1, kind="stable")
+    keep = np.zeros(groups.shape, bool)
+    np.put_along_axis(keep, order[..., :n], True, axis=-1)
+    mask = np.moveaxis(keep.reshape(moved.shape), -1, axis)
+    return np.where(mask, w, 0), mask
+
+
+def nm_density(w, m: int, axis: int = -1) -> int:
+    """The smallest N for which ``w`` is N:M sparse along ``axis`` (the most nonzeros any
+    group of ``m`` holds; 0 for an all-zero ``w``). The axis length must be a multiple of m."""
+    moved = np.moveaxis(np.asarray(w), axis, -1)
+    if moved.shape[-1] % m:
+        raise ValueError(f"N:M: the axis has {moved.shape[-1]} elements: must be a multiple of "
+                         f"M = {m}")
+    groups = moved.reshape(moved.shape[:-1] + (moved.shape[-1] // m, m))
+    return int((groups != 0).sum(axis=-1).max(initial=0))
+
+
+def compress_nm(w, n: int, m: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, index)``: ``w`` N:M-compressed along ``axis``, which shrinks from K to
+    ``K * n / m``. Each group of ``m`` keeps ``n`` slots: its nonzeros in position order, then
+    (if it has fewer than ``n``) its first zero positions, as zeros. ``index`` (uint8) holds
+    each kept value's position in its group (0..m-1), the sparse tensor core's metadata.
+    ``K`` must be a multiple of ``m`` and no group may hold more than ``n`` nonzeros."""
+    w = np.asarray(w)
+    if not (isinstance(n, (int, np.integer)) and isinstance(m, (int, np.integer))
+            and 1 <= n <= m <= 64):
+        raise ValueError(f"N:M = {n!r}:{m!r}: need integers 1 <= N <= M <= 64")
+    moved = np.moveaxis(w, axis, -1)
+    k = moved.shape[-1]
+    if k % m:
+        raise ValueError(f"N:M {n}:{m}: the compressed axis has {k} elements: must be a "
+                         f"multiple of M = {m}")
+    groups = moved.reshape(moved.shape[:-1] + (k // m, m))
+    nz = groups != 0
+    counts = nz.sum(axis=-1)
+    if (counts > n).any():
+        where = np.unravel_index(int(np.argmax(counts > n)), counts.shape)
+        g = int(where[-1])
+        raise ValueError(f"N:M {n}:{m}: the group of elements {g * m}..{g * m + m - 1} along "
+                         f"the compressed axis (other indices {tuple(int(i) for i in where[:-1])}) has "
+                         f"{int(counts[where])} nonzeros: at most {n} allowed (prune first: "
+                         f"prune_n_m)")
+    order = np.argsort(~nz, axis=-1, kind="stable")[..., :n]
+    values = np.take_along_axis(groups, order, axis=-1)
+    shape = moved.shape[:-1] + (k // m * n,)
+    return (np.moveaxis(values.reshape(shape), -1, axis),
+            np.moveaxis(order.astype(np.uint8).reshape(shape), -1, axis))
 
 
 def _pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
@@ -154,16 +222,14 @@ def encode(w, fmt: str, value_bits: int = 8, *, block: int = 4, n: int = 2,
     if fmt == "nm":
         if cols % m:
             raise ValueError(f"encode nm: cols = {cols}: must be a multiple of m = {m}")
-        g = nz.reshape(rows, cols // m, m)
-        if (g.sum(axis=-1) > n).any():
-            raise ValueError(f"encode nm: the matrix is not {n}:{m} sparse (a group of {m} has "
-                             f"more than {n} nonzeros)")
-        # each group keeps n slots: its nonzeros, then the first zero positions as padding
-        order = np.argsort(~g, axis=-1, kind="stable")[..., :n]
-        gc = codes.reshape(rows, cols // m, m)
-        kept = np.take_along_axis(gc, order, axis=-1)
-        bits = max(1, math.ceil(math.log2(m)))
-        return {"values": _pack_bits(kept, value_bits), "metadata": _pack_bits(order, bits)}
+        try:
+            _, order = compress_nm(w, n, m, axis=1)
+        except ValueError as exc:
+            raise ValueError(f"encode nm: the matrix is not {n}:{m} sparse ({exc})") from None
+        slot = (np.arange(order.shape[1]) // n * m)[None, :] + order
+        kept = np.take_along_axis(codes, slot.astype(np.int64), axis=1)
+        return {"values": _pack_bits(kept, value_bits),
+                "metadata": _pack_bits(order.astype(np.uint64), nm_index_bits(m))}
     raise ValueError(f"sparse format = {fmt!r}: must be one of {', '.join(FORMATS)}")
 
 

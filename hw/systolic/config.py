@@ -10,6 +10,9 @@ from hw.errors import ConfigError
 
 __all__ = ["Dataflow", "Precision", "Overflow", "ArrayConfig", "ConfigError", "MAX_ARRAY_DIM"]
 
+#: Largest N:M group a sparse PE's index mux selects from (a 16:1 mux, 4-bit indices).
+MAX_SPARSE_M = 16
+
 #: Largest array side accepted; bigger arrays are not physical and blow up the register model.
 MAX_ARRAY_DIM = 4096
 
@@ -119,6 +122,12 @@ class ArrayConfig:
         mapper may choose (``npulab run --map``): each layer then runs OS, WS or IS, whichever
         its objective prefers; without ``--map`` every layer runs ``dataflow``. The extra
         multiplexers' area and energy are not modelled.
+    sparse_m:
+        Group size M of the PEs' N:M sparsity support (NVIDIA's sparse tensor core scheme):
+        each PE holds a ``ceil(log2 M)``-bit index with its weight and a mux that picks the
+        matching activation out of a group of M, so a GEMM whose weights are N:M sparse along K
+        (N <= M) runs on ``K * N / M`` rows of compressed weights. 0 (the default): dense PEs
+        only. 4 is the A100's 2:4 (it also runs 1:4 and dense). 2..16.
     """
 
     rows: int = 32
@@ -128,6 +137,7 @@ class ArrayConfig:
     acc_bits: int | None = None
     overflow: Overflow = Overflow.WRAP
     reconfigurable: bool = False
+    sparse_m: int = 0
 
     def __post_init__(self) -> None:
         self.validate("ArrayConfig")
@@ -143,6 +153,12 @@ class ArrayConfig:
         if not isinstance(self.reconfigurable, bool):
             raise ConfigError(f"{where}: {prefix}reconfigurable = {self.reconfigurable!r}: must be "
                               f"true or false")
+        sm = self.sparse_m
+        if (isinstance(sm, bool) or not isinstance(sm, numbers.Integral)
+                or not (sm == 0 or 2 <= sm <= MAX_SPARSE_M)):
+            raise ConfigError(f"{where}: {prefix}sparse_m = {sm!r}: must be 0 (dense PEs) or an "
+                              f"integer in 2..{MAX_SPARSE_M} (the N:M group size)")
+        set_("sparse_m", int(sm))
         if self.acc_bits is None:
             set_("acc_bits", self.precision.default_acc_bits)
         if self.precision.is_float:

@@ -62,6 +62,27 @@ partial-sum register ``psum`` that flows down the column. Each stationary value 
   has finished fold f; the feeder starts fold f+1 once it has streamed fold f's T vectors
   and the port wrote row 0 of fold f+1 in an earlier cycle.
 
+N:M sparse PEs (``cfg.sparse_m = M``, ``run_gemm(..., nm=(N, M))``)
+-------------------------------------------------------------------
+The weights ``b`` are N:M sparse along K (every group of M consecutive k holds at most N
+nonzeros) and stored compressed: ``K' = K * N / M`` rows of values, each with its
+``ceil(log2 M)``-bit position in its group (:func:`hw.sparsity.compress_nm`; the scheme of
+NVIDIA's sparse tensor cores). Compressed row r belongs to group ``r // N``. The array runs
+the dense contract above on K' instead of K (the reduction shrinks, so OS streams K' steps and
+WS/IS fold K' rows), with one change per PE: the register that carries activations carries the
+whole group of M, and the weight's index selects the one the PE multiplies (a M:1 mux).
+
+* OS: ``a`` carries group ``step // N`` of row i (the feeder reads it once and presents it for
+  the N steps of its compressed weights); ``b`` carries each weight with its index down the
+  column.
+* WS: the stationary registers hold weight and index; row r's streamed operand is group
+  ``r // N`` of the input row (rows of one group share one read of it).
+* IS: the stationary registers hold activation groups (the weight port reads a group once for
+  the N rows that share it); the streamed weights carry their indices.
+
+Compressed slots of a group with fewer than N nonzeros hold zero weights (they still occupy a
+PE cycle). Sums add the kept products in k order within each group.
+
 Numerics: integer operands are int8/int16; accumulators follow :mod:`hw.numerics`
 (``acc_bits`` wide, wrapping or saturating at every addition). OS adds products in k order.
 WS/IS add down each column (k order within a fold), then add each fold's sum to the
@@ -81,13 +102,14 @@ from numba.extending import overload
 
 from hw._jitcache import njit
 from hw.numerics import FLOAT_FORMATS, accumulate, observe, round_to_format
-from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
+from hw.sparsity import compress_nm
+from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
     N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
 )
 
-__all__ = ["RegisterResult", "run_gemm", "max_cycles_bound", "snapshot_layout"]
+__all__ = ["RegisterResult", "run_gemm", "check_nm", "max_cycles_bound", "snapshot_layout"]
 
 
 # Control bits carried with the streamed operand (one uint8 per register).
@@ -124,6 +146,13 @@ def _shift(bank, flags, cur, nxt, distance):
 
 
 @njit(cache=True, inline="always")
+def _shift_bank(bank, cur, nxt, distance):
+    """:func:`_shift` for a bank without flags (a sparse PE's operand groups, its indices)."""
+    for p in range(distance, bank.shape[1]):
+        bank[nxt, p] = bank[cur, p - distance]
+
+
+@njit(cache=True, inline="always")
 def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, saturating):
     """All OS PEs multiply this cycle's operands; returns (busy PEs, hazards)."""
     busy = 0
@@ -155,10 +184,35 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
 
 
 @njit(cache=True, inline="always")
+def _os_macs_sparse(a, a_flags, b, b_idx, b_valid, nxt, group, acc, res, drain_loaded,
+                    acc_bits, saturating):
+    """:func:`_os_macs` for N:M sparse PEs: ``a`` holds a group of ``group`` activations per
+    PE and the weight's index picks the one it multiplies (the index mux)."""
+    busy = 0
+    hazards = 0
+    for p in range(acc.shape[0]):
+        fl = a_flags[nxt, p]
+        on = fl & b_valid[nxt, p] & VALID
+        prod = _product(a[nxt, p * group + b_idx[nxt, p]], b[nxt, p])
+        if fl & FIRST:
+            total = prod
+        elif saturating:
+            total = accumulate(acc[p], prod, acc_bits, True)
+        else:
+            total = acc[p] + prod
+        acc[p] = total if on else acc[p]
+        done = on & (fl >> 2)
+        res[p] = total if done else res[p]
+        busy += on
+        hazards += done & drain_loaded[p]
+    return busy, hazards
+
+
+@njit(cache=True, inline="always")
 def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
                      acc_bits, saturating):
     """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
-    n_pe = x.shape[1]
+    n_pe = x_flags.shape[1]  # not x.shape[1]: a sparse x holds a group per PE
     cols_offset = psum.shape[1] - n_pe  # psum has one extra (zero) row on top
     # The copy happens on one diagonal per tile: a separate, rarely-taken pass keeps the MAC
     # loop below down to one stored array, which LLVM vectorizes.
@@ -184,68 +238,123 @@ def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_
     return busy
 
 
+@njit(cache=True, inline="always")
+def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx, shadow_valid,
+                            active, active_idx, active_valid, gs, psum, acc_bits, saturating):
+    """:func:`_stationary_macs` for N:M sparse PEs. One side holds a group of activations
+    (``gx`` streamed per PE in WS, ``gs`` stationary in IS; the other width is 1) and the other
+    side's weight index picks the one each PE multiplies (the index mux)."""
+    n_pe = x_flags.shape[1]
+    cols_offset = psum.shape[1] - n_pe
+    for p in range(n_pe):
+        if x_flags[nxt, p] & FIRST:
+            for e in range(gs):
+                active[p * gs + e] = shadow[p * gs + e]
+            active_idx[p] = shadow_idx[p]
+            active_valid[p] = shadow_valid[p]
+    busy = 0
+    for p in range(n_pe):
+        on = x_flags[nxt, p] & active_valid[p] & VALID
+        pin = psum[cur, p]
+        prod = _product(x[nxt, p * gx + active_idx[p]], active[p * gs + x_idx[nxt, p]])
+        total = accumulate(pin, prod, acc_bits, True) if saturating else pin + prod
+        psum[nxt, p + cols_offset] = total if on else pin
+        busy += on
+    return busy
+
+
 # Snapshots (co-simulation against the RTL): with a non-empty ``snap`` array, row t holds every
 # register of the array as loaded at the end of cycle t, the output port during cycle t and the
-# feeder/weight-port stimulus of cycle t, in the layout of :func:`snapshot_layout`.
+# feeder/weight-port stimulus of cycle t, in the layout of :func:`snapshot_layout`. The kernels
+# get each field's offset (-1: absent, e.g. the index banks of dense PEs) in an int64 array
+# indexed by these codes.
+(O_A, O_A_FLAGS, O_B, O_B_IDX, O_B_VALID, O_ACC, O_RES, O_DRAIN_LEFT, O_OUT, O_OUT_VALID,
+ O_A_IN, O_A_FLAGS_IN, O_B_IN, O_B_IDX_IN, O_B_VALID_IN) = range(15)
+(S_X, S_X_IDX, S_X_FLAGS, S_SHADOW, S_SHADOW_IDX, S_SHADOW_VALID, S_ACTIVE, S_ACTIVE_IDX,
+ S_ACTIVE_VALID, S_PSUM, S_PSUM_VALID, S_OUT, S_OUT_VALID, S_X_IN, S_X_IDX_IN, S_X_FLAGS_IN,
+ S_W_ROW, S_W_IN, S_W_IDX_IN, S_W_VALID_IN) = range(20)
+_OS_FIELDS = ("a", "a_flags", "b", "b_idx", "b_valid", "acc", "res", "drain_left", "out",
+              "out_valid", "a_in", "a_flags_in", "b_in", "b_idx_in", "b_valid_in")
+_STATIONARY_FIELDS = ("x", "x_idx", "x_flags", "shadow", "shadow_idx", "shadow_valid", "active",
+                      "active_idx", "active_valid", "psum", "psum_valid", "out", "out_valid",
+                      "x_in", "x_idx_in", "x_flags_in", "w_row", "w_in", "w_idx_in",
+                      "w_valid_in")
+
+
+@njit(cache=True, inline="always")
+def _put(row, off, field, values):
+    """Copy ``values`` into snapshot field ``field`` (no-op for an absent field)."""
+    base = off[field]
+    if base >= 0:
+        for q in range(values.shape[0]):
+            row[base + q] = np.int64(values[q])
+
 
 @njit(cache=True)
-def _os_snapshot(row, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_valid,
-                 a_reg, a_flags, b_reg, b_valid, nxt, acc, res, drain_left):
+def _os_snapshot(row, off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_idx,
+                 ring_b_valid, a_reg, a_flags, b_reg, b_idx, b_valid, nxt, acc, res,
+                 drain_left):
     n = rows * cols
+    _put(row, off, O_A, a_reg[nxt])
+    _put(row, off, O_A_FLAGS, a_flags[nxt])
+    _put(row, off, O_B, b_reg[nxt])
+    _put(row, off, O_B_IDX, b_idx[nxt])
+    _put(row, off, O_B_VALID, b_valid[nxt])
     for p in range(n):
-        row[p] = np.int64(a_reg[nxt, p])
-        row[n + p] = a_flags[nxt, p]
-        row[2 * n + p] = np.int64(b_reg[nxt, p])
-        row[3 * n + p] = b_valid[nxt, p]
-        row[4 * n + p] = np.int64(observe(acc[p], acc_bits))
-        row[5 * n + p] = np.int64(observe(res[p], acc_bits))
-    base = 6 * n
-    for j in range(cols):
-        row[base + j] = drain_left[j]
-    base += 3 * cols  # the output port (value, valid) is written by the drain step
-    for i in range(rows):
-        row[base + i] = np.int64(ring_a[sa, i])
-        row[base + rows + i] = ring_flags[sa, i]
-    base += 2 * rows
-    for j in range(cols):
-        row[base + j] = np.int64(ring_b[sb, j])
-        row[base + cols + j] = ring_b_valid[sb, j]
+        row[off[O_ACC] + p] = np.int64(observe(acc[p], acc_bits))
+        row[off[O_RES] + p] = np.int64(observe(res[p], acc_bits))
+    _put(row, off, O_DRAIN_LEFT, drain_left)
+    # the output port (value, valid) is written by the drain step
+    _put(row, off, O_A_IN, ring_a[sa])
+    _put(row, off, O_A_FLAGS_IN, ring_flags[sa])
+    _put(row, off, O_B_IN, ring_b[sb])
+    _put(row, off, O_B_IDX_IN, ring_b_idx[sb])
+    _put(row, off, O_B_VALID_IN, ring_b_valid[sb])
 
 
 @njit(cache=True)
-def _stationary_snapshot(row, sx, rows, cols, acc_bits, ring_x, ring_flags, x_reg, x_flags, nxt,
-                         cur, shadow, shadow_valid, active, active_valid, psum, psum_valid,
-                         w_row):
+def _stationary_snapshot(row, off, sx, rows, cols, acc_bits, ring_x, ring_xi, ring_flags, x_reg,
+                         x_idx, x_flags, nxt, cur, shadow, shadow_idx, shadow_valid, active,
+                         active_idx, active_valid, psum, psum_valid, w_row, gs):
     n = rows * cols
+    _put(row, off, S_X, x_reg[nxt])
+    _put(row, off, S_X_IDX, x_idx[nxt])
+    _put(row, off, S_X_FLAGS, x_flags[nxt])
+    _put(row, off, S_SHADOW, shadow)
+    _put(row, off, S_SHADOW_IDX, shadow_idx)
+    _put(row, off, S_SHADOW_VALID, shadow_valid)
+    _put(row, off, S_ACTIVE, active)
+    _put(row, off, S_ACTIVE_IDX, active_idx)
+    _put(row, off, S_ACTIVE_VALID, active_valid)
     for p in range(n):
-        row[p] = np.int64(x_reg[nxt, p])
-        row[n + p] = x_flags[nxt, p]
-        row[2 * n + p] = np.int64(shadow[p])
-        row[3 * n + p] = shadow_valid[p]
-        row[4 * n + p] = np.int64(active[p])
-        row[5 * n + p] = active_valid[p]
-        row[6 * n + p] = np.int64(observe(psum[nxt, p + cols], acc_bits))
-        row[7 * n + p] = psum_valid[nxt, p + cols]
-    base = 8 * n
+        row[off[S_PSUM] + p] = np.int64(observe(psum[nxt, p + cols], acc_bits))
+        row[off[S_PSUM_VALID] + p] = psum_valid[nxt, p + cols]
     for j in range(cols):
-        row[base + j] = np.int64(observe(psum[cur, n + j], acc_bits))
-        row[base + cols + j] = psum_valid[cur, n + j]
-    base += 2 * cols
-    for i in range(rows):
-        row[base + i] = np.int64(ring_x[sx, i])
-        row[base + rows + i] = ring_flags[sx, i]
-    base += 2 * rows
-    row[base] = w_row
+        row[off[S_OUT] + j] = np.int64(observe(psum[cur, n + j], acc_bits))
+        row[off[S_OUT_VALID] + j] = psum_valid[cur, n + j]
+    _put(row, off, S_X_IN, ring_x[sx])
+    _put(row, off, S_X_IDX_IN, ring_xi[sx])
+    _put(row, off, S_X_FLAGS_IN, ring_flags[sx])
+    row[off[S_W_ROW]] = w_row
     for j in range(cols):
         w = w_row * cols + j
-        row[base + 1 + j] = np.int64(shadow[w]) if w_row >= 0 else 0
-        row[base + 1 + cols + j] = shadow_valid[w] if w_row >= 0 else 0
+        for e in range(gs):
+            row[off[S_W_IN] + j * gs + e] = np.int64(shadow[w * gs + e]) if w_row >= 0 else 0
+        if off[S_W_IDX_IN] >= 0:
+            row[off[S_W_IDX_IN] + j] = shadow_idx[w] if w_row >= 0 else 0
+        row[off[S_W_VALID_IN] + j] = shadow_valid[w] if w_row >= 0 else 0
 
 
 @njit(cache=True)
-def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_value, trace_valid,
-               snap):
-    n_inst, m_dim, k_dim = a.shape
+def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, counters,
+               trace_value, trace_valid, snap, off):
+    # a: (inst, M, K / share_group..., group); dense: group 1, share 1 and a[..., k, 0] is
+    # a[k]. Sparse: a[inst, m, g, e] is activation g * group + e, shared by the `share` (N)
+    # compressed weights of group g, which are b (inst, K', N) with indices b_idx_src.
+    n_inst, m_dim = a.shape[0], a.shape[1]
+    group = a.shape[3]
+    sparse = group > 1
+    k_dim = b.shape[1]
     n_dim = b.shape[2]
     row_folds = (m_dim + rows - 1) // rows
     col_folds = (n_dim + cols - 1) // cols
@@ -253,18 +362,20 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
     trace_len = trace_value.shape[0]
     n_pe = rows * cols
 
-    a_reg = np.zeros((2, n_pe), a.dtype)
+    a_reg = np.zeros((2, n_pe * group), a.dtype)
     a_flags = np.zeros((2, n_pe), np.uint8)
     b_reg = np.zeros((2, n_pe), b.dtype)
+    b_idx = np.zeros((2, n_pe if sparse else 0), np.uint8)
     b_valid = np.zeros((2, n_pe), np.uint8)
     acc = np.zeros(n_pe, out.dtype)
     res = np.zeros(n_pe, out.dtype)
     drain_loaded = np.zeros(n_pe, np.uint8)  # res registers the drain loads this cycle
     # Edge delay lines as ring buffers: slot (t % rows) holds what the feeder presented at t;
     # row i reads the slot of cycle t - i, i.e. after i register stages.
-    ring_a = np.zeros((rows, rows), a.dtype)
+    ring_a = np.zeros((rows, rows * group), a.dtype)
     ring_flags = np.zeros((rows, rows), np.uint8)
     ring_b = np.zeros((cols, cols), b.dtype)
+    ring_b_idx = np.zeros((cols, cols if sparse else 0), np.uint8)
     ring_b_valid = np.zeros((cols, cols), np.uint8)
     drain_left = np.zeros(cols, np.int64)
     drain_started = np.zeros(cols, np.int64)
@@ -301,15 +412,21 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
         if streaming:
             inst, r0, ru, c0, cu = f_inst, f_r0, f_ru, f_c0, f_cu
             ctrl = (FIRST if step == 0 else 0) | (LAST if step == k_dim - 1 else 0)
+            # a sparse row holds its group of activations for the N steps that use it
+            g = step if share == 1 else step // share
             for i in range(rows):
                 ok = i < ru
-                ring_a[sa, i] = a[inst, r0 + i, step] if ok else 0
+                for e in range(group):
+                    ring_a[sa, i * group + e] = a[inst, r0 + i, g, e] if ok else 0
                 ring_flags[sa, i] = ctrl | (VALID if ok else 0)
             for j in range(cols):
                 ok = j < cu
                 ring_b[sb, j] = b[inst, step, c0 + j] if ok else 0
+                if sparse:
+                    ring_b_idx[sb, j] = b_idx_src[inst, step, c0 + j] if ok else 0
                 ring_b_valid[sb, j] = 1 if ok else 0
-            reads_a += ru
+            if share == 1 or step % share == 0:
+                reads_a += ru * group
             reads_b += cu
             step += 1
             if step == k_dim:
@@ -319,6 +436,7 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
             ring_a[sa, :] = 0
             ring_flags[sa, :] = 0
             ring_b[sb, :] = 0
+            ring_b_idx[sb, :] = 0
             ring_b_valid[sb, :] = 0
 
         # 2. Drain: bottom register of each draining column to the output SRAM, then shift
@@ -336,8 +454,8 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 ok = r < drain_geom[j, 2] and j < drain_geom[j, 3]
                 value = observe(res[(rows - 1) * cols + j], acc_bits)
                 if t < snap.shape[0]:
-                    snap[t, 6 * rows * cols + cols + j] = np.int64(value)
-                    snap[t, 6 * rows * cols + 2 * cols + j] = 1
+                    snap[t, off[O_OUT] + j] = np.int64(value)
+                    snap[t, off[O_OUT_VALID] + j] = 1
                 if ok:
                     out[inst, r0 + r, c0 + j] = value
                     writes += 1
@@ -355,20 +473,37 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
             trace_valid[t, :] = False
 
         # 3. Operands move (a right, b down); edge PEs take the delay-line outputs.
-        _shift(a_reg, a_flags, cur, nxt, 1)
+        if sparse:
+            _shift_bank(a_reg, cur, nxt, group)
+            _shift_bank(a_flags, cur, nxt, 1)
+            _shift(b_reg, b_valid, cur, nxt, cols)
+            _shift_bank(b_idx, cur, nxt, cols)
+        else:
+            _shift(a_reg, a_flags, cur, nxt, 1)
+            _shift(b_reg, b_valid, cur, nxt, cols)
         for i in range(rows):
             slot = sa - i if sa >= i else sa - i + rows  # (t - i) % rows
-            a_reg[nxt, i * cols] = ring_a[slot, i]
+            if sparse:
+                for e in range(group):
+                    a_reg[nxt, i * cols * group + e] = ring_a[slot, i * group + e]
+            else:
+                a_reg[nxt, i * cols] = ring_a[slot, i]
             a_flags[nxt, i * cols] = ring_flags[slot, i]
-        _shift(b_reg, b_valid, cur, nxt, cols)
         for j in range(cols):
             slot = sb - j if sb >= j else sb - j + cols  # (t - j) % cols
             b_reg[nxt, j] = ring_b[slot, j]
+            if sparse:
+                b_idx[nxt, j] = ring_b_idx[slot, j]
             b_valid[nxt, j] = ring_b_valid[slot, j]
 
         # 4. Every PE multiplies what arrived; `last` at the bottom row starts that column's drain.
-        n_busy, n_hazards = _os_macs(a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
-                                     drain_loaded, acc_bits, saturating)
+        if sparse:
+            n_busy, n_hazards = _os_macs_sparse(a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
+                                                group, acc, res, drain_loaded, acc_bits,
+                                                saturating)
+        else:
+            n_busy, n_hazards = _os_macs(a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
+                                         drain_loaded, acc_bits, saturating)
         busy += n_busy
         hazards += n_hazards
         bottom = (rows - 1) * cols
@@ -389,9 +524,9 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
                 drain_geom[j, 3] = cu
                 drain_geom[j, 4] = c0
         if t < snap.shape[0]:
-            _os_snapshot(snap[t], sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
-                         ring_b_valid, a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
-                         drain_left)
+            _os_snapshot(snap[t], off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
+                         ring_b_idx, ring_b_valid, a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
+                         acc, res, drain_left)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -405,26 +540,41 @@ def _os_kernel(a, b, rows, cols, acc_bits, saturating, out, counters, trace_valu
 
 
 @njit(cache=True)
-def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, counters,
-                       trace_value, trace_valid, snap):
-    n_inst, t_dim, k_dim = stream.shape
+def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_dim, rows, cols,
+                       acc_bits, saturating, out, counters, trace_value, trace_valid, snap, off):
+    # stream (inst, T, groups, gx) and stat (inst, groups, S, gs): array row k (of k_dim)
+    # takes the streamed group k // share_x and the stationary group k // share_s. Dense:
+    # widths and shares 1. Sparse WS: the stream carries groups of gx = M activations, each
+    # shared by share_x = N rows of compressed weights (indices s_idx_src (inst, K', S)).
+    # Sparse IS: the stationary holds the groups (gs = M, share_s = N) and the streamed
+    # compressed weights carry their indices (x_idx_src (inst, T, K')).
+    n_inst, t_dim = stream.shape[0], stream.shape[1]
+    gx = stream.shape[3]
+    gs = stat.shape[3]
     s_cols = stat.shape[2]
+    sparse = gx > 1 or gs > 1
+    has_xi = x_idx_src.shape[0] > 0
+    has_si = s_idx_src.shape[0] > 0
     row_folds = (k_dim + rows - 1) // rows
     col_folds = (s_cols + cols - 1) // cols
     n_folds = n_inst * row_folds * col_folds
     trace_len = trace_value.shape[0]
     n_pe = rows * cols
 
-    x_reg = np.zeros((2, n_pe), stream.dtype)
+    x_reg = np.zeros((2, n_pe * gx), stream.dtype)
+    x_idx = np.zeros((2, n_pe if sparse else 0), np.uint8)
     x_flags = np.zeros((2, n_pe), np.uint8)
     # psum row i lives at (i + 1) * cols; the first `cols` entries stay zero: row 0's adder input.
     psum = np.zeros((2, n_pe + cols), out.dtype)
     psum_valid = np.zeros((2, n_pe + cols), np.uint8)
-    shadow = np.zeros(n_pe, stat.dtype)
-    active = np.zeros(n_pe, stat.dtype)
+    shadow = np.zeros(n_pe * gs, stat.dtype)
+    active = np.zeros(n_pe * gs, stat.dtype)
+    shadow_idx = np.zeros(n_pe if sparse else 0, np.uint8)
+    active_idx = np.zeros(n_pe if sparse else 0, np.uint8)
     shadow_valid = np.zeros(n_pe, np.uint8)
     active_valid = np.zeros(n_pe, np.uint8)
-    ring_x = np.zeros((rows, rows), stream.dtype)
+    ring_x = np.zeros((rows, rows * gx), stream.dtype)
+    ring_xi = np.zeros((rows, rows if sparse else 0), np.uint8)
     ring_flags = np.zeros((rows, rows), np.uint8)
     out_m = np.zeros(cols, np.int64)  # per column: streamed index m of the next output
     out_fold = np.zeros(cols, np.int64)  # per column: fold of the next output
@@ -464,15 +614,22 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
             ctrl = FIRST if step == 0 else 0
             for i in range(rows):
                 ok = i < ru
-                ring_x[sx, i] = stream[inst, step, r0 + i] if ok else 0
+                k = r0 + i
+                g = k if share_x == 1 else k // share_x
+                for e in range(gx):
+                    ring_x[sx, i * gx + e] = stream[inst, step, g, e] if ok else 0
+                if has_xi:
+                    ring_xi[sx, i] = x_idx_src[inst, step, k] if ok else 0
                 ring_flags[sx, i] = ctrl | (VALID if ok else 0)
-            reads_x += ru
+            # the rows of one group share one read of it (dense: one read per row)
+            reads_x += gx * ((r0 + ru - 1) // share_x - r0 // share_x + 1)
             step += 1
             if step == t_dim:
                 streaming = False
                 feed_fold += 1
         else:
             ring_x[sx, :] = 0
+            ring_xi[sx, :] = 0
             ring_flags[sx, :] = 0
 
         # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
@@ -512,13 +669,27 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
                 trace_valid[t, j] = ok
 
         # 3. Streamed operand moves right; PEs copy on `first`, multiply, pass psum down.
-        _shift(x_reg, x_flags, cur, nxt, 1)
+        if sparse:
+            _shift_bank(x_reg, cur, nxt, gx)
+            _shift(x_idx, x_flags, cur, nxt, 1)
+        else:
+            _shift(x_reg, x_flags, cur, nxt, 1)
         for i in range(rows):
             slot = sx - i if sx >= i else sx - i + rows  # (t - i) % rows
-            x_reg[nxt, i * cols] = ring_x[slot, i]
+            if sparse:
+                for e in range(gx):
+                    x_reg[nxt, i * cols * gx + e] = ring_x[slot, i * gx + e]
+                x_idx[nxt, i * cols] = ring_xi[slot, i]
+            else:
+                x_reg[nxt, i * cols] = ring_x[slot, i]
             x_flags[nxt, i * cols] = ring_flags[slot, i]
-        busy += _stationary_macs(x_reg, x_flags, nxt, cur, shadow, shadow_valid, active,
-                                 active_valid, psum, acc_bits, saturating)
+        if sparse:
+            busy += _stationary_macs_sparse(x_reg, x_idx, x_flags, nxt, cur, gx, shadow,
+                                            shadow_idx, shadow_valid, active, active_idx,
+                                            active_valid, gs, psum, acc_bits, saturating)
+        else:
+            busy += _stationary_macs(x_reg, x_flags, nxt, cur, shadow, shadow_valid, active,
+                                     active_valid, psum, acc_bits, saturating)
         for p in range(cols, n_pe):
             psum_valid[nxt, p + cols] = psum_valid[cur, p]
         for j in range(cols):
@@ -539,12 +710,18 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
             inst, r0, ru, c0, cu = l_inst, l_r0, l_ru, l_c0, l_cu
             row_ok = load_row < ru
             base = load_row * cols
+            k = r0 + load_row
+            g = k if share_s == 1 else k // share_s
             for j in range(cols):
                 ok = row_ok and j < cu
-                shadow[base + j] = stat[inst, r0 + load_row, c0 + j] if ok else 0
+                for e in range(gs):
+                    shadow[(base + j) * gs + e] = stat[inst, g, c0 + j, e] if ok else 0
+                if has_si:
+                    shadow_idx[base + j] = s_idx_src[inst, k, c0 + j] if ok else 0
                 shadow_valid[base + j] = 1 if ok else 0
-            if row_ok:
-                reads_w += cu
+            # the port reads a group once for the rows that share it (dense: every row)
+            if row_ok and (share_s == 1 or load_row == 0 or k % share_s == 0):
+                reads_w += cu * gs
             if load_row == 0:
                 row0_loaded += 1
             load_row += 1
@@ -552,9 +729,10 @@ def _stationary_kernel(stream, stat, rows, cols, acc_bits, saturating, out, coun
                 load_row = -1
                 load_fold += 1
         if t < snap.shape[0]:
-            _stationary_snapshot(snap[t], sx, rows, cols, acc_bits, ring_x, ring_flags, x_reg,
-                                 x_flags, nxt, cur, shadow, shadow_valid, active, active_valid,
-                                 psum, psum_valid, w_row)
+            _stationary_snapshot(snap[t], off, sx, rows, cols, acc_bits, ring_x, ring_xi,
+                                 ring_flags, x_reg, x_idx, x_flags, nxt, cur, shadow, shadow_idx,
+                                 shadow_valid, active, active_idx, active_valid, psum,
+                                 psum_valid, w_row, gs)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -619,23 +797,43 @@ def snapshot_layout(cfg: ArrayConfig) -> dict[str, tuple[int, int]]:
       ``psum``, ``psum_valid`` (per PE); ``out``, ``out_valid``; stimulus ``x_in``,
       ``x_flags_in`` (per row), ``w_row`` (the weight-port row written, -1 for none), ``w_in``,
       ``w_valid_in`` (per column).
+
+    N:M sparse PEs (``cfg.sparse_m = M``): the bank holding activations holds a group of M
+    per PE (``M`` entries per PE or edge lane, PE p's at ``p * M .. p * M + M - 1``): ``a`` and
+    ``a_in`` (OS), ``x`` and ``x_in`` (WS), ``shadow``, ``active`` and ``w_in`` (IS). The weight
+    side gains its index bank: ``b_idx`` and ``b_idx_in`` (OS); ``shadow_idx``,
+    ``active_idx`` and ``w_idx_in`` (WS); ``x_idx`` and ``x_idx_in`` (IS).
     """
-    r, c = cfg.rows, cfg.cols
+    return dict(_snapshot_fields(cfg)[0])
+
+
+def _snapshot_fields(cfg: ArrayConfig):
+    """``([(name, (offset, length))] in order, int64 offsets by kernel code, width)``."""
+    r, c, g = cfg.rows, cfg.cols, cfg.sparse_m or 1
     n = r * c
+    sp = cfg.sparse_m > 0
     if cfg.dataflow is Dataflow.OS:
-        fields = [("a", n), ("a_flags", n), ("b", n), ("b_valid", n), ("acc", n), ("res", n),
-                  ("drain_left", c), ("out", c), ("out_valid", c), ("a_in", r),
-                  ("a_flags_in", r), ("b_in", c), ("b_valid_in", c)]
+        lengths = {"a": n * g, "a_flags": n, "b": n, "b_idx": n if sp else 0, "b_valid": n,
+                   "acc": n, "res": n, "drain_left": c, "out": c, "out_valid": c, "a_in": r * g,
+                   "a_flags_in": r, "b_in": c, "b_idx_in": c if sp else 0, "b_valid_in": c}
+        names = _OS_FIELDS
     else:
-        fields = [("x", n), ("x_flags", n), ("shadow", n), ("shadow_valid", n), ("active", n),
-                  ("active_valid", n), ("psum", n), ("psum_valid", n), ("out", c),
-                  ("out_valid", c), ("x_in", r), ("x_flags_in", r), ("w_row", 1), ("w_in", c),
-                  ("w_valid_in", c)]
-    layout, offset = {}, 0
-    for name, length in fields:
-        layout[name] = (offset, length)
-        offset += length
-    return layout
+        gx, gs = (g, 1) if cfg.dataflow is Dataflow.WS else (1, g)
+        lengths = {"x": n * gx, "x_idx": n if sp and gs > 1 else 0, "x_flags": n,
+                   "shadow": n * gs, "shadow_idx": n if sp and gx > 1 else 0,
+                   "shadow_valid": n, "active": n * gs,
+                   "active_idx": n if sp and gx > 1 else 0, "active_valid": n, "psum": n,
+                   "psum_valid": n, "out": c, "out_valid": c, "x_in": r * gx,
+                   "x_idx_in": r if sp and gs > 1 else 0, "x_flags_in": r, "w_row": 1,
+                   "w_in": c * gs, "w_idx_in": c if sp and gx > 1 else 0, "w_valid_in": c}
+        names = _STATIONARY_FIELDS
+    fields, offsets, offset = [], np.full(len(names), -1, np.int64), 0
+    for code, name in enumerate(names):
+        if lengths[name]:
+            fields.append((name, (offset, lengths[name])))
+            offsets[code] = offset
+            offset += lengths[name]
+    return fields, offsets, offset
 
 
 def max_cycles_bound(cfg: ArrayConfig, folds: int, temporal: int) -> int:
@@ -674,10 +872,35 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False,
+def check_nm(cfg: ArrayConfig, nm, k: int | None = None, where: str = "run_gemm"):
+    """``nm`` as ``(N, M)``, or ``None`` for a dense GEMM; a one-line ``ValueError`` unless the
+    array's PEs take it (``cfg.sparse_m == M``, ``1 <= N <= M``, ``K`` a multiple of M)."""
+    if nm is None:
+        return None
+    if (not isinstance(nm, (tuple, list)) or len(nm) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in nm)):
+        raise ValueError(f"{where}: nm = {nm!r}: must be (N, M), e.g. (2, 4), or None (dense)")
+    n_keep, m_grp = int(nm[0]), int(nm[1])
+    if cfg.sparse_m == 0:
+        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array has dense PEs "
+                         f"(sparse_m = 0); set sparse_m = {m_grp} for N:M sparse PEs")
+    if m_grp != cfg.sparse_m or not 1 <= n_keep <= m_grp:
+        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array's sparse PEs take N:"
+                         f"{cfg.sparse_m} with 1 <= N <= {cfg.sparse_m}")
+    if k is not None and k % m_grp:
+        raise ValueError(f"{where}: K = {k} with {n_keep}:{m_grp} sparsity: K must be a "
+                         f"multiple of M = {m_grp} (pad the weights with zero rows)")
+    return n_keep, m_grp
+
+
+def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
              snapshots: bool = False) -> RegisterResult:
     """Multiply ``a (M x K) @ b (K x N)`` (or batches of them) on the register-level model.
 
+    ``nm = (N, M)`` runs ``b`` as N:M sparse along K on the array's sparse PEs
+    (``cfg.sparse_m = M``): ``b`` is compressed to ``K * N / M`` rows of values with their
+    positions (:func:`hw.sparsity.compress_nm`; every group of M must hold at most N nonzeros)
+    and each PE's index picks its activation out of a group of M. The result equals ``a @ b``.
     ``trace`` records the bottom output port per cycle; ``snapshots`` records every register
     per cycle (for co-simulation with the RTL; integer precisions only).
     Raises ``ValueError`` for shapes that do not chain or values outside the precision.
@@ -691,34 +914,55 @@ def run_gemm(cfg: ArrayConfig, a, b, *, trace: bool = False,
                          f"need a (..., M, K) and b (..., K, N)")
     n_inst, m, k = a3.shape
     n = b3.shape[2]
+    sparse = check_nm(cfg, nm, k)
     acc_dtype = np.float32 if cfg.precision.is_float else np.int64
     saturating = cfg.overflow is Overflow.SATURATE
     counters = np.zeros(N_KERNEL_COUNTERS, np.int64)
     rows, cols = cfg.rows, cfg.cols
-    mapping = map_gemm(cfg, m, n, k, n_inst)
+    if sparse is not None:
+        n_keep, group = sparse
+        bv, bi = compress_nm(b3, n_keep, group, axis=1)
+        bv = np.ascontiguousarray(bv)
+        bi = np.ascontiguousarray(bi)
+        k_run = bv.shape[1]
+    else:
+        n_keep, group = 1, 1
+        bv, bi = b3, np.zeros((0, 0, 0), np.uint8)
+        k_run = k
+    mapping = map_gemm(cfg, m, n, k_run, n_inst)
     tlen = max_cycles_bound(cfg, mapping.folds, mapping.temporal) if trace else 0
     tv = np.zeros((tlen, cols), acc_dtype)
     tvalid = np.zeros((tlen, cols), np.bool_)
     if snapshots:
         if cfg.precision.is_float:
-            raise ValueError("run_gemm: snapshots are for integer precisions (the RTL is int8/int16)")
-        width = sum(length for _, length in snapshot_layout(cfg).values())
+            raise ValueError("run_gemm: snapshots are for integer precisions (the RTL is "
+                             "int4/int8/int16)")
+        if cfg.sparse_m and sparse is None:
+            raise ValueError("run_gemm: snapshots of an array with sparse PEs need nm = (N, M) "
+                             "(the RTL's sparse PEs run N:M GEMMs; a dense one is M:M)")
+        _, off, width = _snapshot_fields(cfg)
         snap = np.zeros((max_cycles_bound(cfg, mapping.folds, mapping.temporal), width), np.int64)
     else:
+        _, off, _ = _snapshot_fields(ArrayConfig(rows=1, cols=1, dataflow=cfg.dataflow))
         snap = np.zeros((0, 0), np.int64)
+    # activations grouped: a4[inst, m, g, e] is column g * group + e of a (dense: group 1)
+    a4 = a3.reshape(n_inst, m, k // group, group)
+    no_idx = np.zeros((0, 0, 0), np.uint8)
     if cfg.dataflow is Dataflow.OS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _os_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv, tvalid, snap)
+        _os_kernel(a4, bv, bi, n_keep, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
+                   tvalid, snap, off)
     elif cfg.dataflow is Dataflow.WS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _stationary_kernel(a3, b3, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
-                           tvalid, snap)
+        _stationary_kernel(a4, no_idx, n_keep, bv[..., None], bi, 1, k_run, rows, cols,
+                           cfg.acc_bits, saturating, out, counters, tv, tvalid, snap, off)
     else:
         out_t = np.zeros((n_inst, n, m), acc_dtype)
-        stream = np.ascontiguousarray(b3.transpose(0, 2, 1))
-        stat = np.ascontiguousarray(a3.transpose(0, 2, 1))
-        _stationary_kernel(stream, stat, rows, cols, cfg.acc_bits, saturating, out_t, counters,
-                           tv, tvalid, snap)
+        stream = np.ascontiguousarray(bv.transpose(0, 2, 1))[..., None]
+        x_idx = np.ascontiguousarray(bi.transpose(0, 2, 1)) if sparse else no_idx
+        stat = np.ascontiguousarray(a4.transpose(0, 2, 1, 3))
+        _stationary_kernel(stream, x_idx, 1, stat, no_idx, n_keep, k_run, rows, cols,
+                           cfg.acc_bits, saturating, out_t, counters, tv, tvalid, snap, off)
         out = np.ascontiguousarray(out_t.transpose(0, 2, 1))
     if counters[K_HAZARDS]:
         raise RuntimeError(f"register model hazard ({counters[K_HAZARDS]} register conflicts): "

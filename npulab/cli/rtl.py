@@ -25,13 +25,15 @@ def _array_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", "-r", type=int, default=4, help="array rows (default 4)")
     p.add_argument("--cols", "-c", type=int, default=4, help="array columns (default 4)")
     p.add_argument("--dataflow", "-d", default="ws", choices=["os", "ws", "is"],
-                   help="dataflow (default ws; is generates the ws hardware)")
+                   help="dataflow (default ws; dense is runs on the ws hardware)")
     p.add_argument("--precision", "-p", default="int8", choices=["int4", "int8", "int16"],
                    help="operand precision (default int8)")
     p.add_argument("--acc-bits", type=int, default=None,
                    help="accumulator bits (default 32 for int8, 64 for int16)")
     p.add_argument("--overflow", default="wrap", choices=["wrap", "saturate"],
                    help="accumulator overflow (default wrap)")
+    p.add_argument("--sparse-m", type=int, default=0, metavar="M",
+                   help="N:M sparse PEs with groups of M (e.g. 4 for 2:4; default 0: dense)")
     p.add_argument("--deskew", action="store_true",
                    help="add the output de-skew stage (column j delayed C-1-j cycles)")
 
@@ -40,7 +42,7 @@ def array_config_from_args(args) -> ArrayConfig:
     """The ArrayConfig the flags describe; bad values raise ConfigError naming the flag."""
     cfg = ArrayConfig(rows=args.rows, cols=args.cols, dataflow=args.dataflow,
                       precision=args.precision, acc_bits=args.acc_bits,
-                      overflow=args.overflow)
+                      overflow=args.overflow, sparse_m=args.sparse_m)
     from hw.systolic.rtl.array import check_rtl_config
     check_rtl_config(cfg, "npulab rtl")
     return cfg
@@ -209,7 +211,9 @@ def _wave(args, cfg: ArrayConfig) -> int:
                                   pe_class=pe_class_for(cfg, args.mutate), vcd_path=vcd,
                                   vcd_always=True)
     what = (f"{cfg.dataflow.value.upper()} {cfg.rows}x{cfg.cols} {cfg.precision.value} "
-            f"acc{cfg.acc_bits} {cfg.overflow.value}{' deskew' if args.deskew else ''}"
+            f"acc{cfg.acc_bits} {cfg.overflow.value}"
+            f"{f' sparse_m={cfg.sparse_m}' if cfg.sparse_m else ''}"
+            f"{' deskew' if args.deskew else ''}"
             f"{f' mutation={args.mutate}' if args.mutate else ''}")
     shape = f"M={args.m} K={args.k} N={args.n} ({args.operands} operands)"
     if mismatch is None:

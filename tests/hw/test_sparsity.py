@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.quantize import prune_n_m
-from hw.sparsity import FORMATS, encode, encoded_bytes, index_bits, pointer_bits, storage_bytes
+from hw.sparsity import (FORMATS, compress_nm, encode, encoded_bytes, index_bits, nm_density,
+                         pointer_bits, prune_n_m, storage_bytes)
 
 
 @settings(max_examples=60, deadline=None)
@@ -63,3 +63,36 @@ def test_the_widths_and_the_break_even_densities():
     with pytest.raises(ValueError, match=r"nnz = 17: must be an integer in 0\.\.16"):
         storage_bytes("csr", 4, 4, 17)
     assert set(FORMATS) == {"dense", "bitmask", "csr", "csc", "ellpack", "nm"}
+
+
+@settings(deadline=None, max_examples=60)
+@given(n=st.integers(1, 8), extra=st.integers(0, 8), groups=st.integers(1, 5),
+       cols=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_compress_nm_round_trips_and_keeps_n_per_group(n, extra, groups, cols, seed):
+    """compress_nm keeps N slots per group of M with each value's position; scattering them
+    back rebuilds the matrix, and nm_density is the fewest slots that hold every group."""
+    m = n + extra
+    rng = np.random.default_rng(seed)
+    w, _ = prune_n_m(rng.integers(-9, 10, (groups * m, cols)), n, m, axis=0)
+    values, index = compress_nm(w, n, m, axis=0)
+    assert values.shape == index.shape == (groups * n, cols) and index.dtype == np.uint8
+    assert int(index.max(initial=0)) < m
+    rebuilt = np.zeros_like(w)
+    rows = (np.arange(groups * n) // n * m)[:, None] + index
+    np.put_along_axis(rebuilt, rows.astype(np.int64), values, axis=0)
+    np.testing.assert_array_equal(rebuilt, w)
+    assert nm_density(w, m, axis=0) <= n
+    # positions within a group are distinct, nonzeros first in position order
+    for g in range(groups):
+        pos = index[g * n:(g + 1) * n]
+        assert all(len(set(pos[:, c])) == n for c in range(cols))
+
+
+def test_compress_nm_errors_name_the_group():
+    with pytest.raises(ValueError, match="6 elements: must be a multiple of M = 4"):
+        compress_nm(np.ones((6, 2)), 2, 4, axis=0)
+    w = np.zeros((8, 3))
+    w[5:8, 2] = 1
+    with pytest.raises(ValueError, match=r"elements 4..7 .*\(2,\)\) has 3 nonzeros: at most 2"):
+        compress_nm(w, 2, 4, axis=0)
+    assert nm_density(w, 4, axis=0) == 3 and nm_density(np.zeros((4, 1)), 4, axis=0) == 0

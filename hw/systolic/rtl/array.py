@@ -24,9 +24,10 @@ so a run's total cycle count is unchanged).
 from __future__ import annotations
 
 from amaranth import Module, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.sparsity import nm_index_bits
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow
 from hw.systolic.rtl.pe import (
     OutputStationaryPE, StationaryPE, output_layout, stream_layout, top_layout, weight_layout,
@@ -70,15 +71,17 @@ class DelayLines(wiring.Component):
 
 class _Mesh(wiring.Component):
     def __init__(self, rows: int, cols: int, bits: int, acc_bits: int, saturate: bool,
-                 pe_class, signature: dict):
+                 pe_class, signature: dict, group: int = 1, index_bits: int = 0):
         self.rows, self.cols = rows, cols
         self.bits, self.acc_bits, self.saturate = bits, acc_bits, saturate
         self.pe_class = pe_class
+        self.group, self.index_bits = group, index_bits
         super().__init__(signature)
         self.pes = [[self._make_pe(i) for _ in range(cols)] for i in range(rows)]
 
     def _make_pe(self, row: int):
-        return self.pe_class(self.bits, self.acc_bits, self.saturate)
+        return self.pe_class(self.bits, self.acc_bits, self.saturate, self.group,
+                             self.index_bits)
 
 
 class OutputStationaryMesh(_Mesh):
@@ -93,12 +96,13 @@ class OutputStationaryMesh(_Mesh):
     ``i >= R + 1 - L`` loads ``res`` from the PE above and ``out[j]`` is valid.
     """
 
-    def __init__(self, rows, cols, bits, acc_bits, saturate=False, pe_class=OutputStationaryPE):
+    def __init__(self, rows, cols, bits, acc_bits, saturate=False, pe_class=OutputStationaryPE,
+                 group=1, index_bits=0):
         super().__init__(rows, cols, bits, acc_bits, saturate, pe_class, {
-            "a_in": In(stream_layout(bits, last=True)).array(rows),
-            "b_in": In(top_layout(bits)).array(cols),
+            "a_in": In(stream_layout(bits, True, group)).array(rows),
+            "b_in": In(top_layout(bits, index_bits)).array(cols),
             "out": Out(output_layout(acc_bits)).array(cols),
-        })
+        }, group, index_bits)
         self.drain_left = [Signal(range(rows + 1), name=f"drain_left_{j}") for j in range(cols)]
 
     def elaborate(self, platform):
@@ -135,17 +139,23 @@ class StationaryMesh(_Mesh):
     feeder's handshakes are the sequencer's (the model's feeder), not the mesh's.
     """
 
-    def __init__(self, rows, cols, bits, acc_bits, saturate=False, pe_class=StationaryPE):
+    def __init__(self, rows, cols, bits, acc_bits, saturate=False, pe_class=StationaryPE,
+                 x_group=1, w_group=1, index_bits=0):
+        self.x_group, self.w_group = x_group, w_group
         super().__init__(rows, cols, bits, acc_bits, saturate, pe_class, {
-            "x_in": In(stream_layout(bits, last=False)).array(rows),
+            "x_in": In(stream_layout(bits, False, x_group,
+                                     index_bits if w_group > 1 else 0)).array(rows),
             "w_en": In(1),
             "w_row": In(range(rows)),
-            "w_in": In(weight_layout(bits)).array(cols),
+            "w_in": In(weight_layout(bits, w_group,
+                                     index_bits if x_group > 1 else 0)).array(cols),
             "out": Out(output_layout(acc_bits)).array(cols),
-        })
+        }, 1, index_bits)
 
     def _make_pe(self, row: int):
-        return self.pe_class(self.bits, self.acc_bits, self.saturate, row=row)
+        return self.pe_class(self.bits, self.acc_bits, self.saturate, row=row,
+                             x_group=self.x_group, w_group=self.w_group,
+                             index_bits=self.index_bits)
 
     def elaborate(self, platform):
         m = Module()
@@ -206,19 +216,25 @@ class SystolicArray(wiring.Component):
         bits, r_, c_ = cfg.precision.bits, cfg.rows, cfg.cols
         self.bits = bits
         saturate = cfg.overflow is Overflow.SATURATE
+        # N:M sparse PEs: groups of M activations on the activation side, indices on the
+        # weight side (OS: a groups, b indices; WS: x groups, w indices; IS: the reverse)
+        g = cfg.sparse_m or 1
+        ib = nm_index_bits(g) if cfg.sparse_m else 0
         if cfg.dataflow is Dataflow.OS:
             self.mesh = OutputStationaryMesh(r_, c_, bits, cfg.acc_bits, saturate,
-                                             pe_class or OutputStationaryPE)
-            self.skews = {"a_in": DelayLines.skew(stream_layout(bits, True), r_),
-                          "b_in": DelayLines.skew(top_layout(bits), c_)}
-            sig = {"a_in": In(stream_layout(bits, True)).array(r_),
-                   "b_in": In(top_layout(bits)).array(c_)}
+                                             pe_class or OutputStationaryPE, g, ib)
+            a_lay, b_lay = stream_layout(bits, True, g), top_layout(bits, ib)
+            self.skews = {"a_in": DelayLines.skew(a_lay, r_), "b_in": DelayLines.skew(b_lay, c_)}
+            sig = {"a_in": In(a_lay).array(r_), "b_in": In(b_lay).array(c_)}
         else:
+            xg, wg = (g, 1) if cfg.dataflow is Dataflow.WS else (1, g)
             self.mesh = StationaryMesh(r_, c_, bits, cfg.acc_bits, saturate,
-                                       pe_class or StationaryPE)
-            self.skews = {"x_in": DelayLines.skew(stream_layout(bits, False), r_)}
-            sig = {"x_in": In(stream_layout(bits, False)).array(r_), "w_en": In(1),
-                   "w_row": In(range(r_)), "w_in": In(weight_layout(bits)).array(c_)}
+                                       pe_class or StationaryPE, xg, wg, ib)
+            x_lay = stream_layout(bits, False, xg, ib if wg > 1 else 0)
+            w_lay = weight_layout(bits, wg, ib if xg > 1 else 0)
+            self.skews = {"x_in": DelayLines.skew(x_lay, r_)}
+            sig = {"x_in": In(x_lay).array(r_), "w_en": In(1),
+                   "w_row": In(range(r_)), "w_in": In(w_lay).array(c_)}
         sig["out"] = Out(output_layout(cfg.acc_bits)).array(c_)
         self.deskewer = DelayLines.deskew(output_layout(cfg.acc_bits), c_) if deskew else None
         super().__init__(sig)
@@ -228,8 +244,9 @@ class SystolicArray(wiring.Component):
         """Module name used in Verilog, e.g. ``systolic_ws_4x4_int8_acc32``."""
         c = self.cfg
         sat = "_sat" if c.overflow is Overflow.SATURATE else ""
+        sparse = f"_sparse{c.sparse_m}" if c.sparse_m else ""
         return (f"systolic_{c.dataflow.value}_{c.rows}x{c.cols}_{c.precision.value}"
-                f"_acc{c.acc_bits}{sat}{'_deskew' if self.deskew else ''}")
+                f"_acc{c.acc_bits}{sat}{sparse}{'_deskew' if self.deskew else ''}")
 
     def elaborate(self, platform):
         m = Module()

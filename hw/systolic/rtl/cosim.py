@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
-from hw.systolic.config import ArrayConfig, Dataflow
+from hw.sparsity import nm_density, prune_n_m
+from hw.systolic.config import ArrayConfig, ConfigError, Dataflow
 from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl.array import SystolicArray, check_rtl_config
 
@@ -82,7 +83,9 @@ class VerifyReport:
     def summary(self) -> str:
         c = self.cfg
         what = (f"{c.dataflow.value.upper()} {c.rows}x{c.cols} {c.precision.value} "
-                f"acc{c.acc_bits} {c.overflow.value}{' deskew' if self.deskew else ''}"
+                f"acc{c.acc_bits} {c.overflow.value}"
+                f"{f' sparse_m={c.sparse_m}' if c.sparse_m else ''}"
+                f"{' deskew' if self.deskew else ''}"
                 f"{f' mutation={self.mutation}' if self.mutation else ''}")
         bad = [x for x in self.cases if not x.ok]
         if not bad:
@@ -108,41 +111,65 @@ def random_gemm(rng: np.random.Generator, cfg: ArrayConfig):
     # Extremes: products of -2**(p-1) with itself are the largest, and stress saturation.
     a[rng.random(a.shape) < 0.1] = lo
     b[rng.random(b.shape) < 0.1] = lo
+    if cfg.sparse_m:
+        # sparse PEs: K a multiple of M, weights magnitude-pruned to a random N:M
+        group = cfg.sparse_m
+        k = group * int(rng.integers(1, (2 * max(r, c) + 2) // group + 2))
+        a = rng.integers(lo, hi + 1, (batch, m, k))
+        b = rng.integers(lo, hi + 1, (batch, k, n))
+        b, _ = prune_n_m(b, int(rng.integers(1, group + 1)), group, axis=1)
     return a, b
 
 
 # The registers compared after every clock edge, per PE, in comparison order:
 # (snapshot field, PE port, the port's lib.data fields packed from bit 0 up, or () for a plain
 # signal). Both simulators (Amaranth here, Verilator in .verilator) build their probes from it.
+# N:M sparse PEs add their index registers (``*_idx``); a bank holding groups of activations
+# has M snapshot entries per PE, compared element by element.
 OS_REGISTERS = (
     ("a", "a_out", ("value",)), ("a_flags", "a_out", ("valid", "first", "last")),
-    ("b", "b_out", ("value",)), ("b_valid", "b_out", ("valid",)),
+    ("b", "b_out", ("value",)), ("b_idx", "b_out", ("index",)), ("b_valid", "b_out", ("valid",)),
     ("acc", "acc", ()), ("res", "res", ()),
 )
 STATIONARY_REGISTERS = (
-    ("x", "x_out", ("value",)), ("x_flags", "x_out", ("valid", "first")),
-    ("shadow", "shadow", ("value",)), ("shadow_valid", "shadow", ("valid",)),
-    ("active", "active", ("value",)), ("active_valid", "active", ("valid",)),
+    ("x", "x_out", ("value",)), ("x_idx", "x_out", ("index",)),
+    ("x_flags", "x_out", ("valid", "first")),
+    ("shadow", "shadow", ("value",)), ("shadow_idx", "shadow", ("index",)),
+    ("shadow_valid", "shadow", ("valid",)),
+    ("active", "active", ("value",)), ("active_idx", "active", ("index",)),
+    ("active_valid", "active", ("valid",)),
     ("psum", "psum", ()), ("psum_valid", "psum_valid", ()),
 )
 
 
 def wave_operands(cfg: ArrayConfig, m: int, k: int, n: int, kind: str = "ramp", seed: int = 0):
     """The operands of ``npulab rtl wave``: ``ramp`` (a[m][k] = 1 + m*K + k,
-    b[k][n] = -(1 + k*N + n), wrapped into the precision's range) or seeded ``random``."""
+    b[k][n] = -(1 + k*N + n), wrapped into the precision's range) or seeded ``random``. With
+    sparse PEs (``sparse_m = M``) ``b`` is magnitude-pruned to (M/2):M along K (2:4 for M = 4);
+    K must then be a multiple of M."""
     lo, hi = cfg.precision.operand_range
+    if cfg.sparse_m and k % cfg.sparse_m:
+        raise ConfigError(f"wave: k = {k}: with sparse_m = {cfg.sparse_m} K must be a "
+                          f"multiple of {cfg.sparse_m}")
     if kind == "random":
         rng = np.random.default_rng(seed)
-        return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
-    span = hi - lo + 1
-    a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
-    b = -(1 + np.arange(k)[:, None] * n + np.arange(n)[None, :])
-    return (a - lo) % span + lo, (b - lo) % span + lo
+        a, b = rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
+    else:
+        span = hi - lo + 1
+        a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
+        b = -(1 + np.arange(k)[:, None] * n + np.arange(n)[None, :])
+        a, b = (a - lo) % span + lo, (b - lo) % span + lo
+    if cfg.sparse_m:
+        b, _ = prune_n_m(b, max(1, cfg.sparse_m // 2), cfg.sparse_m, axis=0)
+    return a, b
 
 
 def register_table(cfg: ArrayConfig):
-    """:data:`OS_REGISTERS` or :data:`STATIONARY_REGISTERS` for ``cfg``'s dataflow."""
-    return OS_REGISTERS if cfg.dataflow is Dataflow.OS else STATIONARY_REGISTERS
+    """The entries of :data:`OS_REGISTERS` or :data:`STATIONARY_REGISTERS` that ``cfg``'s
+    array has (the index registers only with sparse PEs)."""
+    lay = snapshot_layout(cfg)
+    table = OS_REGISTERS if cfg.dataflow is Dataflow.OS else STATIONARY_REGISTERS
+    return tuple(entry for entry in table if entry[0] in lay)
 
 
 def register_name(i: int, j: int, port: str, fields: tuple[str, ...]) -> str:
@@ -159,10 +186,17 @@ def _probes(cfg: ArrayConfig, top: SystolicArray):
             pe = top.mesh.pes[i][j]
             for field_name, port, fields in register_table(cfg):
                 value = getattr(pe, port)
+                offset, length = lay[field_name]
+                group = length // (cfg.rows * cfg.cols)
+                name = register_name(i, j, port, fields)
+                if group > 1:   # a sparse PE's group of activations, element by element
+                    elems = getattr(value, fields[0])
+                    base = offset + (i * cfg.cols + j) * group
+                    probes += [(base + e, f"{name}[{e}]", [(elems[e], 0)]) for e in range(group)]
+                    continue
                 parts = ([(getattr(value, f), k) for k, f in enumerate(fields)] if fields
                          else [(value, 0)])
-                probes.append((lay[field_name][0] + i * cfg.cols + j,
-                               register_name(i, j, port, fields), parts))
+                probes.append((offset + i * cfg.cols + j, name, parts))
     if cfg.dataflow is Dataflow.OS:
         for j in range(cfg.cols):
             probes.append((lay["drain_left"][0] + j, f"mesh.drain_left[{j}]",
@@ -175,32 +209,55 @@ def vcd_name(cfg: ArrayConfig, index: int) -> str:
     return f"{cfg.dataflow.value}_{cfg.rows}x{cfg.cols}_{cfg.precision.value}_case{index}.vcd"
 
 
+def _set_value(ctx, port, lay, field_name: str, row, lane: int) -> None:
+    """Drive ``port.value`` of one edge lane (a group of activations with sparse PEs)."""
+    offset, length = lay[field_name]
+    group = length // _lanes(lay, field_name)
+    if group == 1:
+        ctx.set(port.value, int(row[offset + lane]))
+    else:
+        ctx.set(port.value, [int(v) for v in row[offset + lane * group:
+                                                 offset + (lane + 1) * group]])
+
+
+def _lanes(lay, field_name: str) -> int:
+    """Edge lanes of a stimulus field: rows for the left edge, columns for the top."""
+    flags = {"a_in": "a_flags_in", "b_in": "b_valid_in", "x_in": "x_flags_in",
+             "w_in": "w_valid_in"}[field_name]
+    return lay[flags][1]
+
+
 def _drive(ctx, cfg: ArrayConfig, top: SystolicArray, lay, row) -> None:
     """Present the model's feeder (and weight-port) stimulus of one cycle on the top ports."""
     if cfg.dataflow is Dataflow.OS:
-        o_a, o_af, o_b, o_bv = (lay[k][0] for k in ("a_in", "a_flags_in", "b_in", "b_valid_in"))
+        o_af, o_bv = (lay[k][0] for k in ("a_flags_in", "b_valid_in"))
         for i, port in enumerate(top.a_in):
             fl = int(row[o_af + i])
-            ctx.set(port.value, int(row[o_a + i]))
+            _set_value(ctx, port, lay, "a_in", row, i)
             ctx.set(port.valid, fl & 1)
             ctx.set(port.first, (fl >> 1) & 1)
             ctx.set(port.last, (fl >> 2) & 1)
         for j, port in enumerate(top.b_in):
-            ctx.set(port.value, int(row[o_b + j]))
+            _set_value(ctx, port, lay, "b_in", row, j)
+            if "b_idx_in" in lay:
+                ctx.set(port.index, int(row[lay["b_idx_in"][0] + j]))
             ctx.set(port.valid, int(row[o_bv + j]))
         return
-    o_x, o_xf, o_wr, o_w, o_wv = (lay[k][0] for k in ("x_in", "x_flags_in", "w_row", "w_in",
-                                                      "w_valid_in"))
+    o_xf, o_wr, o_wv = (lay[k][0] for k in ("x_flags_in", "w_row", "w_valid_in"))
     for i, port in enumerate(top.x_in):
         fl = int(row[o_xf + i])
-        ctx.set(port.value, int(row[o_x + i]))
+        _set_value(ctx, port, lay, "x_in", row, i)
+        if "x_idx_in" in lay:
+            ctx.set(port.index, int(row[lay["x_idx_in"][0] + i]))
         ctx.set(port.valid, fl & 1)
         ctx.set(port.first, (fl >> 1) & 1)
     w_row = int(row[o_wr])
     ctx.set(top.w_en, int(w_row >= 0))
     ctx.set(top.w_row, max(w_row, 0))
     for j, port in enumerate(top.w_in):
-        ctx.set(port.value, int(row[o_w + j]))
+        _set_value(ctx, port, lay, "w_in", row, j)
+        if "w_idx_in" in lay:
+            ctx.set(port.index, int(row[lay["w_idx_in"][0] + j]))
         ctx.set(port.valid, int(row[o_wv + j]))
 
 
@@ -284,13 +341,18 @@ def cosim_gemm(cfg: ArrayConfig, a, b, *, deskew: bool = False, pe_class=None,
                vcd_path: str | os.PathLike | None = None,
                vcd_always: bool = False) -> tuple[int, Mismatch | None]:
     """Run ``a @ b`` through the model and the RTL; return (model cycles, first mismatch).
+    With sparse PEs (``cfg.sparse_m = M``) ``b`` runs N:M compressed, N the most nonzeros any
+    group of M along K holds (K must be a multiple of M).
 
     With ``vcd_path`` a waveform of a failing run is written there (and a ``.gtkw`` beside it);
     with ``vcd_always`` too, the waveform is written whether the run passes or fails (one
     simulation, dumped as it runs: ``npulab rtl wave``).
     """
     check_rtl_config(cfg, "cosim")
-    model = run_gemm(cfg, a, b, snapshots=True)
+    nm = None
+    if cfg.sparse_m:  # the fewest kept values per group that hold b's nonzeros
+        nm = (max(1, nm_density(b, cfg.sparse_m, axis=-2)), cfg.sparse_m)
+    model = run_gemm(cfg, a, b, nm=nm, snapshots=True)
     snaps = model.snapshots  # for IS: of the transposed problem, which the hardware runs
     if vcd_always and vcd_path is not None:
         mismatch = _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class, vcd_path=vcd_path)

@@ -32,14 +32,27 @@ def _drop_negative(self, a, b):
     return Mux(a[-1], 0, a) * b
 
 
+def _index_low_bit_stuck(self, group, index):
+    # The sparse PE's index mux with its lowest select line tied to 0: position 1 reads 0.
+    from amaranth import C, Cat
+
+    return group[Cat(C(0, 1), index[1:])]
+
+
 _PRODUCTS = {
     "unsigned-multiply": (_unsigned_product, "operands multiplied as unsigned numbers"),
     "narrow-product": (_narrow_product, "product truncated to the operand width"),
     "drop-negative-a": (_drop_negative, "negative row operands multiplied as zero"),
 }
 
+#: Mutations of the N:M sparse PE's index mux (arrays with ``sparse_m > 0``).
+_PICKS = {
+    "index-mux-stuck": (_index_low_bit_stuck, "sparse PE's index mux with its low select bit "
+                                              "stuck at 0"),
+}
+
 #: name -> one-line description of each mutation.
-MUTATIONS = {name: desc for name, (_, desc) in _PRODUCTS.items()}
+MUTATIONS = {name: desc for name, (_, desc) in (*_PRODUCTS.items(), *_PICKS.items())}
 
 
 def pe_class_for(cfg: ArrayConfig, mutation: str | None):
@@ -49,7 +62,13 @@ def pe_class_for(cfg: ArrayConfig, mutation: str | None):
     base = OutputStationaryPE if cfg.dataflow is Dataflow.OS else StationaryPE
     if mutation is None:
         return base
-    if mutation not in _PRODUCTS:
+    if mutation in _PICKS:
+        if not cfg.sparse_m:
+            raise ConfigError(f"mutation = {mutation!r} breaks the sparse PE's index mux: the "
+                              f"array needs sparse_m > 0 (it has dense PEs)")
+        override = {"pick": _PICKS[mutation][0]}
+    elif mutation in _PRODUCTS:
+        override = {"product": _PRODUCTS[mutation][0]}
+    else:
         raise ConfigError(f"mutation = {mutation!r}: must be one of {', '.join(MUTATIONS)}")
-    product, _ = _PRODUCTS[mutation]
-    return type(f"{base.__name__}_{mutation.replace('-', '_')}", (base,), {"product": product})
+    return type(f"{base.__name__}_{mutation.replace('-', '_')}", (base,), override)

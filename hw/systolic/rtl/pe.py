@@ -24,22 +24,39 @@ __all__ = [
 ]
 
 
-def stream_layout(bits: int, last: bool) -> data.StructLayout:
-    """An operand streamed along a row with its control bits (OS carries ``last`` too)."""
-    fields = {"value": signed(bits), "valid": 1, "first": 1}
+def _operand(bits: int, group: int):
+    """One operand, or (``group > 1``) a group of them: an N:M sparse PE's activations."""
+    return signed(bits) if group == 1 else data.ArrayLayout(signed(bits), group)
+
+
+def stream_layout(bits: int, last: bool, group: int = 1,
+                  index_bits: int = 0) -> data.StructLayout:
+    """An operand streamed along a row with its control bits (OS carries ``last`` too).
+    N:M sparse PEs: ``group`` activations per lane (OS, WS), or one weight with its
+    ``index_bits``-wide position in its group (IS)."""
+    fields = {"value": _operand(bits, group), "valid": 1, "first": 1}
+    if index_bits:
+        fields["index"] = index_bits
     if last:
         fields["last"] = 1
     return data.StructLayout(fields)
 
 
-def top_layout(bits: int) -> data.StructLayout:
-    """An operand streamed down a column (OS ``b``)."""
-    return data.StructLayout({"value": signed(bits), "valid": 1})
+def top_layout(bits: int, index_bits: int = 0) -> data.StructLayout:
+    """An operand streamed down a column (OS ``b``; with N:M sparse PEs, with its index)."""
+    fields = {"value": signed(bits), "valid": 1}
+    if index_bits:
+        fields["index"] = index_bits
+    return data.StructLayout(fields)
 
 
-def weight_layout(bits: int) -> data.StructLayout:
-    """A stationary operand (WS weight, IS input) and whether it belongs to the fold."""
-    return data.StructLayout({"value": signed(bits), "valid": 1})
+def weight_layout(bits: int, group: int = 1, index_bits: int = 0) -> data.StructLayout:
+    """A stationary operand (WS weight, IS input) and whether it belongs to the fold. N:M
+    sparse PEs: a weight with its index (WS), or a group of activations (IS)."""
+    fields = {"value": _operand(bits, group), "valid": 1}
+    if index_bits:
+        fields["index"] = index_bits
+    return data.StructLayout(fields)
 
 
 def output_layout(acc_bits: int) -> data.StructLayout:
@@ -86,6 +103,11 @@ class _MacPE(wiring.Component):
         it are the mutations :mod:`hw.systolic.rtl.mutations` offers to co-simulation."""
         return a * b
 
+    def pick(self, group, index):
+        """The index mux of an N:M sparse PE: element ``index`` of the activation ``group``.
+        Mutations (:mod:`hw.systolic.rtl.mutations`) break it too."""
+        return group[index]
+
     def _product_signal(self, m: Module, a, b):
         prod = Signal(signed(2 * self.bits))
         m.d.comb += prod.eq(self.product(a, b))
@@ -102,6 +124,8 @@ class OutputStationaryPE(_MacPE):
     downward, registered). ``res_in``: the ``res`` register of the PE above (drain chain);
     ``shift``: load ``res`` from ``res_in`` this cycle. ``acc`` and ``res`` expose the
     accumulator and result registers (debug and co-simulation; ``res`` also feeds the PE below).
+    N:M sparse (``group = M``): ``a`` carries a group of M activations and ``b`` its weight's
+    ``index_bits``-wide position in that group; the PE multiplies ``b`` by ``a[index]``.
 
     Timing contract (``hw.systolic.regmodel``, OS)
     ----------------------------------------------
@@ -112,12 +136,16 @@ class OutputStationaryPE(_MacPE):
     contract's fold spacing makes impossible). Operands are forwarded one hop per cycle.
     """
 
-    def __init__(self, bits: int, acc_bits: int, saturate: bool = False):
+    def __init__(self, bits: int, acc_bits: int, saturate: bool = False, group: int = 1,
+                 index_bits: int = 0):
+        self.group = group
+        a_lay = stream_layout(bits, True, group)
+        b_lay = top_layout(bits, index_bits)
         super().__init__(bits, acc_bits, saturate, {
-            "a_in": In(stream_layout(bits, last=True)),
-            "b_in": In(top_layout(bits)),
-            "a_out": Out(stream_layout(bits, last=True)),
-            "b_out": Out(top_layout(bits)),
+            "a_in": In(a_lay),
+            "b_in": In(b_lay),
+            "a_out": Out(a_lay),
+            "b_out": Out(b_lay),
             "res_in": In(signed(acc_bits)),
             "shift": In(1),
             "acc": Out(signed(acc_bits)),
@@ -127,7 +155,9 @@ class OutputStationaryPE(_MacPE):
     def elaborate(self, platform):
         m = Module()
         m.d.sync += [self.a_out.eq(self.a_in), self.b_out.eq(self.b_in)]
-        prod = self._product_signal(m, self.a_in.value, self.b_in.value)
+        a_value = (self.a_in.value if self.group == 1
+                   else self.pick(self.a_in.value, self.b_in.index))
+        prod = self._product_signal(m, a_value, self.b_in.value)
         summed = accumulate(m, self.acc, prod, self.acc_bits, self.saturate)
         total = Signal(signed(self.acc_bits))
         m.d.comb += total.eq(Mux(self.a_in.first, prod, summed))
@@ -160,7 +190,10 @@ class StationaryPE(_MacPE):
     cycle (the weight port). ``psum_in`` / ``psum_valid_in``: the partial sum of the PE above
     (absent in the top row, ``row == 0``, which adds to zero). ``psum`` / ``psum_valid``: this
     PE's partial-sum register (to the PE below or the output port), :func:`psum_bits` wide.
-    ``shadow`` and ``active`` expose the double-buffered stationary operand.
+    ``shadow`` and ``active`` expose the double-buffered stationary operand. N:M sparse:
+    WS (``x_group = M``) streams groups of M activations and holds each weight with its
+    ``index_bits``-wide position; IS (``w_group = M``) holds the group and streams the weight
+    with its index; either way the index picks the activation the PE multiplies.
 
     Timing contract (``hw.systolic.regmodel``, WS/IS)
     -------------------------------------------------
@@ -172,21 +205,25 @@ class StationaryPE(_MacPE):
     operand register, which holds the same bit, so the top row has no separate register for it.
     """
 
-    def __init__(self, bits: int, acc_bits: int, saturate: bool = False, row: int = 0):
+    def __init__(self, bits: int, acc_bits: int, saturate: bool = False, row: int = 0,
+                 x_group: int = 1, w_group: int = 1, index_bits: int = 0):
         self.row = row
+        self.x_group, self.w_group = x_group, w_group
         self.psum_bits = psum_bits(bits, acc_bits, row)
         above = psum_bits(bits, acc_bits, row - 1) if row else 1
+        x_lay = stream_layout(bits, False, x_group, index_bits if w_group > 1 else 0)
+        w_lay = weight_layout(bits, w_group, index_bits if x_group > 1 else 0)
         super().__init__(bits, acc_bits, saturate, {
-            "x_in": In(stream_layout(bits, last=False)),
-            "x_out": Out(stream_layout(bits, last=False)),
+            "x_in": In(x_lay),
+            "x_out": Out(x_lay),
             "w_load": In(1),
-            "w_in": In(weight_layout(bits)),
+            "w_in": In(w_lay),
             "psum_in": In(signed(above)),
             "psum_valid_in": In(1),
             "psum": Out(signed(self.psum_bits)),
             "psum_valid": Out(1),
-            "shadow": Out(weight_layout(bits)),
-            "active": Out(weight_layout(bits)),
+            "shadow": Out(w_lay),
+            "active": Out(w_lay),
         })
 
     def elaborate(self, platform):
@@ -197,9 +234,16 @@ class StationaryPE(_MacPE):
         first = self.x_in.first
         with m.If(first):
             m.d.sync += self.active.eq(self.shadow)
-        w_value = Mux(first, self.shadow.value, self.active.value)
         w_valid = Mux(first, self.shadow.valid, self.active.valid)
-        prod = self._product_signal(m, self.x_in.value, w_value)
+        x_value = self.x_in.value
+        if self.x_group > 1:    # sparse WS: the weight's index picks the activation
+            x_value = self.pick(x_value, Mux(first, self.shadow.index, self.active.index))
+        if self.w_group > 1:    # sparse IS: the streamed weight's index picks it
+            w_value = Mux(first, self.pick(self.shadow.value, self.x_in.index),
+                          self.pick(self.active.value, self.x_in.index))
+        else:
+            w_value = Mux(first, self.shadow.value, self.active.value)
+        prod = self._product_signal(m, x_value, w_value)
         if self.row == 0:
             summed, passed = prod, 0
             m.d.comb += self.psum_valid.eq(self.x_out.valid)

@@ -28,6 +28,7 @@ from amaranth.back import rtlil
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.sparsity import nm_index_bits
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.rtl.array import SystolicArray
 
@@ -200,6 +201,10 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     * de-skew: column j holds C-1-j outputs. OS: value and valid (A+1) each. WS/IS: the value
       is the bottom row's ``psum`` (``psum_bits(R-1)`` distinct bits, sign-extended to A); its
       valid bit is row 0's valid delayed R+j+k+1 <= R+C-1 cycles, already a flip-flop.
+    * N:M sparse PEs (``sparse_m = M``, I = ceil(log2 M) index bits): the bank that holds
+      activations holds M of them (OS ``a``, WS ``x``: M*P value bits; IS ``shadow`` and
+      ``active``: M*P), and the weight side carries its index (OS ``b``, WS ``shadow`` and
+      ``active``, IS ``x``: P+I);
     * one-row OS array: a drain counter (0..1) is the ``last`` flag its column's PE latched, so
       columns 0..C-2 (whose PE forwards ``a``) hold it once; and a de-skew valid bit of column
       j, k stages in, is the ``last`` flag of column j + k, already a flip-flop.
@@ -208,16 +213,21 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
 
     p, a, r, c = cfg.precision.bits, cfg.acc_bits, cfg.rows, cfg.cols
     tri = lambda n: n * (n - 1) // 2  # noqa: E731  sum of 0..n-1: delay-line stages
+    g, ib = (cfg.sparse_m, nm_index_bits(cfg.sparse_m)) if cfg.sparse_m else (1, 0)
     if cfg.dataflow is Dataflow.OS:
-        total = tri(r) * (p + 3) + tri(c) * (p + 1)
-        total += r * (c - 1) * (p + 3) + (r - 1) * c * (p + 1) + r * c * 2 * a
+        pa, pb = g * p, p + ib  # a's value bits (a group), b's (a weight and its index)
+        total = tri(r) * (pa + 3) + tri(c) * (pb + 1)
+        total += r * (c - 1) * (pa + 3) + (r - 1) * c * (pb + 1) + r * c * 2 * a
         total += c * r.bit_length()  # drain counters hold 0..R
         if r == 1:                   # the drain counters and de-skew valid bits are last flags
             total -= (c - 1) + (tri(c) if deskew else 0)
         return total + (tri(c) * (a + 1) if deskew else 0)
-    total = tri(r) * (p + 2)
-    total += r * (c - 1) * (p + 2) + 1  # forwarded x; the top-right PE's valid bit
-    total += r * c * 2 * (p + 1) + c * sum(psum_bits(p, a, i) for i in range(r))
+    # the streamed and stationary operands' value bits (WS sparse: x a group, the weight with
+    # its index; IS sparse: the reverse)
+    px, pw = (g * p, p + ib) if cfg.dataflow is Dataflow.WS else (p + ib, g * p)
+    total = tri(r) * (px + 2)
+    total += r * (c - 1) * (px + 2) + 1  # forwarded x; the top-right PE's valid bit
+    total += r * c * 2 * (pw + 1) + c * sum(psum_bits(p, a, i) for i in range(r))
     total += r - 1  # psum_valid delays C+1 .. R+C-1
     return total + (tri(c) * psum_bits(p, a, r - 1) if deskew else 0)
 

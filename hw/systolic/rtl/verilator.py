@@ -80,7 +80,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.systolic.config import ArrayConfig
+from hw.systolic.config import ArrayConfig, ConfigError
 from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl.array import check_rtl_config
 from hw.systolic.rtl.cosim import CaseResult, Mismatch, VerifyReport, random_gemm, vcd_name
@@ -105,6 +105,13 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 _VERILOG_CACHE: dict[tuple, str] = {}
+
+
+def _check_dense(cfg: ArrayConfig, where: str) -> None:
+    if cfg.sparse_m:
+        raise ConfigError(f"{where}: sparse_m = {cfg.sparse_m}: the Verilator testbench drives "
+                          f"dense PEs; co-simulate the N:M sparse PEs in Amaranth "
+                          f"(npulab rtl verify --sim amaranth)")
 
 
 def _verilog(cfg: ArrayConfig, deskew: bool, pe_class) -> str:
@@ -153,6 +160,7 @@ def build_simulator(cfg: ArrayConfig, *, deskew: bool = False, pe_class=None, pr
     build fails (with the tail of the build log).
     """
     check_rtl_config(cfg, "verilator")
+    _check_dense(cfg, "verilator")
     exe = _require_verilator()
     t0 = time.perf_counter()
     verilog = _verilog(cfg, deskew, pe_class)
@@ -327,6 +335,7 @@ def verify_verilator(cfg: ArrayConfig, *, cases: int = 10, seed: int = 0, deskew
     from hw.systolic.rtl.mutations import pe_class_for
 
     check_rtl_config(cfg, "verify_verilator")
+    _check_dense(cfg, "verify_verilator")
     pe_class = pe_class_for(cfg, mutation)
     _require_verilator()
     report = VerilatorReport(cfg, deskew, mutation)

@@ -218,9 +218,12 @@ def test_unsigned_multiply_is_caught_with_waveform(dataflow, tmp_path):
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_every_mutation_is_caught(mutation):
-    for dataflow in ("os", "ws"):
-        cfg = ArrayConfig(rows=2, cols=2, dataflow=dataflow)
-        assert not cosim.verify(cfg, cases=3, seed=5, mutation=mutation).ok
+    # the index-mux mutation needs sparse PEs; the product ones break both kinds
+    sparse = (4,) if mutation.startswith("index") else (0, 4)
+    for dataflow in ("os", "ws", "is"):
+        for sparse_m in sparse:
+            cfg = ArrayConfig(rows=2, cols=2, dataflow=dataflow, sparse_m=sparse_m)
+            assert not cosim.verify(cfg, cases=3, seed=5, mutation=mutation).ok
 
 
 def test_broken_drain_timing_is_caught():
@@ -270,3 +273,58 @@ def test_mutation_names_and_fp16_are_clear_errors():
         SystolicArray(ArrayConfig(rows=2, cols=2, precision="fp16"))
     with pytest.raises(ConfigError, match="64 x 64"):
         SystolicArray(ArrayConfig(rows=65, cols=2))
+    with pytest.raises(ConfigError, match="index-mux-stuck.*sparse_m > 0"):
+        pe_class_for(cfg, "index-mux-stuck")
+
+
+# --- N:M sparse PEs (issue 27) ------------------------------------------------------------
+
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+@pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
+@pytest.mark.parametrize("sparse_m", [2, 4, 8])
+def test_cosim_sparse_pes(dataflow, precision, sparse_m):
+    """Random GEMMs with weights pruned to a random N:M (1 <= N <= M): every register of the
+    sparse PEs (groups of activations, index registers) equal to the model every cycle."""
+    cfg = ArrayConfig(rows=3, cols=2, dataflow=dataflow, precision=precision,
+                      sparse_m=sparse_m)
+    report = cosim.verify(cfg, cases=3, seed=sparse_m)
+    assert report.ok, report.summary()
+    assert "sparse_m" in report.summary()
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
+def test_cosim_sparse_saturating_deskewed(dataflow):
+    cfg = ArrayConfig(rows=2, cols=3, dataflow=dataflow, acc_bits=16, overflow="saturate",
+                      sparse_m=4)
+    report = cosim.verify(cfg, cases=2, seed=11, deskew=True)
+    assert report.ok, report.summary()
+
+
+def test_sparse_pe_index_mux_selects_every_position():
+    """The WS sparse PE alone: a group of four activations and a weight of 1 at each index in
+    turn; psum must be the selected activation (the mux, exhaustively over its 4 inputs)."""
+    pe = StationaryPE(8, 32, x_group=4, index_bits=2)
+    group = [-7, 13, -128, 127]
+    seen = []
+
+    async def bench(ctx):
+        for index in range(4):
+            ctx.set(pe.w_load, 1)
+            ctx.set(pe.w_in.value, 1)
+            ctx.set(pe.w_in.valid, 1)
+            ctx.set(pe.w_in.index, index)
+            await ctx.tick()
+            ctx.set(pe.w_load, 0)
+            ctx.set(pe.x_in.value, group)
+            ctx.set(pe.x_in.valid, 1)
+            ctx.set(pe.x_in.first, 1)
+            await ctx.tick()
+            ctx.set(pe.x_in.valid, 0)
+            ctx.set(pe.x_in.first, 0)
+            seen.append(ctx.get(pe.psum))
+
+    sim = Simulator(pe)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == group

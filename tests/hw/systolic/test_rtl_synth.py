@@ -20,6 +20,10 @@ CASES = [
     dict(rows=3, cols=2, dataflow="ws"),
     dict(rows=2, cols=3, dataflow="ws", precision="int8", acc_bits=20, overflow="saturate"),
     dict(rows=2, cols=2, dataflow="is", precision="int16"),
+    # N:M sparse PEs: the activation side holds groups of M, the weight side its indices
+    dict(rows=2, cols=3, dataflow="os", sparse_m=4),
+    dict(rows=3, cols=2, dataflow="ws", precision="int4", sparse_m=8),
+    dict(rows=2, cols=2, dataflow="is", sparse_m=2),
 ]
 
 
@@ -42,6 +46,10 @@ def test_expected_flip_flops_by_hand():
     # shadow/active 4 x 18; psum row 0 16 bits, row 1 17 bits (x2 columns); psum_valid delay 3.
     assert expected_flip_flops(ArrayConfig(rows=2, cols=2, dataflow="ws")) == (
         10 + 20 + 1 + 72 + 2 * (16 + 17) + 1)
+    # The same with 2:4 sparse PEs: x carries 4 activations (34 bits with valid/first), each
+    # weight its 2-bit index: skew 34, forwarded 2 x 34 + 1, shadow/active 4 x 2 x 11.
+    assert expected_flip_flops(ArrayConfig(rows=2, cols=2, dataflow="ws", sparse_m=4)) == (
+        34 + 68 + 1 + 88 + 2 * (16 + 17) + 1)
 
 
 @pytest.mark.parametrize("dataflow,precision", [("os", "int8"), ("ws", "int16")])

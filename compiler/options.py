@@ -63,6 +63,13 @@ class CompileOptions:
     stages:
         ``None`` (default: the planner chooses) or the number of pipeline stages
         (``placement = "pipeline"`` only).
+    sparsity:
+        ``None`` (default: each op's own ``weight_nm``, dense unless the model says otherwise)
+        or ``"N:M"`` (e.g. ``"2:4"``): every op with stored weights (convolutions, linear
+        layers; not attention's activation-by-activation products) takes its weights as N:M
+        pruned along K. ``"dense"`` ignores the model's sparsity. An op runs compressed on an
+        array with N:M sparse PEs (``array.sparse_m``, :func:`hw.sparsity.array_nm`); its
+        weights are then stored compressed, values plus ``ceil(log2 M)``-bit indices.
     """
 
     conv_lowering: str = "direct"
@@ -75,6 +82,7 @@ class CompileOptions:
     fusion: bool = True
     placement: str = "split"
     stages: int | None = None
+    sparsity: str | None = None
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -106,5 +114,15 @@ class CompileOptions:
             if self.placement != "pipeline":
                 raise ValueError(f"stages = {self.stages}: applies to placement = 'pipeline' "
                                  f"(placement = {self.placement!r})")
+        if self.sparsity is not None:
+            from hw.sparsity import parse_nm     # numpy: not on the CLI's --help path
+            parse_nm(self.sparsity)      # raises a one-line ValueError naming the value
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")
+
+    def weight_nm(self, op) -> tuple[int, int] | None:
+        """The N:M sparsity ``op``'s stored weights have under these options (None: dense)."""
+        if self.sparsity is None:
+            return getattr(op, "weight_nm", None)
+        from hw.sparsity import parse_nm
+        return parse_nm(self.sparsity)

@@ -66,8 +66,9 @@ from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE, MemoryPath
 from hw.program import Engine, Kind, Operand, Program
+from hw.sparsity import nm_index_bits
 from hw.systolic.config import ArrayConfig, Dataflow
-from hw.systolic.geometry import geometry
+from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
 )
@@ -399,15 +400,21 @@ class _ChipRun(MemoryPath):
         self.clocks = None if dram is None else Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
         # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
         # mapper's choice rides in the layer's Tiling); array_id[layer] indexes distinct_arrays.
+        # A layer whose weights run N:M compressed on sparse PEs (Tiling.nm) gets its own
+        # entry too: distinct_nm[i] is the N:M of distinct_arrays[i] (None: dense).
         self.distinct_arrays = [arr]
-        index = {None: 0, arr.dataflow.value: 0}
+        self.distinct_nm = [None]
+        index = {(None, None): 0, (arr.dataflow.value, None): 0}
         array_id = []
         for ls in program.layers:
             flow = None if ls.tiling is None else ls.tiling.dataflow
-            if flow not in index:
-                index[flow] = len(self.distinct_arrays)
-                self.distinct_arrays.append(replace(arr, dataflow=Dataflow(flow)))
-            array_id.append(index[flow])
+            nm = None if ls.tiling is None else ls.tiling.nm
+            key = (flow or arr.dataflow.value, nm)
+            if key not in index:
+                index[key] = len(self.distinct_arrays)
+                self.distinct_arrays.append(replace(arr, dataflow=Dataflow(key[0])))
+                self.distinct_nm.append(nm)
+            array_id.append(index[key])
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
@@ -546,20 +553,27 @@ class _ChipRun(MemoryPath):
         its four bookings, its counter increments in _COMPUTE_COLUMNS order less the
         bandwidth)``."""
         arr = self.distinct_arrays[array]
+        nm = self.distinct_nm[array]
         geo = geometry(arr.dataflow)
         left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
-        vec = tile_counters(arr, m, n, k, count)
+        if nm is not None:      # a K tile runs its whole N:M groups compressed
+            k = -(-k // nm[1]) * nm[1]
+        vec = tile_counters(arr, m, n, k, count, nm)
         cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
         writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
-        lanes_l, lanes_t = _tile_lanes(arr, m, n, k, count)
+        lanes_l, lanes_t = _tile_lanes(arr, m, n, k if nm is None else k // nm[1] * nm[0],
+                                       count)
         stretch = 0
         vl = vector_access_cycles(self.sram_cfgs[left_pad], lanes_l, self.eb, left_stride)
         vt = vector_access_cycles(self.sram_cfgs[top_pad], lanes_t, self.eb, top_stride)
         if vl > 1 or vt > 1:
             stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
         # The scratchpads' ports: operands at operand width, accumulators at acc width.
+        # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
         eb8, acc = 8 * self.eb, self.acc_bits
-        bookings = ((left_pad, _READ, left * eb8), (top_pad, _READ, top * eb8),
+        w8 = eb8 + (0 if nm is None else nm_index_bits(nm[1]))
+        left_bits, top_bits = (eb8, w8) if geo.top_operand is GemmOperand.FILTER else (w8, eb8)
+        bookings = ((left_pad, _READ, left * left_bits), (top_pad, _READ, top * top_bits),
                     (2, _WRITE, writes * acc), (2, _READ, psum * acc))
         ifmap_r, filt_r = geo.by_operand(left, top)
         return cyc, stretch, bookings, (cyc, macs, ifmap_r, filt_r, writes, psum, stretch)

@@ -85,9 +85,13 @@ class Tiling:
     output_resident: bool  # the whole output stays on chip for the next layer
     estimated_cycles: int  # the tiler's own estimate (the executor's number is the real one)
     dataflow: str | None = None  # the layer's dataflow on a reconfigurable array (None: the chip's)
+    nm: tuple[int, int] | None = None  # N:M its weights run with on sparse PEs (None: dense)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if d["nm"] is None:     # dense layers' records read as they always have
+            del d["nm"]
+        return d
 
 
 @dataclass(frozen=True)

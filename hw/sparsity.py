@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
-           "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m"]
+           "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m",
+           "parse_nm", "array_nm", "detect_nm"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -99,18 +100,22 @@ def nm_index_bits(m: int) -> int:
     return max(1, math.ceil(math.log2(m)))
 
 
+def _groups(w, m: int, axis: int, what: str):
+    """``(w with axis last, its groups of m: shape (..., K / m, m))``; K must divide by m."""
+    moved = np.moveaxis(np.asarray(w), axis, -1)
+    k = moved.shape[-1]
+    if k % m:
+        raise ValueError(f"{what}: the axis has {k} elements: must be a multiple of M = {m}")
+    return moved, moved.reshape(moved.shape[:-1] + (k // m, m))
+
+
 def prune_n_m(w, n: int = 2, m: int = 4, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(pruned w, keep mask)``: N:M magnitude pruning along ``axis``: in every group of
     ``m`` the ``n`` largest magnitudes are kept (ties: the earlier element), the rest zeroed."""
     w = np.asarray(w)
     if not (isinstance(n, int) and isinstance(m, int) and 1 <= n <= m <= 64):
         raise ValueError(f"prune_n_m: n = {n!r}, m = {m!r}: need integers 1 <= n <= m <= 64")
-    moved = np.moveaxis(w, axis, -1)
-    k = moved.shape[-1]
-    if k % m:
-        raise ValueError(f"prune_n_m: the pruned axis has {k} elements: must be a multiple of "
-                         f"m = {m}")
-    groups = moved.reshape(moved.shape[:-1] + (k // m, m))
+    moved, groups = _groups(w, m, axis, "prune_n_m")
     # the n largest magnitudes of each group (a stable sort: ties keep the earlier element)
     order = np.argsort(-np.abs(groups), axis=-1, kind="stable")
     keep = np.zeros(groups.shape, bool)
@@ -122,12 +127,62 @@ def prune_n_m(w, n: int = 2, m: int = 4, axis: int = 0) -> tuple[np.ndarray, np.
 def nm_density(w, m: int, axis: int = -1) -> int:
     """The smallest N for which ``w`` is N:M sparse along ``axis`` (the most nonzeros any
     group of ``m`` holds; 0 for an all-zero ``w``). The axis length must be a multiple of m."""
-    moved = np.moveaxis(np.asarray(w), axis, -1)
-    if moved.shape[-1] % m:
-        raise ValueError(f"N:M: the axis has {moved.shape[-1]} elements: must be a multiple of "
-                         f"M = {m}")
-    groups = moved.reshape(moved.shape[:-1] + (moved.shape[-1] // m, m))
+    _, groups = _groups(w, m, axis, "N:M")
     return int((groups != 0).sum(axis=-1).max(initial=0))
+
+
+def parse_nm(text, where: str = "sparsity") -> tuple[int, int] | None:
+    """``"N:M"`` (e.g. ``"2:4"``) as ``(N, M)``; ``None``, ``""`` or ``"dense"`` as None. A
+    one-line ``ValueError`` otherwise (1 <= N <= M <= 64)."""
+    if text is None or (isinstance(text, str) and text.strip().lower() in ("", "dense", "none")):
+        return None
+    if isinstance(text, (tuple, list)) and len(text) == 2:
+        parts = list(text)
+    elif isinstance(text, str) and text.count(":") == 1:
+        parts = text.split(":")
+    else:
+        parts = None
+    try:
+        n, m = (int(str(v).strip()) for v in parts)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} = {text!r}: must be 'N:M' (e.g. '2:4') or 'dense'") from None
+    if not 1 <= n <= m <= 64:
+        raise ValueError(f"{where} = {text!r}: need 1 <= N <= M <= 64")
+    return n, m
+
+
+def array_nm(nm: tuple[int, int] | None, sparse_m: int) -> tuple[int, int] | None:
+    """The N':M' that weights N:M sparse along K run as on PEs with groups of ``sparse_m``
+    (``None``: dense). With s = ``sparse_m``, an N:M matrix is (N*s/M):s sparse when M divides s
+    (1:2 runs as 2:4), and min(N, s):s when s divides M (any s consecutive of a group of M hold
+    at most min(N, s) nonzeros: 2:8 runs as 2:4, 4:8 as 4:4, i.e. dense). It runs dense on
+    dense PEs (``sparse_m = 0``), when neither divides the other, or when that is s:s."""
+    if nm is None or not sparse_m:
+        return None
+    n, m = nm
+    if sparse_m % m == 0:
+        n2 = n * sparse_m // m
+    elif m % sparse_m == 0:
+        n2 = min(n, sparse_m)
+    else:
+        return None
+    return None if n2 >= sparse_m else (n2, sparse_m)
+
+
+def detect_nm(w, axis: int = -1, groups=(2, 4, 8, 16)) -> tuple[int, int] | None:
+    """The N:M structure ``w``'s zeros have along ``axis``: over the group sizes M in
+    ``groups`` that divide the axis, the one with the smallest N / M (:func:`nm_density`; ties:
+    the smaller M); None when no group size leaves any position out (dense)."""
+    w = np.asarray(w)
+    k = w.shape[axis]
+    best = None
+    for m in groups:
+        if k % m:
+            continue
+        n = max(1, nm_density(w, m, axis))
+        if n < m and (best is None or n * best[1] < best[0] * m):
+            best = (n, m)
+    return best
 
 
 def compress_nm(w, n: int, m: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
@@ -140,12 +195,8 @@ def compress_nm(w, n: int, m: int, axis: int = -1) -> tuple[np.ndarray, np.ndarr
     if not (isinstance(n, (int, np.integer)) and isinstance(m, (int, np.integer))
             and 1 <= n <= m <= 64):
         raise ValueError(f"N:M = {n!r}:{m!r}: need integers 1 <= N <= M <= 64")
-    moved = np.moveaxis(w, axis, -1)
+    moved, groups = _groups(w, m, axis, f"N:M {n}:{m}")
     k = moved.shape[-1]
-    if k % m:
-        raise ValueError(f"N:M {n}:{m}: the compressed axis has {k} elements: must be a "
-                         f"multiple of M = {m}")
-    groups = moved.reshape(moved.shape[:-1] + (k // m, m))
     nz = groups != 0
     counts = nz.sum(axis=-1)
     if (counts > n).any():

@@ -399,6 +399,13 @@ def _useful_dram(layer):
     return None if rd is None and wr is None else (float(rd or 0), float(wr or 0))
 
 
+def _performed_macs(layer) -> int:
+    """The MACs a layer's PEs performed: on N:M sparse PEs the kept ones (the array's
+    actions), fewer than the layer's. Its ops/s stay the layer's MACs (effective: what the
+    network computes), so a sparse layer's effective TOPS may pass the dense peak."""
+    return layer.actions.macs if layer.engine == "array" else layer.macs
+
+
 def _layer_metrics(layer, chip: dict, rates: EnergyRates) -> dict:
     cycles = layer.cycles
     seconds = cycles / chip["clock_hz"]
@@ -411,6 +418,7 @@ def _layer_metrics(layer, chip: dict, rates: EnergyRates) -> dict:
     total = sum(energy.values())
     macs = layer.macs
     ops = 2 * macs
+    performed = _performed_macs(layer)
     levels = _memory_levels(actions, span, chip, _useful_dram(layer))
     stalls = {"dram": layer.stall_dram_cycles or 0, "link": layer.stall_link_cycles or 0,
               "sram": layer.stall_sram_cycles or 0, "vector": layer.stall_vector_cycles or 0}
@@ -425,7 +433,7 @@ def _layer_metrics(layer, chip: dict, rates: EnergyRates) -> dict:
         "macs": macs, "ops": ops,
         "macs_per_s": macs / span if span else 0.0,
         "ops_per_s": ops / span if span else 0.0,
-        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * active)
+        "compute_utilization": (performed / (chip["peak_macs_per_cycle"] * active)
                                 if active and chip["peak_macs_per_cycle"] else 0.0),
         "energy_j": total, "energy_breakdown_j": energy,
         "on_chip_energy_j": sum(v for k, v in energy.items() if k not in _OFF_CHIP),
@@ -481,7 +489,9 @@ def compute_metrics(run, tech: Technology | str = DEFAULT_TECHNOLOGY, *, dram_ki
         "macs_per_s": macs / seconds if seconds else 0.0,
         "ops_per_s": ops / seconds if seconds else 0.0,
         "peak_ops_per_s": chip["peak_ops_per_s"],
-        "compute_utilization": (macs / (chip["peak_macs_per_cycle"] * cycles)
+        "compute_utilization": (sum(_performed_macs(x) for x in run.layers
+                                    if x.cycles is not None and x.actions is not None)
+                                / (chip["peak_macs_per_cycle"] * cycles)
                                 if cycles and chip["peak_macs_per_cycle"] else 0.0),
         "energy_j": energy, "energy_breakdown_j": breakdown,
         "energy_per_inference_j": energy / batch,

@@ -28,6 +28,7 @@ from compiler.ir import Graph
 from compiler.options import CompileOptions
 from hw.configfile import load_chip
 from hw.spec import ENGINE_KINDS, ChipSpec, chip_spec
+from hw.sparsity import array_nm, parse_nm
 from npulab.choices import TIMING_MODES
 from npulab.option_error import OptionError, literal
 
@@ -107,6 +108,15 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
         raise OptionError(*choice, "{} applies to {native} (it tiles layers for the full chip); "
                           "{timing} does not tile",
                           {"native": ("timing", "native"), "timing": ("timing", options.timing)})
+    sparsity = options.compile.sparsity
+    sparse_m = spec.config.array.sparse_m
+    if sparsity is not None and parse_nm(sparsity) is not None \
+            and array_nm(parse_nm(sparsity), sparse_m) is None:
+        why = ("has dense PEs" if not sparse_m else
+               f"has {sparse_m}-element sparse groups, which cannot skip any of {sparsity}")
+        raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
+                          f"{why}; set array.sparse_m = {parse_nm(sparsity)[1]} for N:M "
+                          f"sparse PEs")
     cores = spec.config.cores
     if options.compile.placement == "pipeline" and cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "

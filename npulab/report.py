@@ -248,7 +248,8 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         f"utilization           {t['utilization_pct']:.1f} % of "
         f"{t.get('cores', 1) * arr.rows * arr.cols} PEs",
         f"latency               {t['latency_s'] * 1e3:.4f} ms at {clock:g} MHz",
-        f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak",
+        f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak"
+        + _sparse_throughput(t),
         f"SRAM ifmap reads      {t['ifmap_sram_reads']:,}",
         f"SRAM filter reads     {t['filter_sram_reads']:,}",
         f"SRAM ofmap writes     {t['ofmap_sram_writes']:,}",
@@ -348,6 +349,16 @@ def to_json(result: RunRecord, metrics=None) -> str:
 
 #: LayerResult fields the CSV leaves out: nested data (in the JSON), and what the metrics'
 #: columns carry under their own names (utilization, bound).
+def _sparse_throughput(t: dict) -> str:
+    """On N:M sparse PEs the PEs skip the pruned MACs: the effective TOPS count every MAC of
+    the dense layers (what the network needs), the executed ones what the PEs did."""
+    busy = t.get("pe_busy_cycles")
+    if not busy or busy >= t["macs"] or not t["latency_s"]:
+        return ""
+    return (f" ({2 * busy / t['latency_s'] / 1e12:.3f} TOPS executed: sparse PEs skipped "
+            f"{100.0 * (1 - busy / t['macs']):.1f} % of the MACs)")
+
+
 _CSV_SKIP = ("actions", "units", "utilization_pct", "bound")
 
 

@@ -50,6 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
+from hw.sparsity import nm_index_bits
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -183,7 +184,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
                   ofmap_reads: int, fills: tuple[int, ...] = (0, 0, 0), dram_bytes: int = 0,
                   link_bytes: int = 0, active_cycles: int | None = None,
                   vector: dict | None = None, l2: tuple[int, int] | None = None,
-                  noc_bit_hops: int = 0) -> LayerActions:
+                  noc_bit_hops: int = 0, nm: tuple[int, int] | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -195,9 +196,11 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     are taken over it; see :mod:`npulab.metrics`). ``vector``: the vector engine's part
     (:func:`_vector_part`): its scratchpad bytes and operations by kind. ``l2``: bytes the
     shared L2 read and wrote (a chip with an L2); ``noc_bit_hops`` bits x hops on the on-chip
-    network (:func:`_noc_bit_hops`)."""
+    network (:func:`_noc_bit_hops`). ``nm``: the layer's weights ran N:M compressed on sparse
+    PEs (``macs`` are then the MACs performed; each filter read carries its index bits)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
-    per_mac = register_bits_per_mac(cfg.dataflow, op, acc)
+    per_mac = register_bits_per_mac(cfg.dataflow, op, acc, 0 if nm is None else nm[1])
+    w_bits = op + (0 if nm is None else nm_index_bits(nm[1]))
     fill_in, fill_filter, drain, *fill_out = fills
     fill_out = fill_out[0] if fill_out else 0
     v = vector or {}
@@ -207,7 +210,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
         macs=int(macs), precision=cfg.precision.value, acc_bits=int(acc),
         reg_bits=int(macs) * per_mac,
         sram={"ifmap": SramAccess(int(ifmap_reads) * op + rd["ifmap"], 8 * int(fill_in)),
-              "filter": SramAccess(int(filter_reads) * op + rd["filter"], 8 * int(fill_filter)),
+              "filter": SramAccess(int(filter_reads) * w_bits + rd["filter"],
+                                   8 * int(fill_filter)),
               "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain) + rd["ofmap"],
                                   int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0))
                                   + 8 * int(fill_out)),
@@ -357,6 +361,12 @@ def launch_key(op) -> str:
     return op.work().name
 
 
+def _performed(macs: int, busy: int, tiling) -> int:
+    """The MACs a layer's PEs performed: ``macs``, or on N:M sparse PEs (``tiling.nm``) its
+    PE-busy cycles (every kept weight's MAC, padding included)."""
+    return busy if tiling is not None and tiling.nm is not None else macs
+
+
 def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
     ran = [(layer, op) for layer, op in zip(layers, ops or [None] * len(layers))
            if layer.engine in ("array", "vector")]
@@ -372,7 +382,9 @@ def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
         "cycles": cycles,
         "macs": macs,
         "pe_busy_cycles": sum(layer.pe_busy_cycles for layer in run),
-        "utilization_pct": 100.0 * macs / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0,
+        # the MACs the PEs performed: all of them dense, the kept ones on N:M sparse PEs
+        "utilization_pct": (100.0 * sum(layer.pe_busy_cycles for layer in run)
+                            / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0),
         "ifmap_sram_reads": sum(layer.ifmap_sram_reads for layer in run),
         "filter_sram_reads": sum(layer.filter_sram_reads for layer in run),
         "ofmap_sram_writes": sum(layer.ofmap_sram_writes for layer in run),
@@ -441,9 +453,10 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
             gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=ls.macs, cycles=cycles,
             pe_busy_cycles=c["pe_busy_cycles"], folds=folds,
             mapping_efficiency_pct=_mapping_efficiency(lchip.array, shape, folds),
-            # over the busy span, as npulab.metrics' compute_utilization
-            utilization_pct=(100.0 * ls.macs / (chip.peak_macs_per_cycle * active) if active
-                             else 0.0),
+            # over the busy span, as npulab.metrics' compute_utilization; the MACs the PEs
+            # performed (the kept ones on N:M sparse PEs; ls.macs scaled to this layer's share)
+            utilization_pct=(100.0 * _performed(ls.macs, c["pe_busy_cycles"], ls.tiling)
+                             / (chip.peak_macs_per_cycle * active) if active else 0.0),
             ifmap_sram_reads=c["ifmap_sram_reads"], filter_sram_reads=c["filter_sram_reads"],
             ofmap_sram_writes=c["ofmap_sram_writes"], ofmap_sram_reads=c["ofmap_sram_reads"],
             compute_cycles=c["compute_cycles"], stall_dram_cycles=c["stall_dram_cycles"],
@@ -454,12 +467,14 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
             tiling=(f"{t.lowering} g{t.group_tile} m{t.m_tile} n{t.n_tile} k{t.k_tile} "
                     f"{t.order}{' in:sram' if t.input_resident else ''}"
                     f"{' out:sram' if t.output_resident else ''}"
-                    f"{' ' + t.dataflow if t.dataflow else ''}"),
+                    f"{' ' + t.dataflow if t.dataflow else ''}"
+                    f"{f' sparse {t.nm[0]}:{t.nm[1]}' if t.nm else ''}"),
             actions=array_actions(
-                lchip.array, ls.macs, c["ifmap_sram_reads"], c["filter_sram_reads"],
+                lchip.array, _performed(ls.macs, c["pe_busy_cycles"], t),
+                c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip),
-                l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip)),
+                l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip), nm=t.nm),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused, cores=ls.cores if chip.multicore else None))
     return layers
@@ -554,8 +569,8 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
     out.update(
         cycles=cycles, latency_s=latency_s,
         effective_tops=2 * totals["macs"] / latency_s / 1e12 if cycles else 0.0,
-        utilization_pct=(100.0 * totals["macs"] / (chip.peak_macs_per_cycle * cycles) if cycles
-                         else 0.0),
+        utilization_pct=(100.0 * totals["pe_busy_cycles"] / (chip.peak_macs_per_cycle * cycles)
+                         if cycles else 0.0),
         compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
         stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],
         stall_vector_cycles=t["stall_vector_cycles"],

@@ -45,6 +45,7 @@ from compiler.fusion import FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
+from hw.sparsity import array_nm
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
@@ -71,19 +72,22 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     eb = chip.array.precision.bits // 8
     ab = -(-chip.array.acc_bits // 8)   # accumulators occupy whole bytes
     shape = op.gemm_shape()
+    b_is_weight = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
+    # N:M sparse stored weights run compressed on sparse PEs (dense elsewhere)
+    nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if b_is_weight else None
     if isinstance(op, Conv2d) and options.conv_lowering == "direct":
         return TileProblem(
             name=op.name, lowering="direct", count=shape.count, m=shape.m, n=shape.n, k=shape.k,
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
-            dilation_h=op.dilation_h, pad_top=op.pad_top)
+            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm)
     w_bits = op.w_bits if isinstance(op, Gemm) and op.w_bits is not None else 0
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
-        b_bits=w_bits if 0 < w_bits < 8 * eb else 0)
+        b_bits=w_bits if 0 < w_bits < 8 * eb else 0, nm=nm)
 
 
 def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None, *,
@@ -240,7 +244,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    ifmap_tile_bytes=choice.ifmap_bytes, filter_tile_bytes=choice.filter_bytes,
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
-                   dataflow=None if choice.dataflow is None else choice.dataflow.value),
+                   dataflow=None if choice.dataflow is None else choice.dataflow.value,
+                   nm=problem.nm),
             _label(group)))
     if splits is not None:      # each layer: its cores, and the whole op's MACs
         pb.settle()

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
+from hw.sparsity import nm_index_bits
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
@@ -86,6 +87,9 @@ class TileProblem:
     acc_bytes: int
     b_is_weight: bool = True
     b_bits: int = 0          # bits per stored B element when narrower than elem_bytes (Gemm.w_bits)
+    # (N, M): B is N:M sparse along K and runs compressed on the array's sparse PEs
+    # (hw.sparsity.array_nm): stored as N of every M values plus a ceil(log2 M)-bit index each
+    nm: tuple[int, int] | None = None
     # direct convolution geometry (NHWC)
     batch: int = 1
     out_h: int = 1
@@ -102,11 +106,34 @@ class TileProblem:
     # epilogue's residual tile)
     out_extra_bytes: int = 0
 
-    def b_size(self, elements: int) -> int:
-        """Bytes of ``elements`` B elements as stored (:attr:`b_bits`, rounded up to a byte)."""
+    @property
+    def b_ratio(self) -> tuple[int, int]:
+        """``(num, den)``: ``elements`` B elements take ``ceil(elements * num / den)`` bytes as
+        stored (:attr:`b_bits`; N:M compressed: ``N / M`` of them with their indices)."""
+        if self.nm is not None:
+            n, m = self.nm
+            return n * ((self.b_bits or 8 * self.elem_bytes) + nm_index_bits(m)), 8 * m
         if self.b_bits:
-            return -(-elements * self.b_bits // 8)
-        return elements * self.elem_bytes
+            return self.b_bits, 8
+        return self.elem_bytes, 1
+
+    def b_size(self, elements: int) -> int:
+        """Bytes of ``elements`` B elements as stored (:attr:`b_ratio`), rounded up to a byte."""
+        num, den = self.b_ratio
+        return -(-elements * num // den)
+
+    @property
+    def b_element_bytes(self) -> float:
+        """Average stored bytes per B element (:attr:`b_ratio`, unrounded)."""
+        num, den = self.b_ratio
+        return num / den
+
+    def array_k(self, k: int) -> int:
+        """The K a tile of ``k`` rows presents to the timing engine: whole N:M groups (a tile
+        ending inside a group runs it padded)."""
+        if self.nm is None:
+            return k
+        return -(-k // self.nm[1]) * self.nm[1]
 
     @property
     def m_units(self) -> int:
@@ -313,7 +340,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
     def tile_cycles(m: int, n: int, k: int, g: int) -> int:
         v = cycles.get((m, n, k, g))
         if v is None:
-            v = cycles[(m, n, k, g)] = tile_counters(arr, m, n, k, g)[K_CYCLES]
+            v = cycles[(m, n, k, g)] = tile_counters(arr, m, n, p.array_k(k), g,
+                                                     p.nm)[K_CYCLES]
         return v
 
     feasible = []
@@ -481,7 +509,7 @@ def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, eb: int, burst: int
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:
-    if p.b_bits:                     # narrower stored weights (a B that is always a weight)
+    if p.b_bits or p.nm:             # narrower or compressed weights (always a weight)
         return _burst(p.b_size(kt * nt), burst)
     if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled: one block per tile
         return _burst(kt * nt * eb, burst)

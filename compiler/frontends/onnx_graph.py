@@ -237,8 +237,17 @@ class Importer:
             name, i = f"{base}_{i}", i + 1
         return name
 
+    #: With ``import_onnx(..., sparsity_from_weights=True)``: reads weights for ``weight_nm``.
+    weight_reader = None
+
     def build(self, node, cls, **fields) -> Op:
-        """``cls(**fields)``; an IR validation error names the node."""
+        """``cls(**fields)``; an IR validation error names the node. With a weight reader, a
+        convolution's or matrix product's ``weight_nm`` comes from its weights' zeros."""
+        if self.weight_reader is not None and cls.__name__ in ("Conv2d", "Gemm") \
+                and "weight_nm" not in fields and not fields.get("kv_cache"):
+            nm = self.weight_reader.weight_nm(node, self.producers)
+            if nm is not None:
+                fields["weight_nm"] = nm
         try:
             return cls(**fields)
         except IRError as exc:

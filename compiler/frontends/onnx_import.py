@@ -61,6 +61,7 @@ from compiler.frontends.onnx_support import (
     OnnxImportError, OnnxImportReport, node_label, node_type, unsupported_message,
     why_unsupported,
 )
+from compiler.frontends.onnx_weights import WeightReader
 from compiler.ir import Graph, IRError
 
 __all__ = ["OnnxImportError", "OnnxImportReport", "import_onnx"]
@@ -75,6 +76,7 @@ def import_onnx(
     skip_unsupported: bool = False,
     name: str | None = None,
     dims: Mapping[str, int] | None = None,
+    sparsity_from_weights: bool = False,
 ) -> tuple[Graph, OnnxImportReport]:
     """Import an ONNX model (a file path or an ``onnx.ModelProto``) as a :class:`Graph`.
 
@@ -91,6 +93,11 @@ def import_onnx(
     dims:
         Values for other symbolic input dimensions, by their ``dim_param`` name (e.g.
         ``{"sequence": 128}``); npulab simulates static shapes.
+    sparsity_from_weights:
+        Read each convolution's and matrix product's weights and set the op's ``weight_nm`` to
+        the N:M structure their zeros have along K (:func:`hw.sparsity.detect_nm`; conv weights
+        in NHWC order, input channels innermost, as 2:4 pruning tools prune them). Weights are
+        read one tensor at a time (external data too).
 
     Returns
     -------
@@ -116,12 +123,18 @@ def import_onnx(
             raise OnnxImportError(f"dims[{key!r}] = {value!r}: must be an integer >= 1")
     if not isinstance(skip_unsupported, bool):
         raise OnnxImportError(f"skip_unsupported = {skip_unsupported!r}: must be True or False")
+    if not isinstance(sparsity_from_weights, bool):
+        raise OnnxImportError(f"sparsity_from_weights = {sparsity_from_weights!r}: must be True "
+                              f"or False")
     proto, label, default_name = load_model(onnx, model)
     if name is None:
         name = default_name
     prepared = prepare_for_inference(onnx, proto, label, batch, dims)
     inferred = infer_shapes(onnx, prepared, label)
-    return _run(Importer(onnx, proto, prepared, inferred, label, name, skip_unsupported))
+    imp = Importer(onnx, proto, prepared, inferred, label, name, skip_unsupported)
+    if sparsity_from_weights:
+        imp.weight_reader = WeightReader(onnx, proto, model)
+    return _run(imp)
 
 
 def _run(imp: Importer) -> tuple[Graph, OnnxImportReport]:

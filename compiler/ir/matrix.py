@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compiler.ir.base import (
     MAX_ELEMENTS, MAX_OP_MACS, GemmShape, IRError, _check_inputs, _check_name, _check_non_negative,
@@ -14,6 +14,20 @@ __all__ = ["Gemm", "Conv2d", "conv2d", "W_BITS"]
 
 #: Storage widths of a Gemm's ``w`` (``Gemm.w_bits``): int4, int8/fp8, 16-bit.
 W_BITS = (4, 8, 16)
+
+
+def _check_weight_nm(op, kind: str) -> None:
+    """``weight_nm`` is None or ``(N, M)`` with 1 <= N <= M <= 64 (stored as a tuple)."""
+    nm = op.weight_nm
+    if nm is None:
+        return
+    ok = (isinstance(nm, (tuple, list)) and len(nm) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in nm)
+          and 1 <= nm[0] <= nm[1] <= 64)
+    if not ok:
+        raise IRError(f"{kind} {op.name!r}: weight_nm = {nm!r}: must be (N, M) with "
+                      f"1 <= N <= M <= 64, or None (dense)")
+    object.__setattr__(op, "weight_nm", (int(nm[0]), int(nm[1])))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +47,11 @@ class Gemm(_OpSizes):
     fp8 KV cache. It changes the bytes ``w`` occupies and moves, not the arithmetic. ``None``:
     the engine's precision.
 
+    ``weight_nm``: ``(N, M)`` when the weights are N:M structured-sparse along K (every group of
+    M consecutive k keeps at most N nonzeros, e.g. NVIDIA's 2:4); ``None``: dense. Stored
+    weights only. On an array with N:M sparse PEs the op runs compressed
+    (:func:`hw.sparsity.array_nm`); elsewhere it runs dense.
+
     ``w_in_l2=True``: ``w`` is held in the chip's shared L2 when the op starts (a KV cache small
     enough to stay there between steps), so its loads are L2 hits; on a chip without an L2, or
     when it does not fit the half of the L2 kept tensors may take, it is read from DRAM.
@@ -47,6 +66,7 @@ class Gemm(_OpSizes):
     kv_cache: bool = False
     w_bits: int | None = None
     w_in_l2: bool = False
+    weight_nm: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
@@ -72,12 +92,17 @@ class Gemm(_OpSizes):
             raise IRError(f"Gemm {self.name!r}: kv_cache = True reads its second operand from "
                           f"the cache, so it takes at most one producer, not inputs = "
                           f"{self.inputs!r}")
+        _check_weight_nm(self, "Gemm")
+        if self.weight_nm is not None and (self.kv_cache or len(self.inputs) > 1):
+            raise IRError(f"Gemm {self.name!r}: weight_nm = {self.weight_nm!r} describes stored "
+                          f"weights, not a KV cache or a second producer's output")
         _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")
 
     def __repr__(self) -> str:
         # the LLM fields only when set, so an ordinary GEMM reads as it always has
         extra = "".join(f", {key}={getattr(self, key)!r}" for key, default in
-                        (("kv_cache", False), ("w_bits", None), ("w_in_l2", False))
+                        (("kv_cache", False), ("w_bits", None), ("w_in_l2", False),
+                         ("weight_nm", None))
                         if getattr(self, key) != default)
         return (f"Gemm(name={self.name!r}, m={self.m}, n={self.n}, k={self.k}, "
                 f"batch={self.batch}, inputs={self.inputs!r}{extra})")
@@ -118,6 +143,9 @@ class Conv2d(_OpSizes):
 
     ``out_h = (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) // stride_h + 1``
     (the PyTorch/ONNX definition); likewise ``out_w``.
+
+    ``weight_nm``: N:M structured sparsity of the weights along the GEMM's K (in channels x
+    kernel window), as :class:`Gemm`'s.
     """
 
     name: str
@@ -138,6 +166,7 @@ class Conv2d(_OpSizes):
     groups: int = 1
     batch: int = 1
     inputs: tuple[str, ...] = ()
+    weight_nm: tuple[int, int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Conv2d")
@@ -167,6 +196,7 @@ class Conv2d(_OpSizes):
         _check_size(self.name, "Conv2d", "input elements", self.input_elements, MAX_ELEMENTS,
                     "per tensor")
         _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
+        _check_weight_nm(self, "Conv2d")
 
     @property
     def out_h(self) -> int:

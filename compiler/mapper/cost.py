@@ -54,10 +54,13 @@ __all__ = ["evaluate", "DETAIL_INT", "DETAIL_FLOAT", "P_INT", "P_FLOAT", "ORDER_
 ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2, 1, 0]], np.int64)
 
 # Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem; PI_REG_BITS + code
-# holds the register bits per MAC of dataflow ``code`` (hw.energy.register_bits_per_mac).
+# holds the register bits per MAC of dataflow ``code`` (hw.energy.register_bits_per_mac);
+# PI_NM_N, PI_NM_M the N:M sparsity the op's weights run with (0, 0: dense); PI_W_BITS the
+# bits of one filter read (the operand, plus its index when compressed).
 (PI_COUNT, PI_IN_RES, PI_OUT_RES, PI_SETUP, PI_FIRST_A, PI_OP_BITS, PI_ACC_BITS, PI_MACS,
  PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB, PI_REG_BITS) = range(13)
-P_INT = 15
+PI_NM_N, PI_NM_M, PI_W_BITS = 15, 16, 17
+P_INT = 18
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
  PF_OF_W, PF_DRAM, PF_B_BYTES) = range(13)
 P_FLOAT = 13
@@ -111,6 +114,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
     ideal = pint[PI_IDEAL] != 0
     obj_code = pint[PI_OBJECTIVE]
     eb = pint[PI_EB]
+    nm_n, nm_m = pint[PI_NM_N], pint[PI_NM_M]
     bwinv = pflt[PF_BWINV]
     detail = det_i.shape[0] > 0
     buf = np.zeros(8, np.int64)
@@ -121,6 +125,13 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
         code, rows, cols = dfs[idf, 0], dfs[idf, 1], dfs[idf, 2]
         geo = GEOMETRY_CODES[code]
         output_stationary = geo[G_OUTPUT_STATIONARY] != 0
+        # N:M weights: activations' edge carries groups of M shared by N (timing engine)
+        lg, ls, tg, ts = 1, 1, 1, 1
+        if nm_m > 0:
+            if geo[G_LEFT] == _IFMAP:
+                lg, ls = nm_m, nm_n
+            else:
+                tg, ts = nm_m, nm_n
         # ---- order-independent: compute cycles and SRAM accesses over the tile shapes
         comp = 0
         busy = 0
@@ -144,9 +155,12 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
                         ksz, kcnt = k[ik, 2 + 2 * ks], k[ik, 3 + 2 * ks]
                         if kcnt == 0:
                             continue
-                        ext[_M], ext[_N], ext[_K] = msz, nsz, ksz
+                        # a K tile of an N:M op runs its whole groups compressed
+                        kr = ksz if nm_m == 0 else (ksz + nm_m - 1) // nm_m * nm_n
+                        ext[_M], ext[_N], ext[_K] = msz, nsz, kr
                         sr, sc, t = ext[geo[G_ROWS_DIM]], ext[geo[G_COLS_DIM]], ext[geo[G_TIME_DIM]]
-                        _timing_kernel(output_stationary, rows, cols, gsz, sr, sc, t, buf)
+                        _timing_kernel(output_stationary, rows, cols, gsz, sr, sc, t, lg, ls, tg,
+                                       ts, buf)
                         w = gcnt * mcnt * ncnt * kcnt
                         comp += w * buf[K_CYCLES]
                         busy += w * buf[K_BUSY]
@@ -158,8 +172,9 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
             if_reads, fi_reads = left, top
         else:
             if_reads, fi_reads = top, left
-        reg_bits = macs * pint[PI_REG_BITS + code]
-        e_mac = macs * pflt[PF_MAC] * 1e-12
+        done = macs if nm_m == 0 else busy     # MACs performed (sparse PEs skip pruned ones)
+        reg_bits = done * pint[PI_REG_BITS + code]
+        e_mac = done * pflt[PF_MAC] * 1e-12
         e_rf = reg_bits * pflt[PF_REG] * 1e-12
         g_trips = g[ig, 1]
         trips[0] = m[im, 1]
@@ -220,7 +235,8 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
             fill_b = b_rd * count
             drain = (c_wr + ps * acc_ex) * count + (in_bytes if in_res else 0)
             e_if = (if_reads * op_bits * pflt[PF_IF_R] + 8 * fill_a * pflt[PF_IF_W]) * 1e-12
-            e_fi = (fi_reads * op_bits * pflt[PF_FI_R] + 8 * fill_b * pflt[PF_FI_W]) * 1e-12
+            e_fi = (fi_reads * pint[PI_W_BITS] * pflt[PF_FI_R]
+                    + 8 * fill_b * pflt[PF_FI_W]) * 1e-12
             e_of = ((psum * acc_bits + 8 * drain) * pflt[PF_OF_R]
                     + writes * acc_bits * pflt[PF_OF_W]) * 1e-12
             dram_bits = 8 * (exact if ideal else bus)

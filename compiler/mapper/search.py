@@ -36,8 +36,9 @@ from compiler.mapper.result import MapResult, Mapping
 from compiler.mapper.space import TILE, MappingSpace, build_space
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
-from hw.energy.rates import HardwareFacts, energy_rates
+from hw.energy.rates import HardwareFacts, energy_rates, register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
+from hw.sparsity import nm_index_bits
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import DATAFLOW_CODES
 
@@ -85,8 +86,15 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint[C.PI_IDEAL] = int(chip.dram.is_ideal)
     pint[C.PI_OBJECTIVE] = OBJECTIVES.index(objective)
     pint[C.PI_EB] = p.elem_bytes
+    pint[C.PI_W_BITS] = arr.precision.bits
     for df, code in DATAFLOW_CODES.items():
         pint[C.PI_REG_BITS + code] = rates.register_bits_per_mac_by_dataflow[df.value]
+    if p.nm is not None:     # compressed weights on sparse PEs (npulab.simulate.array_actions)
+        pint[C.PI_NM_N], pint[C.PI_NM_M] = p.nm
+        pint[C.PI_W_BITS] += nm_index_bits(p.nm[1])
+        for df, code in DATAFLOW_CODES.items():
+            pint[C.PI_REG_BITS + code] = register_bits_per_mac(df, arr.precision.bits,
+                                                               arr.acc_bits, p.nm[1])
     if bytes_per_cycle is None:
         bytes_per_cycle = (math.inf if chip.dram.is_ideal else stream_bytes_per_cycle(
             chip.dram, chip.dma.max_outstanding, chip.clock_mhz))
@@ -100,7 +108,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
         pflt[r] = rates.scratchpads[name].read_pj_per_bit
         pflt[w] = rates.scratchpads[name].write_pj_per_bit
     pflt[C.PF_DRAM] = rates.dram_pj_per_bit
-    pflt[C.PF_B_BYTES] = p.b_bits / 8 if p.b_bits else p.elem_bytes
+    pflt[C.PF_B_BYTES] = p.b_element_bytes
     return pint, pflt
 
 

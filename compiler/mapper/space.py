@@ -163,6 +163,7 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 output_resident: bool = False) -> MappingSpace:
     """The mapping space of ``p`` on ``chip`` for ``dataflows`` (see the module docstring)."""
     eb, ab = p.elem_bytes, p.acc_bytes
+    b_num, b_den = p.b_ratio
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
     cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)
     grids = {df: _grid_sizes(p, chip, df) for df in dataflows}
@@ -230,7 +231,7 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 nsz = nt[:, [S0, S1][ncol]][None, :]
                 ncount = nt[:, [C0, C1][ncol]][None, :]
                 block = (p.b_is_weight) | (nsz == p.n)
-                whole = (-(-(kel * nsz * p.b_bits) // 8) if p.b_bits else kel * nsz * eb)
+                whole = -(-(kel * nsz * b_num) // b_den)   # stored bytes (TileProblem.b_ratio)
                 per = np.where(block, -(-whole // unit) * unit,
                                kel * (-(-(nsz * eb) // unit) * unit))
                 b[:, :, j] += kcount * ncount * per
@@ -248,7 +249,7 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                     c[i, :, 2 + j] += cnt * ncount * (-(-(pixels * nsz * ab) // unit) * unit)
     # ---- capacity masks at g_t = 1 and the group options for whole-GEMM tiles
     b_el = kt[:, TILE][:, None] * p.k_unit * nt[:, TILE][None, :]
-    b_fp = -(-(b_el * p.b_bits) // 8) if p.b_bits else b_el * eb
+    b_fp = -(-(b_el * b_num) // b_den)
     c_fp = mt[:, TILE][:, None] * p.unit_pixels * nt[:, TILE][None, :] * ab
     fa = np.ones((nM, nK), bool) if input_resident else a[:, :, 2] <= cap_a
     fb = b_fp <= cap_b

@@ -33,13 +33,26 @@ __all__ = ["EnergyRates", "ScratchpadRates", "HardwareFacts", "energy_rates",
 ASSUMED_DRAM_KIND = "ddr4"
 
 
-def register_bits_per_mac(dataflow: Dataflow | str, operand_bits: int, acc_bits: int) -> int:
+def register_bits_per_mac(dataflow: Dataflow | str, operand_bits: int, acc_bits: int,
+                          sparse_m: int = 0) -> int:
     """Bits a systolic PE latches per MAC: the operands it passes on
     (:attr:`~hw.systolic.geometry.DataflowGeometry.passed_operands`: both in OS, the streamed
     one in WS and IS) plus its accumulator or partial sum (``2 op + acc`` in OS, ``op + acc``
-    in WS/IS). Idle PEs are taken to be clock-gated."""
-    from hw.systolic.geometry import geometry     # numpy: not on the CLI's --help path
-    return geometry(dataflow).passed_operands * operand_bits + acc_bits
+    in WS/IS). Idle PEs are taken to be clock-gated. N:M sparse PEs running compressed
+    weights (``sparse_m = M``) pass a group of M activations (``M op``) and each weight with
+    its ``ceil(log2 M)``-bit index: OS ``(M + 1) op + index + acc``, WS ``M op + acc``, IS
+    ``op + index + acc`` (:mod:`hw.systolic.regmodel`)."""
+    from hw.systolic.geometry import GemmOperand, geometry   # numpy: not on --help's path
+    geo = geometry(dataflow)
+    if not sparse_m:
+        return geo.passed_operands * operand_bits + acc_bits
+    from hw.sparsity import nm_index_bits
+    act = sparse_m * operand_bits
+    weight = operand_bits + nm_index_bits(sparse_m)
+    if geo.output_stationary:
+        return act + weight + acc_bits
+    streamed_is_act = geo.left_operand is GemmOperand.IFMAP
+    return (act if streamed_is_act else weight) + acc_bits
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ def add_parser(sub) -> None:
     run.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                      help="with --onnx: the size of the model's symbolic input dimension NAME "
                           "(repeatable), e.g. --dim sequence=128; the batch dimension is --batch")
+    run.add_argument("--sparsity-from-weights", action="store_true",
+                     help="with --onnx: read the weights and give each conv and matrix layer "
+                          "the N:M structure its zeros have along K (run compressed on "
+                          "array.sparse_m PEs; see --sparsity)")
     run.add_argument("--skip-unsupported", action="store_true",
                      help="with --onnx: skip unsupported ONNX ops (listed) instead of failing")
     add_topology_format_arg(run)
@@ -73,6 +77,11 @@ def add_parser(sub) -> None:
     run.add_argument("--stages", type=int, metavar="N",
                      help=f"with --placement pipeline: the number of stages, 1..{MAX_STAGES} "
                           f"(default: the planner's choice, the shortest estimated period)")
+    run.add_argument("--sparsity", metavar="N:M",
+                     help="native timing: take every layer's stored weights as N:M pruned along "
+                          "K (e.g. 2:4) and run them compressed on the array's N:M sparse PEs "
+                          "(needs array.sparse_m = M); 'dense' ignores the model's own sparsity "
+                          "(default: each layer's, from --sparsity-from-weights)")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--map", choices=tuple(MAP_MODES),
@@ -109,12 +118,12 @@ _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.loop_order": "--loop-order", "compile.keep_on_chip": "--no-keep-on-chip",
           "compile.sram_layout": "--sram-layout", "compile.map": "--map",
           "compile.fusion": "--no-fusion", "compile.placement": "--placement",
-          "compile.stages": "--stages",
+          "compile.stages": "--stages", "compile.sparsity": "--sparsity",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
 #: Flags an error names with their value (the others' rules hold for any value).
-_VALUED = ("compile.placement", "compile.stages")
+_VALUED = ("compile.placement", "compile.stages", "compile.sparsity")
 
 
 def _in_flags(exc) -> str:
@@ -138,6 +147,18 @@ def _placement(args) -> dict:
     return {"placement": args.placement, "stages": args.stages}
 
 
+def _sparsity(args) -> str | None:
+    """``--sparsity`` checked as a flag (a one-line error naming it)."""
+    from hw.sparsity import parse_nm
+    if args.sparsity is None:
+        return None
+    try:
+        parse_nm(args.sparsity, "--sparsity")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return args.sparsity
+
+
 def _run_options(args, spec):
     """The :class:`~npulab.pipeline.RunOptions` the flags ask for, checked against the chip
     (:func:`npulab.pipeline.check_options`) before any work: a flag that the chip's kind or
@@ -149,7 +170,8 @@ def _run_options(args, spec):
     compile_options = CompileOptions(
         conv_lowering=args.conv_lowering, loop_order=args.loop_order,
         keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
-        tech=args.tech, fusion=not args.no_fusion, **_placement(args))
+        tech=args.tech, fusion=not args.no_fusion, sparsity=_sparsity(args),
+        **_placement(args))
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)
     if args.skip_unsupported and args.onnx:
@@ -173,6 +195,9 @@ def _workload(args):
         if any(v is not None for v in (args.image_size, args.seq_len)):
             raise UserError("--image-size/--seq-len apply to zoo models, not --onnx")
         return _import_onnx(args)
+    if args.sparsity_from_weights:
+        raise UserError("--sparsity-from-weights applies to --onnx models (it reads their "
+                        "weights); use --sparsity N:M for the others")
     if args.topology_format is not None and not args.topology:
         raise UserError("--topology-format applies to --topology CSV files")
     if args.topology:
@@ -263,7 +288,8 @@ def _import_onnx(args):
     try:
         graph, report = import_onnx(args.onnx, batch=args.batch,
                                     skip_unsupported=args.skip_unsupported,
-                                    dims=parse_dims(args.dim))
+                                    dims=parse_dims(args.dim),
+                                    sparsity_from_weights=args.sparsity_from_weights)
     except OnnxImportError as exc:
         raise UserError(str(exc)) from None
     if report.skipped:

@@ -358,12 +358,17 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
     _conv(12, 8, 8, 3, pad=1, groups=4, batch=2, name="grouped"),
     Gemm(name="fc", m=50, n=300, k=200, batch=2),
     Gemm(name="fc_int4", m=50, n=300, k=200, batch=2, w_bits=4),   # weights stored in 4 bits
+    # N:M sparse weights, compressed, on 2:4 sparse PEs (K tiles ending inside a group)
+    Gemm(name="fc_2of4", m=50, n=300, k=202, batch=2, weight_nm=(2, 4)),
+    replace(_conv(12, 10, 16, 3, pad=1, name="conv_1of4"), weight_nm=(1, 4)),
 ])
 def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics
     from npulab.simulate import simulate
     ideal = dram == "ideal"
     chip = _chip(8, 8, 8, rows=8, cols=8, ideal=ideal)
+    if getattr(op, "weight_nm", None):
+        chip = replace(chip, array=replace(chip.array, sparse_m=4))
     if not ideal:
         chip = replace(chip, dram=dram_preset(dram))
     options = CompileOptions(map="best-energy", keep_on_chip=False, tech="45nm")

@@ -704,3 +704,38 @@ def test_docs_example_runs(capsys):
                            "(Flatten 1); skipped 0; fused_patterns 0")
     assert printed[-2] == "Gemm(name='fc', m=4, n=10, k=16, batch=1, inputs=('pool',))"
     assert printed[-1] in doc and printed[-2] in doc
+
+
+# ---- sparsity from the weights (issue 27) ---------------------------------------------------
+
+def test_sparsity_from_weights_reads_each_layers_n_m(tmp_path):
+    """A conv pruned 1:4 along its input channels (NHWC order) and a linear layer (MatMul +
+    Add) pruned 2:4 along K: the import finds each one's N:M from the
+    weights, also when they are stored as external data; without the flag both are dense."""
+    from hw.sparsity import prune_n_m
+    rng = np.random.default_rng(0)
+    cw = rng.normal(size=(16, 8, 3, 3)).astype(np.float32)
+    nhwc, _ = prune_n_m(cw.transpose(0, 2, 3, 1).reshape(16, -1), 1, 4, axis=1)
+    cw = np.ascontiguousarray(nhwc.reshape(16, 3, 3, 8).transpose(0, 3, 1, 2))
+    w, _ = prune_n_m(rng.normal(size=(64, 32)).astype(np.float32), 2, 4, axis=0)
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MatMul", ["h", "w"], ["mm"]),
+             helper.make_node("Add", ["mm", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "pruned",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8]),
+         helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(cw, "cw"), numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.zeros(32, np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "pruned.onnx"
+    onnx.save(model, path, save_as_external_data=True, size_threshold=0)
+    g, _ = import_onnx(path, sparsity_from_weights=True)
+    nms = {op.name: op.weight_nm for op in g.ops if op.gemm_shape() is not None}
+    assert nms == {"c": (1, 4), "mm": (2, 4)}
+    g, _ = import_onnx(path)
+    assert all(getattr(op, "weight_nm", None) is None for op in g.ops)
+    with pytest.raises(OnnxImportError, match="sparsity_from_weights = 1: must be True"):
+        import_onnx(path, sparsity_from_weights=1)

@@ -74,7 +74,7 @@ def test_n_m_pruning_keeps_the_largest_n_of_every_group_of_m():
         hi_drop = np.where(~kept, groups, -np.inf).max(axis=1)
         assert (lo_kept >= hi_drop).all()
         assert np.array_equal(pruned, np.where(mask, w, 0))
-    with pytest.raises(ValueError, match="multiple of m = 4"):
+    with pytest.raises(ValueError, match="multiple of M = 4"):
         prune_n_m(np.ones((6, 2)), 2, 4)
 
 

@@ -59,6 +59,7 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("DmaConfig", "max_outstanding"): "requests",
     ("ArrayConfig", "rows"): "PEs", ("ArrayConfig", "cols"): "PEs",
     ("ArrayConfig", "sparse_m"): "elements per N:M group",
+    ("ArrayConfig", "macs_per_pe"): "MACs per PE per cycle",
     ("NvdlaConfig", "atomic_c"): "channels", ("NvdlaConfig", "atomic_k"): "kernels",
     ("NvdlaConfig", "cbuf_banks"): "banks", ("NvdlaConfig", "cbuf_bank_depth"): "entries per bank",
     ("NvdlaConfig", "dram_max_burst"): "memory atoms", ("NvdlaConfig", "max_batch"): "images",

@@ -128,6 +128,11 @@ class ArrayConfig:
         matching activation out of a group of M, so a GEMM whose weights are N:M sparse along K
         (N <= M) runs on ``K * N / M`` rows of compressed weights. 0 (the default): dense PEs
         only. 4 is the A100's 2:4 (it also runs 1:4 and dense). 2..16.
+    macs_per_pe:
+        MACs each PE performs per cycle, on consecutive k: 1 (default), or 2 with int4
+        operands (the PE's int8 multiplier split into two 4-bit ones, its operands arriving two
+        per byte). The array then runs ``ceil(K / 2)`` rows or steps of operand pairs, each PE
+        adding both products. Not combined with ``sparse_m``.
     """
 
     rows: int = 32
@@ -138,6 +143,7 @@ class ArrayConfig:
     overflow: Overflow = Overflow.WRAP
     reconfigurable: bool = False
     sparse_m: int = 0
+    macs_per_pe: int = 1
 
     def __post_init__(self) -> None:
         self.validate("ArrayConfig")
@@ -159,6 +165,18 @@ class ArrayConfig:
             raise ConfigError(f"{where}: {prefix}sparse_m = {sm!r}: must be 0 (dense PEs) or an "
                               f"integer in 2..{MAX_SPARSE_M} (the N:M group size)")
         set_("sparse_m", int(sm))
+        lanes = self.macs_per_pe
+        if isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral) or lanes not in (1, 2):
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = {lanes!r}: must be 1, or 2 with "
+                              f"int4 operands")
+        if lanes == 2 and self.precision is not Precision.INT4:
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = 2: two MACs per PE are int4's "
+                              f"(two 4-bit multipliers in an int8 one); precision is "
+                              f"{self.precision.value!r}")
+        if lanes == 2 and sm:
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = 2 with sparse_m = {sm}: a PE is "
+                              f"either N:M sparse or dual-MAC, not both")
+        set_("macs_per_pe", int(lanes))
         if self.acc_bits is None:
             set_("acc_bits", self.precision.default_acc_bits)
         if self.precision.is_float:

@@ -83,6 +83,13 @@ whole group of M, and the weight's index selects the one the PE multiplies (a M:
 Compressed slots of a group with fewer than N nonzeros hold zero weights (they still occupy a
 PE cycle). Sums add the kept products in k order within each group.
 
+Dual-MAC int4 PEs (``cfg.macs_per_pe = 2``)
+-------------------------------------------
+K is padded with zeros to whole pairs and the array runs the dense contract on ``K / 2``: row
+(or step) r carries operands k = 2r and 2r + 1 on both sides, every operand register holds
+the pair, and the PE adds both products to its sum in one addition (on ``first`` a pair's sum
+alone is saturated, when a narrow accumulator saturates).
+
 Numerics: integer operands are int8/int16; accumulators follow :mod:`hw.numerics`
 (``acc_bits`` wide, wrapping or saturating at every addition). OS adds products in k order.
 WS/IS add down each column (k order within a fold), then add each fold's sum to the
@@ -184,18 +191,31 @@ def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, satu
 
 
 @njit(cache=True, inline="always")
-def _os_macs_sparse(a, a_flags, b, b_idx, b_valid, nxt, group, acc, res, drain_loaded,
-                    acc_bits, saturating):
-    """:func:`_os_macs` for N:M sparse PEs: ``a`` holds a group of ``group`` activations per
-    PE and the weight's index picks the one it multiplies (the index mux)."""
+def _dot(x, xi, w, wi, lanes):
+    """Sum of ``lanes`` products ``x[xi + e] * w[wi + e]`` (a dual-MAC PE adds both)."""
+    s = _product(x[xi], w[wi])
+    for e in range(1, lanes):
+        s += _product(x[xi + e], w[wi + e])
+    return s
+
+
+@njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
+def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res, drain_loaded,
+                     acc_bits, saturating):
+    """:func:`_os_macs` for PEs whose ``a`` holds ``group`` operands: N:M sparse (``lanes``
+    1: the weight's index picks the activation it multiplies, the index mux) or dual-MAC
+    (``lanes`` = ``group``: ``b`` holds as many of the same k and the PE adds all products)."""
     busy = 0
     hazards = 0
     for p in range(acc.shape[0]):
         fl = a_flags[nxt, p]
         on = fl & b_valid[nxt, p] & VALID
-        prod = _product(a[nxt, p * group + b_idx[nxt, p]], b[nxt, p])
-        if fl & FIRST:
-            total = prod
+        if lanes > 1:
+            prod = _dot(a[nxt], p * lanes, b[nxt], p * lanes, lanes)
+        else:
+            prod = _product(a[nxt, p * group + b_idx[nxt, p]], b[nxt, p])
+        if fl & FIRST:      # a pair's sum alone may pass a narrow saturating accumulator
+            total = accumulate(prod - prod, prod, acc_bits, True) if saturating else prod
         elif saturating:
             total = accumulate(acc[p], prod, acc_bits, True)
         else:
@@ -238,12 +258,13 @@ def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_
     return busy
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
 def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx, shadow_valid,
                             active, active_idx, active_valid, gs, psum, acc_bits, saturating):
     """:func:`_stationary_macs` for N:M sparse PEs. One side holds a group of activations
     (``gx`` streamed per PE in WS, ``gs`` stationary in IS; the other width is 1) and the other
-    side's weight index picks the one each PE multiplies (the index mux)."""
+    side's weight index picks the one each PE multiplies (the index mux). With ``gx == gs > 1``
+    the PEs do that many MACs per cycle on consecutive k (int4 dual-MAC) and add them."""
     n_pe = x_flags.shape[1]
     cols_offset = psum.shape[1] - n_pe
     for p in range(n_pe):
@@ -253,6 +274,15 @@ def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx,
             active_idx[p] = shadow_idx[p]
             active_valid[p] = shadow_valid[p]
     busy = 0
+    if gx > 1 and gs > 1:       # dual-MAC PEs: both sides hold gx operands, the PE adds all
+        for p in range(n_pe):
+            on = x_flags[nxt, p] & active_valid[p] & VALID
+            pin = psum[cur, p]
+            prod = _dot(x[nxt], p * gx, active, p * gs, gx)
+            total = accumulate(pin, prod, acc_bits, True) if saturating else pin + prod
+            psum[nxt, p + cols_offset] = total if on else pin
+            busy += on
+        return busy
     for p in range(n_pe):
         on = x_flags[nxt, p] & active_valid[p] & VALID
         pin = psum[cur, p]
@@ -348,12 +378,16 @@ def _stationary_snapshot(row, off, sx, rows, cols, acc_bits, ring_x, ring_xi, ri
 @njit(cache=True)
 def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, counters,
                trace_value, trace_valid, snap, off):
-    # a: (inst, M, K / share_group..., group); dense: group 1, share 1 and a[..., k, 0] is
-    # a[k]. Sparse: a[inst, m, g, e] is activation g * group + e, shared by the `share` (N)
-    # compressed weights of group g, which are b (inst, K', N) with indices b_idx_src.
+    # a: (inst, M, groups, group) and b: (inst, K', N, gb); dense: group = gb = share = 1,
+    # a[..., k, 0] is a[k] and b[:, k, :, 0] is b[k]. Sparse (gb = 1): a[inst, m, g, e] is
+    # activation g * group + e, shared by the `share` (N) compressed weights of group g, which
+    # are b with indices b_idx_src. Dual-MAC (group = gb = lanes, share 1): step s carries the
+    # lanes operands k = s * lanes + e of both.
     n_inst, m_dim = a.shape[0], a.shape[1]
     group = a.shape[3]
-    sparse = group > 1
+    gb = b.shape[3]
+    sparse = group > 1 and gb == 1
+    dot = gb > 1
     k_dim = b.shape[1]
     n_dim = b.shape[2]
     row_folds = (m_dim + rows - 1) // rows
@@ -364,7 +398,7 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
 
     a_reg = np.zeros((2, n_pe * group), a.dtype)
     a_flags = np.zeros((2, n_pe), np.uint8)
-    b_reg = np.zeros((2, n_pe), b.dtype)
+    b_reg = np.zeros((2, n_pe * gb), b.dtype)
     b_idx = np.zeros((2, n_pe if sparse else 0), np.uint8)
     b_valid = np.zeros((2, n_pe), np.uint8)
     acc = np.zeros(n_pe, out.dtype)
@@ -374,7 +408,7 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     # row i reads the slot of cycle t - i, i.e. after i register stages.
     ring_a = np.zeros((rows, rows * group), a.dtype)
     ring_flags = np.zeros((rows, rows), np.uint8)
-    ring_b = np.zeros((cols, cols), b.dtype)
+    ring_b = np.zeros((cols, cols * gb), b.dtype)
     ring_b_idx = np.zeros((cols, cols if sparse else 0), np.uint8)
     ring_b_valid = np.zeros((cols, cols), np.uint8)
     drain_left = np.zeros(cols, np.int64)
@@ -416,18 +450,25 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             g = step if share == 1 else step // share
             for i in range(rows):
                 ok = i < ru
-                for e in range(group):
-                    ring_a[sa, i * group + e] = a[inst, r0 + i, g, e] if ok else 0
+                if group > 1:
+                    for e in range(group):
+                        ring_a[sa, i * group + e] = a[inst, r0 + i, g, e] if ok else 0
+                else:
+                    ring_a[sa, i] = a[inst, r0 + i, g, 0] if ok else 0
                 ring_flags[sa, i] = ctrl | (VALID if ok else 0)
             for j in range(cols):
                 ok = j < cu
-                ring_b[sb, j] = b[inst, step, c0 + j] if ok else 0
+                if dot:
+                    for e in range(gb):
+                        ring_b[sb, j * gb + e] = b[inst, step, c0 + j, e] if ok else 0
+                else:
+                    ring_b[sb, j] = b[inst, step, c0 + j, 0] if ok else 0
                 if sparse:
                     ring_b_idx[sb, j] = b_idx_src[inst, step, c0 + j] if ok else 0
                 ring_b_valid[sb, j] = 1 if ok else 0
             if share == 1 or step % share == 0:
                 reads_a += ru * group
-            reads_b += cu
+            reads_b += cu * gb
             step += 1
             if step == k_dim:
                 streaming = False
@@ -473,17 +514,19 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             trace_valid[t, :] = False
 
         # 3. Operands move (a right, b down); edge PEs take the delay-line outputs.
-        if sparse:
+        if sparse or dot:
             _shift_bank(a_reg, cur, nxt, group)
             _shift_bank(a_flags, cur, nxt, 1)
-            _shift(b_reg, b_valid, cur, nxt, cols)
-            _shift_bank(b_idx, cur, nxt, cols)
+            _shift_bank(b_reg, cur, nxt, cols * gb)
+            _shift_bank(b_valid, cur, nxt, cols)
+            if sparse:
+                _shift_bank(b_idx, cur, nxt, cols)
         else:
             _shift(a_reg, a_flags, cur, nxt, 1)
             _shift(b_reg, b_valid, cur, nxt, cols)
         for i in range(rows):
             slot = sa - i if sa >= i else sa - i + rows  # (t - i) % rows
-            if sparse:
+            if group > 1:
                 for e in range(group):
                     a_reg[nxt, i * cols * group + e] = ring_a[slot, i * group + e]
             else:
@@ -491,16 +534,20 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             a_flags[nxt, i * cols] = ring_flags[slot, i]
         for j in range(cols):
             slot = sb - j if sb >= j else sb - j + cols  # (t - j) % cols
-            b_reg[nxt, j] = ring_b[slot, j]
+            if dot:
+                for e in range(gb):
+                    b_reg[nxt, j * gb + e] = ring_b[slot, j * gb + e]
+            else:
+                b_reg[nxt, j] = ring_b[slot, j]
             if sparse:
                 b_idx[nxt, j] = ring_b_idx[slot, j]
             b_valid[nxt, j] = ring_b_valid[slot, j]
 
         # 4. Every PE multiplies what arrived; `last` at the bottom row starts that column's drain.
-        if sparse:
-            n_busy, n_hazards = _os_macs_sparse(a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
-                                                group, acc, res, drain_loaded, acc_bits,
-                                                saturating)
+        if sparse or dot:
+            n_busy, n_hazards = _os_macs_grouped(a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
+                                                 group, gb, acc, res, drain_loaded, acc_bits,
+                                                 saturating)
         else:
             n_busy, n_hazards = _os_macs(a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
                                          drain_loaded, acc_bits, saturating)
@@ -615,11 +662,14 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             for i in range(rows):
                 ok = i < ru
                 k = r0 + i
-                g = k if share_x == 1 else k // share_x
-                for e in range(gx):
-                    ring_x[sx, i * gx + e] = stream[inst, step, g, e] if ok else 0
-                if has_xi:
-                    ring_xi[sx, i] = x_idx_src[inst, step, k] if ok else 0
+                if sparse:
+                    g = k // share_x
+                    for e in range(gx):
+                        ring_x[sx, i * gx + e] = stream[inst, step, g, e] if ok else 0
+                    if has_xi:
+                        ring_xi[sx, i] = x_idx_src[inst, step, k] if ok else 0
+                else:
+                    ring_x[sx, i] = stream[inst, step, k, 0] if ok else 0
                 ring_flags[sx, i] = ctrl | (VALID if ok else 0)
             # the rows of one group share one read of it (dense: one read per row)
             reads_x += gx * ((r0 + ru - 1) // share_x - r0 // share_x + 1)
@@ -714,10 +764,13 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             g = k if share_s == 1 else k // share_s
             for j in range(cols):
                 ok = row_ok and j < cu
-                for e in range(gs):
-                    shadow[(base + j) * gs + e] = stat[inst, g, c0 + j, e] if ok else 0
-                if has_si:
-                    shadow_idx[base + j] = s_idx_src[inst, k, c0 + j] if ok else 0
+                if sparse:
+                    for e in range(gs):
+                        shadow[(base + j) * gs + e] = stat[inst, g, c0 + j, e] if ok else 0
+                    if has_si:
+                        shadow_idx[base + j] = s_idx_src[inst, k, c0 + j] if ok else 0
+                else:
+                    shadow[base + j] = stat[inst, k, c0 + j, 0] if ok else 0
                 shadow_valid[base + j] = 1 if ok else 0
             # the port reads a group once for the rows that share it (dense: every row)
             if row_ok and (share_s == 1 or load_row == 0 or k % share_s == 0):
@@ -809,16 +862,18 @@ def snapshot_layout(cfg: ArrayConfig) -> dict[str, tuple[int, int]]:
 
 def _snapshot_fields(cfg: ArrayConfig):
     """``([(name, (offset, length))] in order, int64 offsets by kernel code, width)``."""
-    r, c, g = cfg.rows, cfg.cols, cfg.sparse_m or 1
+    r, c, g = cfg.rows, cfg.cols, cfg.sparse_m or cfg.macs_per_pe
     n = r * c
     sp = cfg.sparse_m > 0
+    gw = cfg.macs_per_pe        # weight-side operands per PE (dual-MAC: 2)
     if cfg.dataflow is Dataflow.OS:
-        lengths = {"a": n * g, "a_flags": n, "b": n, "b_idx": n if sp else 0, "b_valid": n,
-                   "acc": n, "res": n, "drain_left": c, "out": c, "out_valid": c, "a_in": r * g,
-                   "a_flags_in": r, "b_in": c, "b_idx_in": c if sp else 0, "b_valid_in": c}
+        lengths = {"a": n * g, "a_flags": n, "b": n * gw, "b_idx": n if sp else 0,
+                   "b_valid": n, "acc": n, "res": n, "drain_left": c, "out": c, "out_valid": c,
+                   "a_in": r * g, "a_flags_in": r, "b_in": c * gw, "b_idx_in": c if sp else 0,
+                   "b_valid_in": c}
         names = _OS_FIELDS
     else:
-        gx, gs = (g, 1) if cfg.dataflow is Dataflow.WS else (1, g)
+        gx, gs = (g, gw) if cfg.dataflow is Dataflow.WS else (gw, g)
         lengths = {"x": n * gx, "x_idx": n if sp and gs > 1 else 0, "x_flags": n,
                    "shadow": n * gs, "shadow_idx": n if sp and gx > 1 else 0,
                    "shadow_valid": n, "active": n * gs,
@@ -919,6 +974,7 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
     saturating = cfg.overflow is Overflow.SATURATE
     counters = np.zeros(N_KERNEL_COUNTERS, np.int64)
     rows, cols = cfg.rows, cfg.cols
+    lanes = cfg.macs_per_pe
     if sparse is not None:
         n_keep, group = sparse
         bv, bi = compress_nm(b3, n_keep, group, axis=1)
@@ -929,6 +985,17 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
         n_keep, group = 1, 1
         bv, bi = b3, np.zeros((0, 0, 0), np.uint8)
         k_run = k
+    if lanes > 1:
+        # dual-MAC PEs: K padded with zeros to whole pairs; row/step r carries k = 2r, 2r + 1
+        k_run = -(-k // lanes)
+        pad = k_run * lanes - k
+        if pad:
+            a3 = np.concatenate([a3, np.zeros((n_inst, m, pad), a3.dtype)], axis=2)
+            b3 = np.concatenate([b3, np.zeros((n_inst, pad, n), b3.dtype)], axis=1)
+        group = lanes
+    # weights as (inst, K', N, lanes): lanes operands of consecutive k per row (dense: 1)
+    b4 = (np.ascontiguousarray(b3.reshape(n_inst, k_run, lanes, n).transpose(0, 1, 3, 2))
+          if lanes > 1 else bv[..., None])
     mapping = map_gemm(cfg, m, n, k_run, n_inst)
     tlen = max_cycles_bound(cfg, mapping.folds, mapping.temporal) if trace else 0
     tv = np.zeros((tlen, cols), acc_dtype)
@@ -946,19 +1013,19 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
         _, off, _ = _snapshot_fields(ArrayConfig(rows=1, cols=1, dataflow=cfg.dataflow))
         snap = np.zeros((0, 0), np.int64)
     # activations grouped: a4[inst, m, g, e] is column g * group + e of a (dense: group 1)
-    a4 = a3.reshape(n_inst, m, k // group, group)
+    a4 = a3.reshape(n_inst, m, a3.shape[2] // group, group)
     no_idx = np.zeros((0, 0, 0), np.uint8)
     if cfg.dataflow is Dataflow.OS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _os_kernel(a4, bv, bi, n_keep, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
+        _os_kernel(a4, b4, bi, n_keep, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
                    tvalid, snap, off)
     elif cfg.dataflow is Dataflow.WS:
         out = np.zeros((n_inst, m, n), acc_dtype)
-        _stationary_kernel(a4, no_idx, n_keep, bv[..., None], bi, 1, k_run, rows, cols,
+        _stationary_kernel(a4, no_idx, n_keep, b4, bi, 1, k_run, rows, cols,
                            cfg.acc_bits, saturating, out, counters, tv, tvalid, snap, off)
     else:
         out_t = np.zeros((n_inst, n, m), acc_dtype)
-        stream = np.ascontiguousarray(bv.transpose(0, 2, 1))[..., None]
+        stream = np.ascontiguousarray(b4.transpose(0, 2, 1, 3))
         x_idx = np.ascontiguousarray(bi.transpose(0, 2, 1)) if sparse else no_idx
         stat = np.ascontiguousarray(a4.transpose(0, 2, 1, 3))
         _stationary_kernel(stream, x_idx, 1, stat, no_idx, n_keep, k_run, rows, cols,

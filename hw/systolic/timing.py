@@ -19,7 +19,9 @@ Weight/input-stationary (W = weight port start, S = first streamed vector)::
 ``cycles = max_f end_f``. N:M sparse weights (``nm = (N, M)``) run the same recurrences on
 ``K' = K * N / M``; the activation edge carries groups of M, read once per group: OS reads
 ``M * ceil(T / N)`` per row and fold, WS/IS ``M`` per group its rows touch (per streamed step
-in WS, per fold's weight load in IS). A property test holds this equal to the register model on every
+in WS, per fold's weight load in IS). Dual-MAC PEs (``macs_per_pe = 2``, int4) run
+``ceil(K / 2)`` on operand pairs: both edges read two operands per PE and ``pe_busy_cycles``
+counts PE-cycles of two MACs each. A property test holds this equal to the register model on every
 counter for random shapes, dataflows and array sizes.
 """
 
@@ -66,7 +68,7 @@ def _timing_kernel(output_stationary, rows, cols, count, spatial_rows, spatial_c
             end = start + t + 2 * rows + cu - 2
             # a row reads its group of activations once per `left_share` steps (dense: 1 x 1)
             left += ru * left_group * ((t + left_share - 1) // left_share)
-            top += cu * t
+            top += cu * top_group * t
             writes += ru * cu
         else:
             if f == 0:
@@ -98,7 +100,11 @@ def timing_counters(cfg: ArrayConfig, m: int, n: int, k: int, count: int = 1,
     """The raw int64 counter vector (kernel layout of :mod:`hw.systolic.mapping`)."""
     sparse = check_nm(cfg, nm, k, "gemm_timing")
     geo = geometry(cfg.dataflow)
-    if sparse is None:
+    if cfg.macs_per_pe > 1:
+        # dual-MAC PEs: ceil(K / 2) rows or steps of operand pairs, both edges two per PE
+        lanes = cfg.macs_per_pe
+        k_run, sides = -(-k // lanes), (lanes, 1, lanes, 1)
+    elif sparse is None:
         k_run, sides = k, (1, 1, 1, 1)
     else:
         # N:M weights: K' = K * N / M rows of compressed weights; the activations' edge

@@ -34,6 +34,9 @@ def _array_args(p: argparse.ArgumentParser) -> None:
                    help="accumulator overflow (default wrap)")
     p.add_argument("--sparse-m", type=int, default=0, metavar="M",
                    help="N:M sparse PEs with groups of M (e.g. 4 for 2:4; default 0: dense)")
+    p.add_argument("--macs-per-pe", type=int, default=1, metavar="N",
+                   help="MACs per PE per cycle: 1 (default), or 2 with --precision int4 "
+                        "(dual-MAC PEs, operand pairs of consecutive k)")
     p.add_argument("--deskew", action="store_true",
                    help="add the output de-skew stage (column j delayed C-1-j cycles)")
 
@@ -42,7 +45,8 @@ def array_config_from_args(args) -> ArrayConfig:
     """The ArrayConfig the flags describe; bad values raise ConfigError naming the flag."""
     cfg = ArrayConfig(rows=args.rows, cols=args.cols, dataflow=args.dataflow,
                       precision=args.precision, acc_bits=args.acc_bits,
-                      overflow=args.overflow, sparse_m=args.sparse_m)
+                      overflow=args.overflow, sparse_m=args.sparse_m,
+                      macs_per_pe=args.macs_per_pe)
     from hw.systolic.rtl.array import check_rtl_config
     check_rtl_config(cfg, "npulab rtl")
     return cfg
@@ -213,6 +217,7 @@ def _wave(args, cfg: ArrayConfig) -> int:
     what = (f"{cfg.dataflow.value.upper()} {cfg.rows}x{cfg.cols} {cfg.precision.value} "
             f"acc{cfg.acc_bits} {cfg.overflow.value}"
             f"{f' sparse_m={cfg.sparse_m}' if cfg.sparse_m else ''}"
+            f"{f' {cfg.macs_per_pe} MACs/PE' if cfg.macs_per_pe > 1 else ''}"
             f"{' deskew' if args.deskew else ''}"
             f"{f' mutation={args.mutate}' if args.mutate else ''}")
     shape = f"M={args.m} K={args.k} N={args.n} ({args.operands} operands)"

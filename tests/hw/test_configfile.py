@@ -107,7 +107,7 @@ def test_toml_output_is_valid_and_complete():
                             "launch_overhead_us": 0.0}
     assert data["array"] == {"rows": 32, "cols": 32, "dataflow": "ws", "precision": "int8",
                              "acc_bits": 32, "overflow": "wrap", "reconfigurable": False,
-                             "sparse_m": 0}
+                             "sparse_m": 0, "macs_per_pe": 1}
     assert [data["sram"][n]["capacity_kib"] for n in ("ifmap", "filter", "ofmap")] == [512, 256 * 2, 256]
     assert data["dram"]["preset"] == "ddr4-3200" and data["dram"]["channels"] == 1
     assert data["host_link"]["generation"] == 4 and data["host_link"]["lanes"] == 16

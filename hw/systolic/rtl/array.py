@@ -71,17 +71,18 @@ class DelayLines(wiring.Component):
 
 class _Mesh(wiring.Component):
     def __init__(self, rows: int, cols: int, bits: int, acc_bits: int, saturate: bool,
-                 pe_class, signature: dict, group: int = 1, index_bits: int = 0):
+                 pe_class, signature: dict, group: int = 1, index_bits: int = 0,
+                 lanes: int = 1):
         self.rows, self.cols = rows, cols
         self.bits, self.acc_bits, self.saturate = bits, acc_bits, saturate
         self.pe_class = pe_class
-        self.group, self.index_bits = group, index_bits
+        self.group, self.index_bits, self.lanes = group, index_bits, lanes
         super().__init__(signature)
         self.pes = [[self._make_pe(i) for _ in range(cols)] for i in range(rows)]
 
     def _make_pe(self, row: int):
         return self.pe_class(self.bits, self.acc_bits, self.saturate, self.group,
-                             self.index_bits)
+                             self.index_bits, self.lanes)
 
 
 class OutputStationaryMesh(_Mesh):
@@ -97,12 +98,12 @@ class OutputStationaryMesh(_Mesh):
     """
 
     def __init__(self, rows, cols, bits, acc_bits, saturate=False, pe_class=OutputStationaryPE,
-                 group=1, index_bits=0):
+                 group=1, index_bits=0, lanes=1):
         super().__init__(rows, cols, bits, acc_bits, saturate, pe_class, {
             "a_in": In(stream_layout(bits, True, group)).array(rows),
-            "b_in": In(top_layout(bits, index_bits)).array(cols),
+            "b_in": In(top_layout(bits, index_bits, lanes)).array(cols),
             "out": Out(output_layout(acc_bits)).array(cols),
-        }, group, index_bits)
+        }, group, index_bits, lanes)
         self.drain_left = [Signal(range(rows + 1), name=f"drain_left_{j}") for j in range(cols)]
 
     def elaborate(self, platform):
@@ -218,16 +219,18 @@ class SystolicArray(wiring.Component):
         saturate = cfg.overflow is Overflow.SATURATE
         # N:M sparse PEs: groups of M activations on the activation side, indices on the
         # weight side (OS: a groups, b indices; WS: x groups, w indices; IS: the reverse)
-        g = cfg.sparse_m or 1
+        # dual-MAC PEs (int4, macs_per_pe = 2): both sides carry that many operands
+        lanes = cfg.macs_per_pe
+        g = cfg.sparse_m or lanes
         ib = nm_index_bits(g) if cfg.sparse_m else 0
         if cfg.dataflow is Dataflow.OS:
             self.mesh = OutputStationaryMesh(r_, c_, bits, cfg.acc_bits, saturate,
-                                             pe_class or OutputStationaryPE, g, ib)
-            a_lay, b_lay = stream_layout(bits, True, g), top_layout(bits, ib)
+                                             pe_class or OutputStationaryPE, g, ib, lanes)
+            a_lay, b_lay = stream_layout(bits, True, g), top_layout(bits, ib, lanes)
             self.skews = {"a_in": DelayLines.skew(a_lay, r_), "b_in": DelayLines.skew(b_lay, c_)}
             sig = {"a_in": In(a_lay).array(r_), "b_in": In(b_lay).array(c_)}
         else:
-            xg, wg = (g, 1) if cfg.dataflow is Dataflow.WS else (1, g)
+            xg, wg = (g, lanes) if cfg.dataflow is Dataflow.WS else (lanes, g)
             self.mesh = StationaryMesh(r_, c_, bits, cfg.acc_bits, saturate,
                                        pe_class or StationaryPE, xg, wg, ib)
             x_lay = stream_layout(bits, False, xg, ib if wg > 1 else 0)
@@ -244,7 +247,8 @@ class SystolicArray(wiring.Component):
         """Module name used in Verilog, e.g. ``systolic_ws_4x4_int8_acc32``."""
         c = self.cfg
         sat = "_sat" if c.overflow is Overflow.SATURATE else ""
-        sparse = f"_sparse{c.sparse_m}" if c.sparse_m else ""
+        sparse = (f"_sparse{c.sparse_m}" if c.sparse_m else "") + (
+            f"_x{c.macs_per_pe}" if c.macs_per_pe > 1 else "")
         return (f"systolic_{c.dataflow.value}_{c.rows}x{c.cols}_{c.precision.value}"
                 f"_acc{c.acc_bits}{sat}{sparse}{'_deskew' if self.deskew else ''}")
 

@@ -85,6 +85,7 @@ class VerifyReport:
         what = (f"{c.dataflow.value.upper()} {c.rows}x{c.cols} {c.precision.value} "
                 f"acc{c.acc_bits} {c.overflow.value}"
                 f"{f' sparse_m={c.sparse_m}' if c.sparse_m else ''}"
+                f"{f' {c.macs_per_pe} MACs/PE' if c.macs_per_pe > 1 else ''}"
                 f"{' deskew' if self.deskew else ''}"
                 f"{f' mutation={self.mutation}' if self.mutation else ''}")
         bad = [x for x in self.cases if not x.ok]

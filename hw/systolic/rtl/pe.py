@@ -42,9 +42,10 @@ def stream_layout(bits: int, last: bool, group: int = 1,
     return data.StructLayout(fields)
 
 
-def top_layout(bits: int, index_bits: int = 0) -> data.StructLayout:
-    """An operand streamed down a column (OS ``b``; with N:M sparse PEs, with its index)."""
-    fields = {"value": signed(bits), "valid": 1}
+def top_layout(bits: int, index_bits: int = 0, group: int = 1) -> data.StructLayout:
+    """An operand streamed down a column (OS ``b``; with N:M sparse PEs, with its index;
+    dual-MAC PEs: ``group`` operands)."""
+    fields = {"value": _operand(bits, group), "valid": 1}
     if index_bits:
         fields["index"] = index_bits
     return data.StructLayout(fields)
@@ -113,6 +114,12 @@ class _MacPE(wiring.Component):
         m.d.comb += prod.eq(self.product(a, b))
         return prod
 
+    def _dot_signal(self, m: Module, xs, ws, lanes: int):
+        """A dual-MAC PE's products added: ``sum(product(xs[e], ws[e]))``, exact."""
+        dot = Signal(signed(2 * self.bits + lanes.bit_length() - 1))
+        m.d.comb += dot.eq(sum(self.product(xs[e], ws[e]) for e in range(lanes)))
+        return dot
+
 
 class OutputStationaryPE(_MacPE):
     """Output-stationary PE: owns one output and accumulates it over the whole K.
@@ -126,6 +133,8 @@ class OutputStationaryPE(_MacPE):
     accumulator and result registers (debug and co-simulation; ``res`` also feeds the PE below).
     N:M sparse (``group = M``): ``a`` carries a group of M activations and ``b`` its weight's
     ``index_bits``-wide position in that group; the PE multiplies ``b`` by ``a[index]``.
+    Dual-MAC (``group = lanes = 2``, int4): ``a`` and ``b`` carry two operands of consecutive
+    k and the PE adds both products (saturated at ``acc_bits`` on ``first`` too).
 
     Timing contract (``hw.systolic.regmodel``, OS)
     ----------------------------------------------
@@ -137,10 +146,10 @@ class OutputStationaryPE(_MacPE):
     """
 
     def __init__(self, bits: int, acc_bits: int, saturate: bool = False, group: int = 1,
-                 index_bits: int = 0):
-        self.group = group
+                 index_bits: int = 0, lanes: int = 1):
+        self.group, self.lanes = group, lanes
         a_lay = stream_layout(bits, True, group)
-        b_lay = top_layout(bits, index_bits)
+        b_lay = top_layout(bits, index_bits, lanes)
         super().__init__(bits, acc_bits, saturate, {
             "a_in": In(a_lay),
             "b_in": In(b_lay),
@@ -155,10 +164,15 @@ class OutputStationaryPE(_MacPE):
     def elaborate(self, platform):
         m = Module()
         m.d.sync += [self.a_out.eq(self.a_in), self.b_out.eq(self.b_in)]
-        a_value = (self.a_in.value if self.group == 1
-                   else self.pick(self.a_in.value, self.b_in.index))
-        prod = self._product_signal(m, a_value, self.b_in.value)
+        if self.lanes > 1:      # dual-MAC: both operands' lanes multiplied and added
+            prod = self._dot_signal(m, self.a_in.value, self.b_in.value, self.lanes)
+        else:
+            a_value = (self.a_in.value if self.group == 1
+                       else self.pick(self.a_in.value, self.b_in.index))
+            prod = self._product_signal(m, a_value, self.b_in.value)
         summed = accumulate(m, self.acc, prod, self.acc_bits, self.saturate)
+        if self.lanes > 1 and self.saturate:    # a pair's sum alone may pass acc_bits
+            prod = saturate(m, prod, self.acc_bits, "first_sat")
         total = Signal(signed(self.acc_bits))
         m.d.comb += total.eq(Mux(self.a_in.first, prod, summed))
         on = self.a_in.valid & self.b_in.valid
@@ -171,13 +185,14 @@ class OutputStationaryPE(_MacPE):
         return m
 
 
-def psum_bits(bits: int, acc_bits: int, row: int) -> int:
+def psum_bits(bits: int, acc_bits: int, row: int, lanes: int = 1) -> int:
     """Width of row ``row``'s partial-sum register in a WS/IS column: it holds the exact sum of
-    ``row + 1`` products of ``bits``-bit signed operands (each at most ``2**(2*bits-2)`` in
-    magnitude), which needs ``2*bits + floor(log2(row + 1))`` bits, capped at ``acc_bits``
-    (where the column's arithmetic wraps or saturates). Narrower upper rows hold the same
-    values as ``acc_bits``-wide ones, so the contract is unchanged."""
-    return min(acc_bits, 2 * bits + (row + 1).bit_length() - 1)
+    ``(row + 1) * lanes`` products of ``bits``-bit signed operands (each at most
+    ``2**(2*bits-2)`` in magnitude; ``lanes`` per dual-MAC PE), which needs
+    ``2*bits + floor(log2((row + 1) * lanes))`` bits, capped at ``acc_bits`` (where the
+    column's arithmetic wraps or saturates). Narrower upper rows hold the same values as
+    ``acc_bits``-wide ones, so the contract is unchanged."""
+    return min(acc_bits, 2 * bits + ((row + 1) * lanes).bit_length() - 1)
 
 
 class StationaryPE(_MacPE):
@@ -209,8 +224,10 @@ class StationaryPE(_MacPE):
                  x_group: int = 1, w_group: int = 1, index_bits: int = 0):
         self.row = row
         self.x_group, self.w_group = x_group, w_group
-        self.psum_bits = psum_bits(bits, acc_bits, row)
-        above = psum_bits(bits, acc_bits, row - 1) if row else 1
+        # dual-MAC (int4): both sides carry the same number of operands, no index
+        self.lanes = x_group if x_group == w_group else 1
+        self.psum_bits = psum_bits(bits, acc_bits, row, self.lanes)
+        above = psum_bits(bits, acc_bits, row - 1, self.lanes) if row else 1
         x_lay = stream_layout(bits, False, x_group, index_bits if w_group > 1 else 0)
         w_lay = weight_layout(bits, w_group, index_bits if x_group > 1 else 0)
         super().__init__(bits, acc_bits, saturate, {
@@ -236,16 +253,24 @@ class StationaryPE(_MacPE):
             m.d.sync += self.active.eq(self.shadow)
         w_valid = Mux(first, self.shadow.valid, self.active.valid)
         x_value = self.x_in.value
-        if self.x_group > 1:    # sparse WS: the weight's index picks the activation
-            x_value = self.pick(x_value, Mux(first, self.shadow.index, self.active.index))
-        if self.w_group > 1:    # sparse IS: the streamed weight's index picks it
-            w_value = Mux(first, self.pick(self.shadow.value, self.x_in.index),
-                          self.pick(self.active.value, self.x_in.index))
+        if self.lanes > 1:      # dual-MAC: every lane of x times the same lane of w, added
+            w_value = Mux(first, self.shadow.value.as_value(), self.active.value.as_value())
+            w_lanes = data.View(data.ArrayLayout(signed(self.bits), self.lanes), w_value)
+            prod = self._dot_signal(m, x_value, w_lanes, self.lanes)
         else:
-            w_value = Mux(first, self.shadow.value, self.active.value)
-        prod = self._product_signal(m, x_value, w_value)
+            if self.x_group > 1:    # sparse WS: the weight's index picks the activation
+                x_value = self.pick(x_value, Mux(first, self.shadow.index, self.active.index))
+            if self.w_group > 1:    # sparse IS: the streamed weight's index picks it
+                w_value = Mux(first, self.pick(self.shadow.value, self.x_in.index),
+                              self.pick(self.active.value, self.x_in.index))
+            else:
+                w_value = Mux(first, self.shadow.value, self.active.value)
+            prod = self._product_signal(m, x_value, w_value)
         if self.row == 0:
             summed, passed = prod, 0
+            if self.lanes > 1:  # a pair's sum may pass a narrow accumulator's range
+                summed = accumulate(m, 0, prod, self.psum_bits,
+                                    self.saturate and self.psum_bits == self.acc_bits)
             m.d.comb += self.psum_valid.eq(self.x_out.valid)
         else:
             # Below acc_bits the exact sum fits (psum_bits), so only a full-width row can

@@ -205,6 +205,8 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
       activations holds M of them (OS ``a``, WS ``x``: M*P value bits; IS ``shadow`` and
       ``active``: M*P), and the weight side carries its index (OS ``b``, WS ``shadow`` and
       ``active``, IS ``x``: P+I);
+    * dual-MAC PEs (``macs_per_pe = 2``, int4): every operand register holds two operands
+      (2P value bits) and row i's ``psum`` a sum of 2(i+1) products;
     * one-row OS array: a drain counter (0..1) is the ``last`` flag its column's PE latched, so
       columns 0..C-2 (whose PE forwards ``a``) hold it once; and a de-skew valid bit of column
       j, k stages in, is the ``last`` flag of column j + k, already a flip-flop.
@@ -214,8 +216,10 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     p, a, r, c = cfg.precision.bits, cfg.acc_bits, cfg.rows, cfg.cols
     tri = lambda n: n * (n - 1) // 2  # noqa: E731  sum of 0..n-1: delay-line stages
     g, ib = (cfg.sparse_m, nm_index_bits(cfg.sparse_m)) if cfg.sparse_m else (1, 0)
+    lanes = cfg.macs_per_pe
     if cfg.dataflow is Dataflow.OS:
-        pa, pb = g * p, p + ib  # a's value bits (a group), b's (a weight and its index)
+        # a's value bits (a group or lanes), b's (a weight and its index, or lanes)
+        pa, pb = g * lanes * p, lanes * p + ib
         total = tri(r) * (pa + 3) + tri(c) * (pb + 1)
         total += r * (c - 1) * (pa + 3) + (r - 1) * c * (pb + 1) + r * c * 2 * a
         total += c * r.bit_length()  # drain counters hold 0..R
@@ -225,9 +229,10 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     # the streamed and stationary operands' value bits (WS sparse: x a group, the weight with
     # its index; IS sparse: the reverse)
     px, pw = (g * p, p + ib) if cfg.dataflow is Dataflow.WS else (p + ib, g * p)
+    px, pw = px * lanes, pw * lanes     # dual-MAC PEs: two operands on each side
     total = tri(r) * (px + 2)
     total += r * (c - 1) * (px + 2) + 1  # forwarded x; the top-right PE's valid bit
-    total += r * c * 2 * (pw + 1) + c * sum(psum_bits(p, a, i) for i in range(r))
+    total += r * c * 2 * (pw + 1) + c * sum(psum_bits(p, a, i, lanes) for i in range(r))
     total += r - 1  # psum_valid delays C+1 .. R+C-1
     return total + (tri(c) * psum_bits(p, a, r - 1) if deskew else 0)
 

@@ -24,6 +24,10 @@ CASES = [
     dict(rows=2, cols=3, dataflow="os", sparse_m=4),
     dict(rows=3, cols=2, dataflow="ws", precision="int4", sparse_m=8),
     dict(rows=2, cols=2, dataflow="is", sparse_m=2),
+    # dual-MAC int4 PEs: operand pairs on both sides, psum rows of 2(i+1) products
+    dict(rows=3, cols=2, dataflow="os", precision="int4", macs_per_pe=2),
+    dict(rows=2, cols=3, dataflow="ws", precision="int4", acc_bits=8, overflow="saturate",
+         macs_per_pe=2),
 ]
 
 

@@ -19,7 +19,8 @@ from hw._jitcache import njit
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.geometry import geometry
 
-__all__ = ["ArrayCounters", "GemmMapping", "map_gemm", "fold_geometry", "counters_from_kernel"]
+__all__ = ["ArrayCounters", "GemmMapping", "map_gemm", "fold_geometry", "counters_from_kernel",
+           "check_nm"]
 
 # Index of each counter in the int64 vector the Numba kernels fill (register model and timing
 # engine share the layout, so tests compare the vectors element by element). LEFT and TOP count
@@ -111,3 +112,24 @@ def counters_from_kernel(dataflow: Dataflow, vec: np.ndarray) -> ArrayCounters:
         filter_reads=int(filt), ofmap_writes=int(vec[K_WRITES]),
         ofmap_reads=int(vec[K_PSUM_READS]), folds=int(vec[K_FOLDS]),
     )
+
+
+def check_nm(cfg: ArrayConfig, nm, k: int | None = None, where: str = "run_gemm"):
+    """``nm`` as ``(N, M)``, or ``None`` for a dense GEMM; a one-line ``ValueError`` unless the
+    array's PEs take it (``cfg.sparse_m == M``, ``1 <= N <= M``, ``K`` a multiple of M)."""
+    if nm is None:
+        return None
+    if (not isinstance(nm, (tuple, list)) or len(nm) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in nm)):
+        raise ValueError(f"{where}: nm = {nm!r}: must be (N, M), e.g. (2, 4), or None (dense)")
+    n_keep, m_grp = int(nm[0]), int(nm[1])
+    if cfg.sparse_m == 0:
+        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array has dense PEs "
+                         f"(sparse_m = 0); set sparse_m = {m_grp} for N:M sparse PEs")
+    if m_grp != cfg.sparse_m or not 1 <= n_keep <= m_grp:
+        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array's sparse PEs take N:"
+                         f"{cfg.sparse_m} with 1 <= N <= {cfg.sparse_m}")
+    if k is not None and k % m_grp:
+        raise ValueError(f"{where}: K = {k} with {n_keep}:{m_grp} sparsity: K must be a "
+                         f"multiple of M = {m_grp} (pad the weights with zero rows)")
+    return n_keep, m_grp

@@ -97,6 +97,10 @@ accumulator (k order across folds): with saturation, or in fp32, that grouping i
 contract. Floating-point operands (fp16, bf16, fp8 E4M3 / E5M2) enter as float32 (exact);
 each product and each addition rounds to nearest-even in fp32 (:func:`hw.numerics.float_mac`;
 products are exact except a bf16 product beyond fp32's range).
+
+Code: this module holds the two dataflow kernels (OS; WS/IS) and :func:`run_gemm`; what one
+PE does per cycle is in :mod:`hw.systolic._pe_kernels`, the snapshot layout and recording in
+:mod:`hw.systolic.snapshots` (:func:`snapshot_layout` is re-exported here).
 """
 
 from __future__ import annotations
@@ -104,275 +108,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import types
-from numba.extending import overload
 
 from hw._jitcache import njit
 from hw.numerics import FLOAT_FORMATS, accumulate, observe, round_to_format
 from hw.sparsity import compress_nm
+from hw.systolic._pe_kernels import (
+    FIRST, LAST, VALID, _os_macs, _os_macs_grouped, _shift, _shift_bank, _stationary_macs,
+    _stationary_macs_sparse,
+)
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
-    N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
+    N_KERNEL_COUNTERS, ArrayCounters, check_nm, counters_from_kernel, fold_geometry, map_gemm,
+)
+from hw.systolic.snapshots import (
+    O_OUT, O_OUT_VALID, _os_snapshot, _snapshot_fields, _stationary_snapshot, snapshot_layout,
 )
 
 __all__ = ["RegisterResult", "run_gemm", "check_nm", "max_cycles_bound", "snapshot_layout"]
-
-
-# Control bits carried with the streamed operand (one uint8 per register).
-VALID = np.uint8(1)
-FIRST = np.uint8(2)
-LAST = np.uint8(4)
-
-def _product(x, w):
-    """Operand product: exact in 32 bits for int8/int16 operands, fp32 for float operands."""
-    return x * w
-
-
-@overload(_product, jit_options={"cache": True}, inline="always")
-def _product_jit(x, w):
-    if isinstance(x, types.Integer):
-        # int8/int16 products fit in int32; truncating the (widened) product lets LLVM use a
-        # 32-bit vector multiply (AVX2 has no 64-bit one). The value is unchanged.
-        return lambda x, w: np.int64(np.int32(x * w))
-    return lambda x, w: x * w
-
-
-# Register banks are stored flat, PE (i, j) at index i * cols + j, and double-buffered:
-# bank[t & 1] holds what was loaded at the end of cycle t - 1, bank[(t & 1) ^ 1] receives the
-# loads of cycle t. A cycle is then a few long loops LLVM vectorizes, plus edge fix-ups.
-
-
-@njit(cache=True, inline="always")
-def _shift(bank, flags, cur, nxt, distance):
-    """Every register loads its neighbour ``distance`` places earlier (1: from the left PE,
-    cols: from the PE above). Edge registers are overwritten by the caller afterwards."""
-    for p in range(distance, bank.shape[1]):
-        bank[nxt, p] = bank[cur, p - distance]
-        flags[nxt, p] = flags[cur, p - distance]
-
-
-@njit(cache=True, inline="always")
-def _shift_bank(bank, cur, nxt, distance):
-    """:func:`_shift` for a bank without flags (a sparse PE's operand groups, its indices)."""
-    for p in range(distance, bank.shape[1]):
-        bank[nxt, p] = bank[cur, p - distance]
-
-
-@njit(cache=True, inline="always")
-def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, saturating):
-    """All OS PEs multiply this cycle's operands; returns (busy PEs, hazards)."""
-    busy = 0
-    hazards = 0
-    if saturating:
-        for p in range(acc.shape[0]):
-            fl = a_flags[nxt, p]
-            on = fl & b_valid[nxt, p] & VALID
-            prod = _product(a[nxt, p], b[nxt, p])  # exact: see _product
-            total = prod if fl & FIRST else accumulate(acc[p], prod, acc_bits, True)
-            acc[p] = total if on else acc[p]
-            done = on & (fl >> 2)
-            res[p] = total if done else res[p]
-            busy += on
-            hazards += done & drain_loaded[p]
-    else:
-        # Wrapping (or fp32) accumulation: plain adds; see hw.numerics.observe.
-        for p in range(acc.shape[0]):
-            fl = a_flags[nxt, p]
-            on = fl & b_valid[nxt, p] & VALID
-            prod = _product(a[nxt, p], b[nxt, p])
-            total = prod if fl & FIRST else acc[p] + prod
-            acc[p] = total if on else acc[p]
-            done = on & (fl >> 2)
-            res[p] = total if done else res[p]
-            busy += on
-            hazards += done & drain_loaded[p]
-    return busy, hazards
-
-
-@njit(cache=True, inline="always")
-def _dot(x, xi, w, wi, lanes):
-    """Sum of ``lanes`` products ``x[xi + e] * w[wi + e]`` (a dual-MAC PE adds both)."""
-    s = _product(x[xi], w[wi])
-    for e in range(1, lanes):
-        s += _product(x[xi + e], w[wi + e])
-    return s
-
-
-@njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
-def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res, drain_loaded,
-                     acc_bits, saturating):
-    """:func:`_os_macs` for PEs whose ``a`` holds ``group`` operands: N:M sparse (``lanes``
-    1: the weight's index picks the activation it multiplies, the index mux) or dual-MAC
-    (``lanes`` = ``group``: ``b`` holds as many of the same k and the PE adds all products)."""
-    busy = 0
-    hazards = 0
-    for p in range(acc.shape[0]):
-        fl = a_flags[nxt, p]
-        on = fl & b_valid[nxt, p] & VALID
-        if lanes > 1:
-            prod = _dot(a[nxt], p * lanes, b[nxt], p * lanes, lanes)
-        else:
-            prod = _product(a[nxt, p * group + b_idx[nxt, p]], b[nxt, p])
-        if fl & FIRST:      # a pair's sum alone may pass a narrow saturating accumulator
-            total = accumulate(prod - prod, prod, acc_bits, True) if saturating else prod
-        elif saturating:
-            total = accumulate(acc[p], prod, acc_bits, True)
-        else:
-            total = acc[p] + prod
-        acc[p] = total if on else acc[p]
-        done = on & (fl >> 2)
-        res[p] = total if done else res[p]
-        busy += on
-        hazards += done & drain_loaded[p]
-    return busy, hazards
-
-
-@njit(cache=True, inline="always")
-def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
-                     acc_bits, saturating):
-    """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
-    n_pe = x_flags.shape[1]  # not x.shape[1]: a sparse x holds a group per PE
-    cols_offset = psum.shape[1] - n_pe  # psum has one extra (zero) row on top
-    # The copy happens on one diagonal per tile: a separate, rarely-taken pass keeps the MAC
-    # loop below down to one stored array, which LLVM vectorizes.
-    for p in range(n_pe):
-        if x_flags[nxt, p] & FIRST:
-            active[p] = shadow[p]
-            active_valid[p] = shadow_valid[p]
-    busy = 0
-    if saturating:
-        for p in range(n_pe):
-            on = x_flags[nxt, p] & active_valid[p] & VALID
-            pin = psum[cur, p]
-            total = accumulate(pin, _product(x[nxt, p], active[p]), acc_bits, True)
-            psum[nxt, p + cols_offset] = total if on else pin
-            busy += on
-    else:
-        for p in range(n_pe):
-            on = x_flags[nxt, p] & active_valid[p] & VALID
-            pin = psum[cur, p]
-            total = pin + _product(x[nxt, p], active[p])
-            psum[nxt, p + cols_offset] = total if on else pin
-            busy += on
-    return busy
-
-
-@njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
-def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx, shadow_valid,
-                            active, active_idx, active_valid, gs, psum, acc_bits, saturating):
-    """:func:`_stationary_macs` for N:M sparse PEs. One side holds a group of activations
-    (``gx`` streamed per PE in WS, ``gs`` stationary in IS; the other width is 1) and the other
-    side's weight index picks the one each PE multiplies (the index mux). With ``gx == gs > 1``
-    the PEs do that many MACs per cycle on consecutive k (int4 dual-MAC) and add them."""
-    n_pe = x_flags.shape[1]
-    cols_offset = psum.shape[1] - n_pe
-    for p in range(n_pe):
-        if x_flags[nxt, p] & FIRST:
-            for e in range(gs):
-                active[p * gs + e] = shadow[p * gs + e]
-            active_idx[p] = shadow_idx[p]
-            active_valid[p] = shadow_valid[p]
-    busy = 0
-    if gx > 1 and gs > 1:       # dual-MAC PEs: both sides hold gx operands, the PE adds all
-        for p in range(n_pe):
-            on = x_flags[nxt, p] & active_valid[p] & VALID
-            pin = psum[cur, p]
-            prod = _dot(x[nxt], p * gx, active, p * gs, gx)
-            total = accumulate(pin, prod, acc_bits, True) if saturating else pin + prod
-            psum[nxt, p + cols_offset] = total if on else pin
-            busy += on
-        return busy
-    for p in range(n_pe):
-        on = x_flags[nxt, p] & active_valid[p] & VALID
-        pin = psum[cur, p]
-        prod = _product(x[nxt, p * gx + active_idx[p]], active[p * gs + x_idx[nxt, p]])
-        total = accumulate(pin, prod, acc_bits, True) if saturating else pin + prod
-        psum[nxt, p + cols_offset] = total if on else pin
-        busy += on
-    return busy
-
-
-# Snapshots (co-simulation against the RTL): with a non-empty ``snap`` array, row t holds every
-# register of the array as loaded at the end of cycle t, the output port during cycle t and the
-# feeder/weight-port stimulus of cycle t, in the layout of :func:`snapshot_layout`. The kernels
-# get each field's offset (-1: absent, e.g. the index banks of dense PEs) in an int64 array
-# indexed by these codes.
-(O_A, O_A_FLAGS, O_B, O_B_IDX, O_B_VALID, O_ACC, O_RES, O_DRAIN_LEFT, O_OUT, O_OUT_VALID,
- O_A_IN, O_A_FLAGS_IN, O_B_IN, O_B_IDX_IN, O_B_VALID_IN) = range(15)
-(S_X, S_X_IDX, S_X_FLAGS, S_SHADOW, S_SHADOW_IDX, S_SHADOW_VALID, S_ACTIVE, S_ACTIVE_IDX,
- S_ACTIVE_VALID, S_PSUM, S_PSUM_VALID, S_OUT, S_OUT_VALID, S_X_IN, S_X_IDX_IN, S_X_FLAGS_IN,
- S_W_ROW, S_W_IN, S_W_IDX_IN, S_W_VALID_IN) = range(20)
-_OS_FIELDS = ("a", "a_flags", "b", "b_idx", "b_valid", "acc", "res", "drain_left", "out",
-              "out_valid", "a_in", "a_flags_in", "b_in", "b_idx_in", "b_valid_in")
-_STATIONARY_FIELDS = ("x", "x_idx", "x_flags", "shadow", "shadow_idx", "shadow_valid", "active",
-                      "active_idx", "active_valid", "psum", "psum_valid", "out", "out_valid",
-                      "x_in", "x_idx_in", "x_flags_in", "w_row", "w_in", "w_idx_in",
-                      "w_valid_in")
-
-
-@njit(cache=True, inline="always")
-def _put(row, off, field, values):
-    """Copy ``values`` into snapshot field ``field`` (no-op for an absent field)."""
-    base = off[field]
-    if base >= 0:
-        for q in range(values.shape[0]):
-            row[base + q] = np.int64(values[q])
-
-
-@njit(cache=True)
-def _os_snapshot(row, off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b, ring_b_idx,
-                 ring_b_valid, a_reg, a_flags, b_reg, b_idx, b_valid, nxt, acc, res,
-                 drain_left):
-    n = rows * cols
-    _put(row, off, O_A, a_reg[nxt])
-    _put(row, off, O_A_FLAGS, a_flags[nxt])
-    _put(row, off, O_B, b_reg[nxt])
-    _put(row, off, O_B_IDX, b_idx[nxt])
-    _put(row, off, O_B_VALID, b_valid[nxt])
-    for p in range(n):
-        row[off[O_ACC] + p] = np.int64(observe(acc[p], acc_bits))
-        row[off[O_RES] + p] = np.int64(observe(res[p], acc_bits))
-    _put(row, off, O_DRAIN_LEFT, drain_left)
-    # the output port (value, valid) is written by the drain step
-    _put(row, off, O_A_IN, ring_a[sa])
-    _put(row, off, O_A_FLAGS_IN, ring_flags[sa])
-    _put(row, off, O_B_IN, ring_b[sb])
-    _put(row, off, O_B_IDX_IN, ring_b_idx[sb])
-    _put(row, off, O_B_VALID_IN, ring_b_valid[sb])
-
-
-@njit(cache=True)
-def _stationary_snapshot(row, off, sx, rows, cols, acc_bits, ring_x, ring_xi, ring_flags, x_reg,
-                         x_idx, x_flags, nxt, cur, shadow, shadow_idx, shadow_valid, active,
-                         active_idx, active_valid, psum, psum_valid, w_row, gs):
-    n = rows * cols
-    _put(row, off, S_X, x_reg[nxt])
-    _put(row, off, S_X_IDX, x_idx[nxt])
-    _put(row, off, S_X_FLAGS, x_flags[nxt])
-    _put(row, off, S_SHADOW, shadow)
-    _put(row, off, S_SHADOW_IDX, shadow_idx)
-    _put(row, off, S_SHADOW_VALID, shadow_valid)
-    _put(row, off, S_ACTIVE, active)
-    _put(row, off, S_ACTIVE_IDX, active_idx)
-    _put(row, off, S_ACTIVE_VALID, active_valid)
-    for p in range(n):
-        row[off[S_PSUM] + p] = np.int64(observe(psum[nxt, p + cols], acc_bits))
-        row[off[S_PSUM_VALID] + p] = psum_valid[nxt, p + cols]
-    for j in range(cols):
-        row[off[S_OUT] + j] = np.int64(observe(psum[cur, n + j], acc_bits))
-        row[off[S_OUT_VALID] + j] = psum_valid[cur, n + j]
-    _put(row, off, S_X_IN, ring_x[sx])
-    _put(row, off, S_X_IDX_IN, ring_xi[sx])
-    _put(row, off, S_X_FLAGS_IN, ring_flags[sx])
-    row[off[S_W_ROW]] = w_row
-    for j in range(cols):
-        w = w_row * cols + j
-        for e in range(gs):
-            row[off[S_W_IN] + j * gs + e] = np.int64(shadow[w * gs + e]) if w_row >= 0 else 0
-        if off[S_W_IDX_IN] >= 0:
-            row[off[S_W_IDX_IN] + j] = shadow_idx[w] if w_row >= 0 else 0
-        row[off[S_W_VALID_IN] + j] = shadow_valid[w] if w_row >= 0 else 0
 
 
 @njit(cache=True)
@@ -836,61 +589,6 @@ class RegisterResult:
                 + (f"\n  recorded: {', '.join(extra)}" if extra else ""))
 
 
-def snapshot_layout(cfg: ArrayConfig) -> dict[str, tuple[int, int]]:
-    """Where each register bank sits in a snapshot row: ``name -> (offset, length)``.
-
-    Per-PE banks have ``rows * cols`` entries, PE (i, j) at ``i * cols + j``; flags are packed
-    as ``valid | first << 1 | last << 2``. Integer values are as the ``acc_bits``-wide (or
-    operand-wide) registers show them (two's complement, sign-extended).
-
-    * OS: ``a``, ``a_flags``, ``b``, ``b_valid``, ``acc``, ``res`` (per PE); ``drain_left``
-      (per column: drain shifts still to do); ``out``, ``out_valid`` (bottom port during the
-      cycle); stimulus ``a_in``, ``a_flags_in`` (per row), ``b_in``, ``b_valid_in`` (per column).
-    * WS/IS: ``x``, ``x_flags``, ``shadow``, ``shadow_valid``, ``active``, ``active_valid``,
-      ``psum``, ``psum_valid`` (per PE); ``out``, ``out_valid``; stimulus ``x_in``,
-      ``x_flags_in`` (per row), ``w_row`` (the weight-port row written, -1 for none), ``w_in``,
-      ``w_valid_in`` (per column).
-
-    N:M sparse PEs (``cfg.sparse_m = M``): the bank holding activations holds a group of M
-    per PE (``M`` entries per PE or edge lane, PE p's at ``p * M .. p * M + M - 1``): ``a`` and
-    ``a_in`` (OS), ``x`` and ``x_in`` (WS), ``shadow``, ``active`` and ``w_in`` (IS). The weight
-    side gains its index bank: ``b_idx`` and ``b_idx_in`` (OS); ``shadow_idx``,
-    ``active_idx`` and ``w_idx_in`` (WS); ``x_idx`` and ``x_idx_in`` (IS).
-    """
-    return dict(_snapshot_fields(cfg)[0])
-
-
-def _snapshot_fields(cfg: ArrayConfig):
-    """``([(name, (offset, length))] in order, int64 offsets by kernel code, width)``."""
-    r, c, g = cfg.rows, cfg.cols, cfg.sparse_m or cfg.macs_per_pe
-    n = r * c
-    sp = cfg.sparse_m > 0
-    gw = cfg.macs_per_pe        # weight-side operands per PE (dual-MAC: 2)
-    if cfg.dataflow is Dataflow.OS:
-        lengths = {"a": n * g, "a_flags": n, "b": n * gw, "b_idx": n if sp else 0,
-                   "b_valid": n, "acc": n, "res": n, "drain_left": c, "out": c, "out_valid": c,
-                   "a_in": r * g, "a_flags_in": r, "b_in": c * gw, "b_idx_in": c if sp else 0,
-                   "b_valid_in": c}
-        names = _OS_FIELDS
-    else:
-        gx, gs = (g, gw) if cfg.dataflow is Dataflow.WS else (gw, g)
-        lengths = {"x": n * gx, "x_idx": n if sp and gs > 1 else 0, "x_flags": n,
-                   "shadow": n * gs, "shadow_idx": n if sp and gx > 1 else 0,
-                   "shadow_valid": n, "active": n * gs,
-                   "active_idx": n if sp and gx > 1 else 0, "active_valid": n, "psum": n,
-                   "psum_valid": n, "out": c, "out_valid": c, "x_in": r * gx,
-                   "x_idx_in": r if sp and gs > 1 else 0, "x_flags_in": r, "w_row": 1,
-                   "w_in": c * gs, "w_idx_in": c if sp and gx > 1 else 0, "w_valid_in": c}
-        names = _STATIONARY_FIELDS
-    fields, offsets, offset = [], np.full(len(names), -1, np.int64), 0
-    for code, name in enumerate(names):
-        if lengths[name]:
-            fields.append((name, (offset, lengths[name])))
-            offsets[code] = offset
-            offset += lengths[name]
-    return fields, offsets, offset
-
-
 def max_cycles_bound(cfg: ArrayConfig, folds: int, temporal: int) -> int:
     """An upper bound on the cycles of a run (sizes trace buffers)."""
     r, c = cfg.rows, cfg.cols
@@ -925,27 +623,6 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
         v = arr.min() if arr.min() < lo else arr.max()
         raise ValueError(f"operand {name}: value {int(v)} is outside the {p.value} range {lo}..{hi}")
     return np.ascontiguousarray(arr, dtype=np.int32)
-
-
-def check_nm(cfg: ArrayConfig, nm, k: int | None = None, where: str = "run_gemm"):
-    """``nm`` as ``(N, M)``, or ``None`` for a dense GEMM; a one-line ``ValueError`` unless the
-    array's PEs take it (``cfg.sparse_m == M``, ``1 <= N <= M``, ``K`` a multiple of M)."""
-    if nm is None:
-        return None
-    if (not isinstance(nm, (tuple, list)) or len(nm) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in nm)):
-        raise ValueError(f"{where}: nm = {nm!r}: must be (N, M), e.g. (2, 4), or None (dense)")
-    n_keep, m_grp = int(nm[0]), int(nm[1])
-    if cfg.sparse_m == 0:
-        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array has dense PEs "
-                         f"(sparse_m = 0); set sparse_m = {m_grp} for N:M sparse PEs")
-    if m_grp != cfg.sparse_m or not 1 <= n_keep <= m_grp:
-        raise ValueError(f"{where}: nm = {n_keep}:{m_grp}: the array's sparse PEs take N:"
-                         f"{cfg.sparse_m} with 1 <= N <= {cfg.sparse_m}")
-    if k is not None and k % m_grp:
-        raise ValueError(f"{where}: K = {k} with {n_keep}:{m_grp} sparsity: K must be a "
-                         f"multiple of M = {m_grp} (pad the weights with zero rows)")
-    return n_keep, m_grp
 
 
 def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,

@@ -34,10 +34,9 @@ from hw._jitcache import njit
 
 from hw.systolic.config import ArrayConfig
 from hw.systolic.geometry import GemmOperand, geometry
-from hw.systolic.regmodel import check_nm
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
-    N_KERNEL_COUNTERS, ArrayCounters, counters_from_kernel, fold_geometry, map_gemm,
+    N_KERNEL_COUNTERS, ArrayCounters, check_nm, counters_from_kernel, fold_geometry, map_gemm,
 )
 
 __all__ = ["gemm_timing", "timing_counters", "tile_counters"]

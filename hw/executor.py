@@ -66,7 +66,7 @@ from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE, MemoryPath
 from hw.program import Engine, Kind, Operand, Program
-from hw.sparsity import nm_index_bits
+from hw.sparsity import weight_bits, whole_groups
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
@@ -556,8 +556,7 @@ class _ChipRun(MemoryPath):
         nm = self.distinct_nm[array]
         geo = geometry(arr.dataflow)
         left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
-        if nm is not None:      # a K tile runs its whole N:M groups compressed
-            k = -(-k // nm[1]) * nm[1]
+        k = whole_groups(k, nm)     # a K tile runs its whole N:M groups compressed
         vec = tile_counters(arr, m, n, k, count, nm)
         cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
         writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
@@ -571,7 +570,7 @@ class _ChipRun(MemoryPath):
         # The scratchpads' ports: operands at operand width, accumulators at acc width.
         # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
         eb8, acc = 8 * self.eb, self.acc_bits
-        w8 = eb8 + (0 if nm is None else nm_index_bits(nm[1]))
+        w8 = weight_bits(eb8, nm)
         left_bits, top_bits = (eb8, w8) if geo.top_operand is GemmOperand.FILTER else (w8, eb8)
         bookings = ((left_pad, _READ, left * left_bits), (top_pad, _READ, top * top_bits),
                     (2, _WRITE, writes * acc), (2, _READ, psum * acc))

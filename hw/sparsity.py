@@ -30,7 +30,7 @@ import numpy as np
 
 __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
            "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m",
-           "parse_nm", "array_nm", "detect_nm"]
+           "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -183,6 +183,18 @@ def detect_nm(w, axis: int = -1, groups=(2, 4, 8, 16)) -> tuple[int, int] | None
         if n < m and (best is None or n * best[1] < best[0] * m):
             best = (n, m)
     return best
+
+
+def weight_bits(value_bits: int, nm: tuple[int, int] | None) -> int:
+    """Bits of one stored weight: its value, plus its ``ceil(log2 M)``-bit index when it is
+    N:M compressed (``nm``; None: dense)."""
+    return value_bits + (0 if nm is None else nm_index_bits(nm[1]))
+
+
+def whole_groups(k: int, nm: tuple[int, int] | None) -> int:
+    """``k`` rounded up to whole N:M groups of M (a K tile that ends inside a group runs the
+    whole group; None: ``k``)."""
+    return k if nm is None else -(-k // nm[1]) * nm[1]
 
 
 def compress_nm(w, n: int, m: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:

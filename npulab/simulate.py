@@ -50,7 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
-from hw.sparsity import nm_index_bits
+from hw.sparsity import weight_bits
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -200,7 +200,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     PEs (``macs`` are then the MACs performed; each filter read carries its index bits)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc, 0 if nm is None else nm[1])
-    w_bits = op + (0 if nm is None else nm_index_bits(nm[1]))
+    w_bits = weight_bits(op, nm)
     fill_in, fill_filter, drain, *fill_out = fills
     fill_out = fill_out[0] if fill_out else 0
     v = vector or {}

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
-from hw.sparsity import nm_index_bits
+from hw.sparsity import weight_bits, whole_groups
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
@@ -112,7 +112,7 @@ class TileProblem:
         stored (:attr:`b_bits`; N:M compressed: ``N / M`` of them with their indices)."""
         if self.nm is not None:
             n, m = self.nm
-            return n * ((self.b_bits or 8 * self.elem_bytes) + nm_index_bits(m)), 8 * m
+            return n * weight_bits(self.b_bits or 8 * self.elem_bytes, self.nm), 8 * m
         if self.b_bits:
             return self.b_bits, 8
         return self.elem_bytes, 1
@@ -131,9 +131,7 @@ class TileProblem:
     def array_k(self, k: int) -> int:
         """The K a tile of ``k`` rows presents to the timing engine: whole N:M groups (a tile
         ending inside a group runs it padded)."""
-        if self.nm is None:
-            return k
-        return -(-k // self.nm[1]) * self.nm[1]
+        return whole_groups(k, self.nm)
 
     @property
     def m_units(self) -> int:

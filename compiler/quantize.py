@@ -14,6 +14,9 @@ Quantization (:func:`quantize`, :class:`QuantSpec`)
   fmt.max`` so the largest magnitude lands on the format's largest value (the per-tensor
   scaling of NVIDIA's Transformer Engine; Micikevicius et al., "FP8 Formats for Deep
   Learning", 2022); bf16 and fp16 use ``scale = 1``.
+* **Binary** (``binary``): ``q = +1`` where ``x >= 0``, else ``-1``, with ``scale = mean|x|``,
+  the scale that minimises ``||x - scale * q||^2`` for those signs (XNOR-Net, Rastegari et al.,
+  ECCV 2016); always symmetric.
 * **Granularity**: one scale per tensor, or per channel (one per slice along ``axis``: the
   output channels of a weight, a GEMM's N).
 * :func:`sqnr_db` is ``10 log10(sum x^2 / sum (x - x_hat)^2)``.
@@ -47,13 +50,13 @@ __all__ = ["QuantSpec", "Quantized", "quantize", "dequantize", "sqnr_db", "prune
 
 #: (qmin, qmax) of the integer types, two's complement.
 INT_RANGES = {"int8": (-128, 127), "int4": (-8, 7)}
-_DTYPES = tuple(INT_RANGES) + tuple(FLOAT_FORMATS)
+_DTYPES = tuple(INT_RANGES) + tuple(FLOAT_FORMATS) + ("binary",)
 _GRANULARITIES = ("tensor", "channel")
 
 
 @dataclass(frozen=True)
 class QuantSpec:
-    """How to quantize: ``dtype`` (int8, int4, fp8_e4m3, fp8_e5m2, bf16, fp16), ``granularity``
+    """How to quantize: ``dtype`` (int8, int4, fp8_e4m3, fp8_e5m2, bf16, fp16, binary), ``granularity``
     (tensor or channel), ``symmetric`` (integers only; floats are always symmetric)."""
 
     dtype: str = "int8"
@@ -113,6 +116,11 @@ def quantize(x, spec: QuantSpec = QuantSpec(), axis: int = -1) -> Quantized:
             zp = np.clip(np.round(qmin - lo / scale), qmin, qmax)
             q = np.clip(np.round(x / scale) + zp, qmin, qmax)
         return Quantized(q.astype(np.int64), scale, zp, spec)
+    if spec.dtype == "binary":
+        amean = _amax(np.abs(x), spec, axis, np.mean)
+        scale = np.where(amean > 0, amean, 1.0)
+        return Quantized(np.where(x >= 0, 1, -1).astype(np.int64), scale, np.zeros_like(scale),
+                         spec)
     fmt = FLOAT_FORMATS[spec.dtype]
     if spec.dtype in ("bf16", "fp16"):
         scale = np.ones_like(_amax(np.abs(x), spec, axis, np.max))
@@ -163,6 +171,9 @@ def ptq_report(weights, spec: QuantSpec = QuantSpec(), *, tokens: int = 32, seed
     output's SQNR (dB) against the original GEMM, the compressed weights' SQNR against the
     original weights, and the kept weight density."""
     from hw.systolic.config import ArrayConfig
+    if prune is not None and spec.dtype == "binary":
+        raise ValueError("ptq_report: prune with dtype binary: binary weights are +1 or -1, so "
+                         "a pruned zero has no value; prune or binarize, not both")
     rng = np.random.default_rng(seed)
     cfg = ArrayConfig(rows=rows, cols=cols, dataflow="ws", precision=spec.dtype)
     a_spec = QuantSpec(spec.dtype, "tensor", True)

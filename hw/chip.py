@@ -148,8 +148,8 @@ class ChipConfig:
             raise ConfigError(
                 f"{where}: array.precision = {self.array.precision.value!r}: a chip's memories "
                 f"and transfers hold whole-byte operands (int8, int16, fp16, bf16, fp8_e4m3, "
-                f"fp8_e5m2); sub-byte int4 runs in the array models alone (hw.systolic: "
-                f"register model, timing engine, RTL) for now")
+                f"fp8_e5m2); sub-byte int4 and binary run in the array models alone "
+                f"(hw.systolic: register model, timing engine; int4 also RTL) for now")
         eb = self.array.precision.bits // 8
         for name in SRAM_NAMES:
             width = self.sram(name).bank_width_bytes

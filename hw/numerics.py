@@ -44,6 +44,16 @@ Low-bit floating point (bf16, OCP fp8 E4M3 and E5M2)
   both fp8 formats the product is exact (at most 11-bit significands, exponents well inside
   fp32's), so the rule equals a fused multiply-add into fp32; for bf16 the product is exact
   too unless it overflows or underflows fp32 (8-bit significands, fp32's exponent range).
+
+Binary operands (+1 / -1, XNOR-popcount)
+----------------------------------------
+* A binary operand is one bit, 1 standing for +1 and 0 for -1 (:func:`binary_bits`), as in
+  XNOR-Net (Rastegari et al., ECCV 2016) and FINN (Umuroglu et al., FPGA 2017).
+* The product of two is their XNOR (1: +1, both equal; 0: -1), so the sum of ``n`` products is
+  ``2 * popcount(XNOR) - n`` (:func:`xnor_popcount`): what a binary PE computes over the ``n``
+  operands a port word carries. A lane that holds no operand (K padded to whole words) is
+  masked out of both terms, as a zero would be.
+* Sums accumulate as integers, wrapping (or saturating) at the accumulator width like int8's.
 """
 
 from __future__ import annotations
@@ -74,6 +84,8 @@ __all__ = [
     "float_representable",
     "round_to_format",
     "float_mac",
+    "binary_bits",
+    "xnor_popcount",
 ]
 
 #: Largest shift :func:`round_shift` accepts; larger shifts round every int64 to 0 or +-1.
@@ -337,3 +349,21 @@ def float_mac(acc, a, b):
     floating-point precision; module docstring). ``a``, ``b``: values of the operand format."""
     p = np.float32(np.float32(a) * np.float32(b))
     return np.float32(np.float32(acc) + p)
+
+
+def binary_bits(x) -> np.ndarray:
+    """+1/-1 operands as their bits (1 for +1, 0 for -1), uint8. Raises ``ValueError`` for any
+    other value."""
+    x = np.asarray(x)
+    bad = (x != 1) & (x != -1)
+    if bad.any():
+        raise ValueError(f"binary operand {x[bad].flat[0].item()!r}: must be +1 or -1")
+    return (x > 0).astype(np.uint8)
+
+
+def xnor_popcount(a_word: int, b_word: int, n: int, mask: int | None = None) -> int:
+    """The sum of the ``n`` products of two words of binary operands (bit ``e`` of each word is
+    operand ``e``; 1 stands for +1): ``2 * popcount(~(a ^ b) & mask) - popcount(mask)``.
+    ``mask`` selects the lanes that hold operands (default all ``n``)."""
+    mask = (1 << n) - 1 if mask is None else mask
+    return 2 * bin(~(a_word ^ b_word) & mask).count("1") - bin(mask).count("1")

@@ -99,7 +99,7 @@ class HardwareFacts:
         (an access touches one bank) and its DRAM preset; 32-bit accumulators, no per-MAC
         register rule."""
         bits = {"int8": 8, "int16": 16, "fp16": 16, "bf16": 16, "fp8_e4m3": 8, "fp8_e5m2": 8,
-                "fp32": 32}
+                "fp32": 32, "int4": 4, "binary": 1}
         if precision not in bits:
             raise ValueError(f"precision = {precision!r}: must be one of {', '.join(bits)}")
         return cls(precision=precision, operand_bits=bits[precision], acc_bits=32,

@@ -7,7 +7,8 @@ Rules (documented with the tables in ``docs/energy.md``):
   multiplier grows about as bits^2), beyond the table by the power law of the last two entries.
 * **MAC** of a precision = one multiply at the operand width + one add at the accumulator width
   (int8/int16: integer multiply and integer add of ``acc_bits``; fp16: fp16 multiply + fp32 add,
-  mixed-precision accumulation; fp32: fp32 multiply + fp32 add).
+  mixed-precision accumulation; fp32: fp32 multiply + fp32 add). int4 and binary (an XNOR
+  costed as a 1-bit multiply) extrapolate the multiply table below 8 bits: estimates.
 * **SRAM**: ``E64(C) = a + b sqrt(C)`` (least squares through the table's points; C = capacity of
   the bank an access touches) is the energy of a 64-bit read; a bit costs ``E64 / 64``, a written
   bit ``write_to_read`` times that. Capacities outside the table's range are clamped to it.
@@ -36,7 +37,7 @@ __all__ = ["Technology", "EnergyError", "load_technology", "technology_names",
 DEFAULT_TECHNOLOGY = "16nm"
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-PRECISIONS = ("int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32")
+PRECISIONS = ("int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32", "int4", "binary")
 DRAM_KINDS = ("ddr4", "lpddr4", "lpddr5", "hbm2", "hbm3")
 LINK_KINDS = ("on_package", "nvlink", "pcie")
 _SECTIONS = ("technology", "sources", "ops", "register", "sram", "dram", "link", "area", "static")
@@ -259,6 +260,15 @@ def _mac_parts(precision: str, acc_bits: int | None):
         return "int", 8, "int", acc_bits or 32
     if precision == "int16":
         return "int", 16, "int", acc_bits or 48
+    if precision == "int4":
+        # estimate: the table's integer multiply extrapolated to 4 bits by its power law (about
+        # bits^2: a quarter of int8's)
+        return "int", 4, "int", acc_bits or 32
+    if precision == "binary":
+        # estimate: the product is an XNOR gate, costed as a 1-bit multiply by the same power
+        # law; every product is charged a full accumulator add (a popcount tree over a word of
+        # operands adds less per bit, so this is an upper bound)
+        return "int", 1, "int", acc_bits or 32
     if precision in ("fp16", "bf16"):
         # estimate for bf16: costed as an fp16 multiply (its 8-bit significands make a smaller
         # multiplier array than fp16's 11-bit ones, so this is an upper bound)

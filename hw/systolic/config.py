@@ -35,7 +35,9 @@ class Dataflow(str, enum.Enum):
 class Precision(str, enum.Enum):
     """Operand precision. Integer operands are signed two's complement; floating-point ones are
     IEEE fp16, bfloat16 or OCP 8-bit floats (E4M3, E5M2), multiplied and accumulated in fp32
-    (:mod:`hw.numerics`, "Floating point conventions")."""
+    (:mod:`hw.numerics`, "Floating point conventions"). ``binary`` operands are +1 or -1, one
+    bit each (1 stands for +1): their product is an XNOR and a sum of them a popcount
+    (:func:`hw.numerics.xnor_popcount`), accumulated as an integer."""
 
     INT8 = "int8"
     INT16 = "int16"
@@ -44,16 +46,19 @@ class Precision(str, enum.Enum):
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
     INT4 = "int4"
+    BINARY = "binary"
 
     @property
     def bits(self) -> int:
         if self is Precision.INT4:
             return 4
+        if self is Precision.BINARY:
+            return 1
         return 8 if self in (Precision.INT8, Precision.FP8_E4M3, Precision.FP8_E5M2) else 16
 
     @property
     def is_float(self) -> bool:
-        return self not in (Precision.INT8, Precision.INT16, Precision.INT4)
+        return self not in (Precision.INT8, Precision.INT16, Precision.INT4, Precision.BINARY)
 
     @property
     def default_acc_bits(self) -> int:
@@ -61,7 +66,21 @@ class Precision(str, enum.Enum):
 
     @property
     def operand_range(self) -> tuple[int, int]:
+        """Smallest and largest integer operand (binary: -1 and +1, and nothing between)."""
+        if self is Precision.BINARY:
+            return -1, 1
         return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+
+    @property
+    def min_acc_bits(self) -> int:
+        """Narrowest integer accumulator: twice the operand width, at least 8 bits."""
+        return max(2 * self.bits, 8)
+
+    @property
+    def max_macs_per_pe(self) -> int:
+        """MACs a PE may do per cycle: as many operands as an 8-bit port lane carries (int4: 2,
+        binary: 8, one XNOR per bit and a popcount), 1 for byte-wide and wider operands."""
+        return max(1, 8 // self.bits)
 
 
 class Overflow(str, enum.Enum):
@@ -106,12 +125,13 @@ class ArrayConfig:
         holds one weight), ``"is"`` input-stationary (each PE holds one input activation).
     precision:
         :class:`Precision` of both operands: ``"int8"``, ``"int16"``, ``"int4"``, ``"fp16"``,
-        ``"bf16"``, ``"fp8_e4m3"`` or ``"fp8_e5m2"``. int4 runs in the array's three views
-        (register model, timing engine, RTL); a chip config does not take it yet (its memories
-        would hold two operands per byte).
+        ``"bf16"``, ``"fp8_e4m3"``, ``"fp8_e5m2"`` or ``"binary"`` (+1/-1, XNOR-popcount).
+        int4 runs in the array's three views (register model, timing engine, RTL), binary in
+        the register model and timing engine; a chip config takes neither yet (its memories
+        would hold two or eight operands per byte).
     acc_bits:
-        Accumulator width in bits for integer precisions: twice the operand width up to 64
-        (8..64 for int4, 16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
+        Accumulator width in bits for integer precisions: twice the operand width (at least 8)
+        up to 64 (8..64 for binary and int4, 16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
         accumulation is IEEE binary32. Defaults to 32 for int8, 64 for int16.
     overflow:
         :class:`Overflow` behaviour of integer accumulators (default wrap); must be wrap for the
@@ -129,10 +149,11 @@ class ArrayConfig:
         (N <= M) runs on ``K * N / M`` rows of compressed weights. 0 (the default): dense PEs
         only. 4 is the A100's 2:4 (it also runs 1:4 and dense). 2..16.
     macs_per_pe:
-        MACs each PE performs per cycle, on consecutive k: 1 (default), or 2 with int4
-        operands (the PE's int8 multiplier split into two 4-bit ones, its operands arriving two
-        per byte). The array then runs ``ceil(K / 2)`` rows or steps of operand pairs, each PE
-        adding both products. Not combined with ``sparse_m``.
+        MACs each PE performs per cycle, on consecutive k: 1 (default), 2 with int4 operands
+        (the PE's int8 multiplier split into two 4-bit ones, its operands arriving two per
+        byte), 2, 4 or 8 with binary ones (XNOR gates and a popcount over a byte of packed
+        operands). The array then runs ``ceil(K / macs_per_pe)`` rows or steps of operand
+        groups, each PE adding all products. Not combined with ``sparse_m``.
     """
 
     rows: int = 32
@@ -166,16 +187,20 @@ class ArrayConfig:
                               f"integer in 2..{MAX_SPARSE_M} (the N:M group size)")
         set_("sparse_m", int(sm))
         lanes = self.macs_per_pe
-        if isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral) or lanes not in (1, 2):
-            raise ConfigError(f"{where}: {prefix}macs_per_pe = {lanes!r}: must be 1, or 2 with "
-                              f"int4 operands")
-        if lanes == 2 and self.precision is not Precision.INT4:
-            raise ConfigError(f"{where}: {prefix}macs_per_pe = 2: two MACs per PE are int4's "
-                              f"(two 4-bit multipliers in an int8 one); precision is "
-                              f"{self.precision.value!r}")
-        if lanes == 2 and sm:
-            raise ConfigError(f"{where}: {prefix}macs_per_pe = 2 with sparse_m = {sm}: a PE is "
-                              f"either N:M sparse or dual-MAC, not both")
+        if (isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral)
+                or lanes not in (1, 2, 4, 8)):
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = {lanes!r}: must be 1, 2 with int4 "
+                              f"operands, or 2, 4 or 8 with binary ones")
+        if lanes > self.precision.max_macs_per_pe:
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = {lanes}: several MACs per PE "
+                              f"are for operands narrower than a byte (int4: up to 2, binary: up "
+                              f"to 8); precision is {self.precision.value!r}")
+        if lanes > 1 and sm:
+            raise ConfigError(f"{where}: {prefix}macs_per_pe = {lanes} with sparse_m = {sm}: a "
+                              f"PE is either N:M sparse or multi-MAC, not both")
+        if sm and self.precision is Precision.BINARY:
+            raise ConfigError(f"{where}: {prefix}sparse_m = {sm}: binary weights are +1 or -1, "
+                              f"never zero, so there is nothing to skip; use sparse_m = 0")
         set_("macs_per_pe", int(lanes))
         if self.acc_bits is None:
             set_("acc_bits", self.precision.default_acc_bits)
@@ -192,7 +217,7 @@ class ArrayConfig:
                     f"mode), so overflow must be 'wrap'"
                 )
         else:
-            lo = 2 * self.precision.bits
+            lo = self.precision.min_acc_bits
             set_("acc_bits", _int_in(self.acc_bits, prefix + "acc_bits", where, lo, 64))
 
     @property

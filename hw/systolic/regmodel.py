@@ -116,7 +116,7 @@ from hw.systolic._pe_kernels import (
     FIRST, LAST, VALID, _os_macs, _os_macs_grouped, _shift, _shift_bank, _stationary_macs,
     _stationary_macs_sparse,
 )
-from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow
+from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
     N_KERNEL_COUNTERS, ArrayCounters, check_nm, counters_from_kernel, fold_geometry, map_gemm,
@@ -618,6 +618,11 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
         return held
     if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes integers")
+    if p is Precision.BINARY:
+        bad = (arr != 1) & (arr != -1)
+        if bad.any():
+            raise ValueError(f"operand {name}: value {int(arr[bad].flat[0])} is not a binary "
+                             f"operand: must be +1 or -1")
     lo, hi = p.operand_range
     if arr.min() < lo or arr.max() > hi:
         v = arr.min() if arr.min() < lo else arr.max()

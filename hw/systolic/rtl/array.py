@@ -183,10 +183,10 @@ def check_rtl_config(cfg: ArrayConfig, where: str = "rtl") -> None:
     failure."""
     if not isinstance(cfg, ArrayConfig):
         raise ConfigError(f"{where}: cfg = {cfg!r}: must be an ArrayConfig")
-    if cfg.precision.is_float:
+    if cfg.precision.is_float or cfg.precision.bits < 4:
         raise ConfigError(f"{where}: precision = {cfg.precision.value!r}: the RTL supports "
-                          f"'int4', 'int8' and 'int16' (the floating-point precisions are "
-                          f"modelled in Numba only)")
+                          f"'int4', 'int8' and 'int16' (the floating-point and binary "
+                          f"precisions are modelled in Numba only)")
     if cfg.rows > 64 or cfg.cols > 64:
         raise ConfigError(f"{where}: rows x cols = {cfg.rows} x {cfg.cols}: RTL generation "
                           f"supports up to 64 x 64 PEs (elaboration time grows with R*C)")

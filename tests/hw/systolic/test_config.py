@@ -122,8 +122,12 @@ def test_frozen_and_precision_properties():
     assert (Precision.INT8.bits, Precision.INT16.bits, Precision.FP16.bits) == (8, 16, 16)
     assert Precision.INT8.operand_range == (-128, 127)
     assert Precision.INT16.operand_range == (-32768, 32767)
-    assert [p.is_float for p in Precision] == [False, False, True, True, True, True, False]
-    assert [p.bits for p in Precision] == [8, 16, 16, 16, 8, 8, 4]
+    assert [p.is_float for p in Precision] == [False, False, True, True, True, True, False,
+                                               False]
+    assert [p.bits for p in Precision] == [8, 16, 16, 16, 8, 8, 4, 1]
     assert Precision.INT4.operand_range == (-8, 7)
+    assert Precision.BINARY.operand_range == (-1, 1)
+    assert [p.max_macs_per_pe for p in Precision] == [1, 1, 1, 1, 1, 1, 2, 8]
+    assert [p.min_acc_bits for p in Precision] == [16, 32, 32, 32, 16, 16, 8, 8]
     from hw.numerics import FLOAT_FORMATS        # each float precision's format has its width
     assert all(FLOAT_FORMATS[p.value].bits == p.bits for p in Precision if p.is_float)

@@ -62,9 +62,11 @@ def test_timing_engine_equals_register_model_dual_mac(dataflow, rows, cols, batc
 
 
 def test_dual_mac_config_errors_are_one_line():
-    with pytest.raises(ConfigError, match="macs_per_pe = 2: two MACs per PE are int4's"):
+    with pytest.raises(ConfigError, match="macs_per_pe = 2: several MACs per PE .* 'int8'"):
         ArrayConfig(macs_per_pe=2)
-    with pytest.raises(ConfigError, match="macs_per_pe = 3: must be 1, or 2 with int4"):
+    with pytest.raises(ConfigError, match="macs_per_pe = 3: must be 1, 2 with int4"):
         ArrayConfig(precision="int4", macs_per_pe=3)
-    with pytest.raises(ConfigError, match="either N:M sparse or dual-MAC"):
+    with pytest.raises(ConfigError, match="macs_per_pe = 4: .*int4: up to 2"):
+        ArrayConfig(precision="int4", macs_per_pe=4)
+    with pytest.raises(ConfigError, match="either N:M sparse or multi-MAC"):
         ArrayConfig(precision="int4", macs_per_pe=2, sparse_m=4)

@@ -19,7 +19,7 @@ from hw.systolic.regmodel import run_gemm
 from hw.systolic.timing import gemm_timing
 
 DATAFLOWS = ["os", "ws", "is"]
-PRECISIONS = ["int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4"]
+PRECISIONS = ["int8", "int16", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4", "binary"]
 FLOATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ARRAYS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, 2), (8, 8)]
 # (batch or None for 2-D operands, M, K, N): ones, partial folds, several folds, batches.
@@ -91,6 +91,8 @@ def operands(rng, precision, batch, m, k, n):
             x[rng.random(shape) < 0.05] = -0.0
             return x.astype(np.float32).astype(fmt.dtype)
         return gen(shape_a), gen(shape_b)
+    if precision == "binary":
+        return rng.choice([-1, 1], shape_a), rng.choice([-1, 1], shape_b)
     lo, hi = {"int4": (-8, 7), "int8": (-128, 127), "int16": (-32768, 32767)}[precision]
     return rng.integers(lo, hi + 1, shape_a), rng.integers(lo, hi + 1, shape_b)
 

@@ -6,12 +6,16 @@ can list the choices in its help without loading the models (this module imports
 
 from __future__ import annotations
 
+import fnmatch
+import math
+import numbers
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 
 __all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS",
-           "PLACEMENTS", "MAX_STAGES"]
+           "PLACEMENTS", "MAX_STAGES", "parse_act_zeros"]
 
 #: Tile loop orders, outermost first (see :mod:`compiler.backends.systolic_tiling`).
 ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
@@ -70,6 +74,13 @@ class CompileOptions:
         pruned along K. ``"dense"`` ignores the model's sparsity. An op runs compressed on an
         array with N:M sparse PEs (``array.sparse_m``, :func:`hw.sparsity.array_nm`); its
         weights are then stored compressed, values plus ``ceil(log2 M)``-bit indices.
+    act_zeros:
+        ``None`` (default: each op's own ``act_zeros``, 0 unless the model says otherwise), a
+        ratio in 0..1, or ``"PATTERN=RATIO,..."`` (shell-style patterns of op names, the first
+        match wins; :func:`parse_act_zeros`): the fraction of a matrix op's streamed
+        activations (its GEMM's ``a``) that are zero. A PE whose activation is zero does not
+        switch its multiplier and adder (clock gating, as Eyeriss's), so those MACs cost no
+        MAC energy; cycles, register shifts and memory traffic are unchanged.
     """
 
     conv_lowering: str = "direct"
@@ -83,6 +94,7 @@ class CompileOptions:
     placement: str = "split"
     stages: int | None = None
     sparsity: str | None = None
+    act_zeros: float | str | None = None
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -117,8 +129,18 @@ class CompileOptions:
         if self.sparsity is not None:
             from hw.sparsity import parse_nm     # numpy: not on the CLI's --help path
             parse_nm(self.sparsity)      # raises a one-line ValueError naming the value
+        if self.act_zeros is not None:
+            parse_act_zeros(self.act_zeros)     # a one-line ValueError naming the value
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")
+
+    def act_zeros_of(self, op) -> float:
+        """The fraction of ``op``'s streamed activations that are zero under these options."""
+        if self.act_zeros is not None:
+            for pattern, ratio in parse_act_zeros(self.act_zeros):
+                if fnmatch.fnmatchcase(op.name, pattern):
+                    return ratio
+        return getattr(op, "act_zeros", None) or 0.0
 
     def weight_nm(self, op) -> tuple[int, int] | None:
         """The N:M sparsity ``op``'s stored weights have under these options (None: dense)."""
@@ -126,3 +148,41 @@ class CompileOptions:
             return getattr(op, "weight_nm", None)
         from hw.sparsity import parse_nm
         return parse_nm(self.sparsity)
+
+
+def _ratio(value, where: str, text) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if (value is None or isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value) or not 0 <= value <= 1):
+        raise ValueError(f"{where} = {text!r}: must be a ratio in 0..1 or PATTERN=RATIO,... "
+                         f"(e.g. 0.5, or 'conv*=0.6,fc=0.3')")
+    return float(value)
+
+
+@lru_cache(maxsize=256)
+def parse_act_zeros(spec, where: str = "act_zeros") -> tuple[tuple[str, float], ...]:
+    """``(pattern, ratio)`` pairs of an ``act_zeros`` option: a ratio in 0..1 (every op: the
+    pattern ``*``) or ``"PATTERN=RATIO,..."`` (op-name patterns, first match wins). Raises a
+    one-line ``ValueError`` naming ``where`` and the value."""
+    if not isinstance(spec, str):
+        return (("*", _ratio(spec, where, spec)),)
+    items = [item.strip() for item in spec.split(",")]
+    if not all(items):
+        raise ValueError(f"{where} = {spec!r}: an empty item; write a ratio in 0..1 or "
+                         f"PATTERN=RATIO,... (e.g. 'conv*=0.6,fc=0.3')")
+    out = []
+    for item in items:
+        pattern, eq, ratio = item.rpartition("=")
+        if not eq:
+            if len(items) > 1:
+                raise ValueError(f"{where} = {spec!r}: item {item!r} lacks PATTERN= (a bare "
+                                 f"ratio stands alone)")
+            pattern = "*"
+        if eq and not pattern.strip():
+            raise ValueError(f"{where} = {spec!r}: item {item!r} has no op-name pattern")
+        out.append((pattern.strip(), _ratio(ratio.strip(), where, spec)))
+    return tuple(out)

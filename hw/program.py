@@ -86,11 +86,14 @@ class Tiling:
     estimated_cycles: int  # the tiler's own estimate (the executor's number is the real one)
     dataflow: str | None = None  # the layer's dataflow on a reconfigurable array (None: the chip's)
     nm: tuple[int, int] | None = None  # N:M its weights run with on sparse PEs (None: dense)
+    act_zeros: float = 0.0  # fraction of its streamed activations that are zero (gate MACs)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         if d["nm"] is None:     # dense layers' records read as they always have
             del d["nm"]
+        if not d["act_zeros"]:
+            del d["act_zeros"]
         return d
 
 

@@ -321,7 +321,7 @@ def _layer_energy(layer, seconds: float, rates: EnergyRates) -> dict:
                          f"{actions.precision!r}, acc_bits = {actions.acc_bits!r}: "
                          f"must be the chip's ({rates.precision}, {rates.acc_bits} bits)")
     pj = {}
-    pj["mac"] = actions.macs * rates.mac_pj
+    pj["mac"] = actions.macs * (1.0 - actions.act_zeros) * rates.mac_pj   # zeros gate MACs
     pj["rf"] = actions.reg_bits * rates.register_pj_per_bit
     for name, s in rates.scratchpads.items():
         a = actions.level(name)

@@ -68,6 +68,8 @@ class LayerActions:
         ``vector_dtype``; None where the chip counts post-processing operations only
         (``vector_ops``, NVDLA).
     noc_bit_hops: bits times hops on a multi-core chip's on-chip network (0: none).
+    act_zeros: the fraction of ``macs`` whose streamed activation was zero: the PE gates them,
+        so they cost no MAC energy (0: none).
     """
 
     macs: int
@@ -82,6 +84,12 @@ class LayerActions:
     vector_by_op: dict | None = None
     vector_dtype: str | None = None
     noc_bit_hops: int = 0
+    act_zeros: float = 0.0
+
+    @property
+    def gated_macs(self) -> float:
+        """MACs gated off by zero activations (``macs x act_zeros``)."""
+        return self.macs * self.act_zeros
 
     def level(self, name: str) -> SramAccess:
         """The accesses of memory level ``name`` (none when the layer did not touch it)."""
@@ -96,7 +104,8 @@ class LayerActions:
                 "vector_ops": self.vector_ops, "active_cycles": self.active_cycles,
                 "vector_by_op": None if self.vector_by_op is None else dict(self.vector_by_op),
                 "vector_dtype": self.vector_dtype,
-                **({"noc_bit_hops": self.noc_bit_hops} if self.noc_bit_hops else {})}
+                **({"noc_bit_hops": self.noc_bit_hops} if self.noc_bit_hops else {}),
+                **({"act_zeros": self.act_zeros} if self.act_zeros else {})}
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "actions") -> LayerActions:
@@ -122,7 +131,8 @@ class LayerActions:
                    dram_bits=data["dram_bits"], link_bits=data["link_bits"],
                    vector_ops=data["vector_ops"], active_cycles=data.get("active_cycles"),
                    vector_by_op=data.get("vector_by_op"), vector_dtype=data.get("vector_dtype"),
-                   noc_bit_hops=data.get("noc_bit_hops", 0))
+                   noc_bit_hops=data.get("noc_bit_hops", 0),
+                   act_zeros=data.get("act_zeros", 0.0))
 
 
 @dataclass(frozen=True)

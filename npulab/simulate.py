@@ -184,7 +184,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
                   ofmap_reads: int, fills: tuple[int, ...] = (0, 0, 0), dram_bytes: int = 0,
                   link_bytes: int = 0, active_cycles: int | None = None,
                   vector: dict | None = None, l2: tuple[int, int] | None = None,
-                  noc_bit_hops: int = 0, nm: tuple[int, int] | None = None) -> LayerActions:
+                  noc_bit_hops: int = 0, nm: tuple[int, int] | None = None,
+                  act_zeros: float = 0.0) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -197,7 +198,9 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     (:func:`_vector_part`): its scratchpad bytes and operations by kind. ``l2``: bytes the
     shared L2 read and wrote (a chip with an L2); ``noc_bit_hops`` bits x hops on the on-chip
     network (:func:`_noc_bit_hops`). ``nm``: the layer's weights ran N:M compressed on sparse
-    PEs (``macs`` are then the MACs performed; each filter read carries its index bits)."""
+    PEs (``macs`` are then the MACs performed; each filter read carries its index bits).
+    ``act_zeros``: the fraction of those MACs whose activation was zero (gated: no MAC
+    energy)."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc, 0 if nm is None else nm[1])
     w_bits = weight_bits(op, nm)
@@ -220,6 +223,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
         vector_ops=sum(by_op.values()) if by_op else 0,
         active_cycles=None if active_cycles is None else int(active_cycles),
         vector_by_op=by_op, vector_dtype=v.get("dtype"), noc_bit_hops=int(noc_bit_hops),
+        act_zeros=float(act_zeros),
     )
 
 
@@ -468,13 +472,15 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
                     f"{t.order}{' in:sram' if t.input_resident else ''}"
                     f"{' out:sram' if t.output_resident else ''}"
                     f"{' ' + t.dataflow if t.dataflow else ''}"
-                    f"{f' sparse {t.nm[0]}:{t.nm[1]}' if t.nm else ''}"),
+                    f"{f' sparse {t.nm[0]}:{t.nm[1]}' if t.nm else ''}"
+                    f"{f' zeros {t.act_zeros:.2f}' if t.act_zeros else ''}"),
             actions=array_actions(
                 lchip.array, _performed(ls.macs, c["pe_busy_cycles"], t),
                 c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip),
-                l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip), nm=t.nm),
+                l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip), nm=t.nm,
+                act_zeros=t.act_zeros),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused, cores=ls.cores if chip.multicore else None))
     return layers

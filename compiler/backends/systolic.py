@@ -81,13 +81,14 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
-            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm)
+            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm,
+            act_zeros=options.act_zeros_of(op))
     w_bits = op.w_bits if isinstance(op, Gemm) and op.w_bits is not None else 0
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
-        b_bits=w_bits if 0 < w_bits < 8 * eb else 0, nm=nm)
+        b_bits=w_bits if 0 < w_bits < 8 * eb else 0, nm=nm, act_zeros=options.act_zeros_of(op))
 
 
 def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None, *,
@@ -245,7 +246,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
                    dataflow=None if choice.dataflow is None else choice.dataflow.value,
-                   nm=problem.nm),
+                   nm=problem.nm, act_zeros=problem.act_zeros),
             _label(group)))
     if splits is not None:      # each layer: its cores, and the whole op's MACs
         pb.settle()
@@ -340,8 +341,11 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
             q_addr=addr[q], k_addr=addr[k], v_addr=addr[v], o_addr=addr[tail.name],
             q_deps=deps(q), k_deps=deps(k), v_deps=deps(v),
             extra=members[2].work() if len(members) == 4 else None)   # a dropout on P
-        macs = sum(m.macs for m in members if m.gemm_shape() is not None)
-        tiling = Tiling(**attention_tiling_fields(plan, chip))
+        gemms = [m for m in members if m.gemm_shape() is not None]
+        macs = sum(m.macs for m in gemms)
+        # zero activations of the two products, weighted by their MACs
+        zeros = sum(m.macs * options.act_zeros_of(m) for m in gemms) / macs
+        tiling = Tiling(**attention_tiling_fields(plan, chip), act_zeros=zeros)
     else:
         add, norm = members
         store_sum = len(readers[add.name]) > 1

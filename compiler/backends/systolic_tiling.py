@@ -90,6 +90,8 @@ class TileProblem:
     # (N, M): B is N:M sparse along K and runs compressed on the array's sparse PEs
     # (hw.sparsity.array_nm): stored as N of every M values plus a ceil(log2 M)-bit index each
     nm: tuple[int, int] | None = None
+    # fraction of A's elements that are zero: those MACs are gated (energy only)
+    act_zeros: float = 0.0
     # direct convolution geometry (NHWC)
     batch: int = 1
     out_h: int = 1

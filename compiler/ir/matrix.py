@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from compiler.ir.base import (
@@ -14,6 +15,18 @@ __all__ = ["Gemm", "Conv2d", "conv2d", "W_BITS"]
 
 #: Storage widths of a Gemm's ``w`` (``Gemm.w_bits``): int4, int8/fp8, 16-bit.
 W_BITS = (4, 8, 16)
+
+
+def _check_act_zeros(op, kind: str) -> None:
+    """``act_zeros`` is None or a ratio in 0..1 (stored as a float)."""
+    z = op.act_zeros
+    if z is None:
+        return
+    if (isinstance(z, bool) or not isinstance(z, (int, float)) or not math.isfinite(z)
+            or not 0 <= z <= 1):
+        raise IRError(f"{kind} {op.name!r}: act_zeros = {z!r}: must be a ratio in 0..1 (the "
+                      f"fraction of its input activations that are zero) or None")
+    object.__setattr__(op, "act_zeros", float(z))
 
 
 def _check_weight_nm(op, kind: str) -> None:
@@ -52,6 +65,10 @@ class Gemm(_OpSizes):
     weights only. On an array with N:M sparse PEs the op runs compressed
     (:func:`hw.sparsity.array_nm`); elsewhere it runs dense.
 
+    ``act_zeros``: the fraction of ``a``'s elements that are zero (after a ReLU, about half),
+    which gate MAC energy, not cycles (:attr:`compiler.options.CompileOptions.act_zeros`);
+    ``None``: none known (0).
+
     ``w_in_l2=True``: ``w`` is held in the chip's shared L2 when the op starts (a KV cache small
     enough to stay there between steps), so its loads are L2 hits; on a chip without an L2, or
     when it does not fit the half of the L2 kept tensors may take, it is read from DRAM.
@@ -67,6 +84,7 @@ class Gemm(_OpSizes):
     w_bits: int | None = None
     w_in_l2: bool = False
     weight_nm: tuple[int, int] | None = None
+    act_zeros: float | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
@@ -93,6 +111,7 @@ class Gemm(_OpSizes):
                           f"the cache, so it takes at most one producer, not inputs = "
                           f"{self.inputs!r}")
         _check_weight_nm(self, "Gemm")
+        _check_act_zeros(self, "Gemm")
         if self.weight_nm is not None and (self.kv_cache or len(self.inputs) > 1):
             raise IRError(f"Gemm {self.name!r}: weight_nm = {self.weight_nm!r} describes stored "
                           f"weights, not a KV cache or a second producer's output")
@@ -102,7 +121,7 @@ class Gemm(_OpSizes):
         # the LLM fields only when set, so an ordinary GEMM reads as it always has
         extra = "".join(f", {key}={getattr(self, key)!r}" for key, default in
                         (("kv_cache", False), ("w_bits", None), ("w_in_l2", False),
-                         ("weight_nm", None))
+                         ("weight_nm", None), ("act_zeros", None))
                         if getattr(self, key) != default)
         return (f"Gemm(name={self.name!r}, m={self.m}, n={self.n}, k={self.k}, "
                 f"batch={self.batch}, inputs={self.inputs!r}{extra})")
@@ -145,7 +164,8 @@ class Conv2d(_OpSizes):
     (the PyTorch/ONNX definition); likewise ``out_w``.
 
     ``weight_nm``: N:M structured sparsity of the weights along the GEMM's K (in channels x
-    kernel window), as :class:`Gemm`'s.
+    kernel window), as :class:`Gemm`'s. ``act_zeros``: the fraction of the input's elements
+    that are zero, as :class:`Gemm`'s.
     """
 
     name: str
@@ -167,6 +187,7 @@ class Conv2d(_OpSizes):
     batch: int = 1
     inputs: tuple[str, ...] = ()
     weight_nm: tuple[int, int] | None = field(default=None, repr=False)
+    act_zeros: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Conv2d")
@@ -197,6 +218,7 @@ class Conv2d(_OpSizes):
                     "per tensor")
         _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
         _check_weight_nm(self, "Conv2d")
+        _check_act_zeros(self, "Conv2d")
 
     @property
     def out_h(self) -> int:

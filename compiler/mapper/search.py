@@ -100,7 +100,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pflt[C.PF_BWINV] = 0.0 if math.isinf(bytes_per_cycle) else 1.0 / bytes_per_cycle
     pflt[C.PF_CLOCK] = chip.clock_hz
     pflt[C.PF_STATIC_W] = rates.leakage_w
-    pflt[C.PF_MAC] = rates.mac_pj
+    pflt[C.PF_MAC] = rates.mac_pj * (1.0 - p.act_zeros)     # zero activations gate MACs
     pflt[C.PF_REG] = rates.register_pj_per_bit
     for name, (r, w) in (("ifmap", (C.PF_IF_R, C.PF_IF_W)), ("filter", (C.PF_FI_R, C.PF_FI_W)),
                          ("ofmap", (C.PF_OF_R, C.PF_OF_W))):

@@ -82,6 +82,12 @@ def add_parser(sub) -> None:
                           "K (e.g. 2:4) and run them compressed on the array's N:M sparse PEs "
                           "(needs array.sparse_m = M); 'dense' ignores the model's own sparsity "
                           "(default: each layer's, from --sparsity-from-weights)")
+    run.add_argument("--act-zeros", metavar="RATIO|PATTERN=RATIO,...",
+                     help="native timing: the fraction of each matrix layer's input activations "
+                          "that are zero (e.g. 0.5 after a ReLU), or per layer as "
+                          "'conv*=0.6,fc=0.3' (op-name patterns, first match wins); zero "
+                          "activations gate the PEs' MAC energy, not cycles (default: each "
+                          "layer's own, else 0)")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--map", choices=tuple(MAP_MODES),
@@ -119,11 +125,12 @@ _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.sram_layout": "--sram-layout", "compile.map": "--map",
           "compile.fusion": "--no-fusion", "compile.placement": "--placement",
           "compile.stages": "--stages", "compile.sparsity": "--sparsity",
+          "compile.act_zeros": "--act-zeros",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
 #: Flags an error names with their value (the others' rules hold for any value).
-_VALUED = ("compile.placement", "compile.stages", "compile.sparsity")
+_VALUED = ("compile.placement", "compile.stages", "compile.sparsity", "compile.act_zeros")
 
 
 def _in_flags(exc) -> str:
@@ -159,6 +166,18 @@ def _sparsity(args) -> str | None:
     return args.sparsity
 
 
+def _act_zeros(args) -> str | None:
+    """``--act-zeros`` checked as a flag (a one-line error naming it)."""
+    from compiler.options import parse_act_zeros
+    if args.act_zeros is None:
+        return None
+    try:
+        parse_act_zeros(args.act_zeros, "--act-zeros")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return args.act_zeros
+
+
 def _run_options(args, spec):
     """The :class:`~npulab.pipeline.RunOptions` the flags ask for, checked against the chip
     (:func:`npulab.pipeline.check_options`) before any work: a flag that the chip's kind or
@@ -171,6 +190,7 @@ def _run_options(args, spec):
         conv_lowering=args.conv_lowering, loop_order=args.loop_order,
         keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
         tech=args.tech, fusion=not args.no_fusion, sparsity=_sparsity(args),
+        act_zeros=_act_zeros(args),
         **_placement(args))
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)

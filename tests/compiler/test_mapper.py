@@ -361,6 +361,8 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
     # N:M sparse weights, compressed, on 2:4 sparse PEs (K tiles ending inside a group)
     Gemm(name="fc_2of4", m=50, n=300, k=202, batch=2, weight_nm=(2, 4)),
     replace(_conv(12, 10, 16, 3, pad=1, name="conv_1of4"), weight_nm=(1, 4)),
+    # zero activations gate MAC energy (the mapper's objective charges the same)
+    Gemm(name="fc_zeros", m=50, n=300, k=200, act_zeros=0.4),
 ])
 def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics

@@ -15,7 +15,8 @@ from functools import lru_cache
 from hw.energy.tech import DEFAULT_TECHNOLOGY
 
 __all__ = ["CompileOptions", "CONV_LOWERINGS", "SRAM_LAYOUTS", "MAP_MODES", "ORDERS",
-           "PLACEMENTS", "MAX_STAGES", "parse_act_zeros"]
+           "PLACEMENTS", "MAX_STAGES", "parse_act_zeros", "WEIGHT_FORMATS",
+           "parse_weight_format"]
 
 #: Tile loop orders, outermost first (see :mod:`compiler.backends.systolic_tiling`).
 ORDERS = ("mnk", "nmk", "mkn", "kmn", "nkm", "knm")
@@ -28,6 +29,8 @@ MAP_MODES = {"best-latency": "latency", "best-energy": "energy", "best-edp": "ed
 PLACEMENTS = ("split", "pipeline")
 #: Most pipeline stages a user may ask for (the cores of a chip are at most 4,096).
 MAX_STAGES = 4096
+#: How stored weights may be kept (:mod:`hw.sparsity`'s formats; N:M is ``sparsity``'s).
+WEIGHT_FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,14 @@ class CompileOptions:
         activations (its GEMM's ``a``) that are zero. A PE whose activation is zero does not
         switch its multiplier and adder (clock gating, as Eyeriss's), so those MACs cost no
         MAC energy; cycles, register shifts and memory traffic are unchanged.
+    weight_format:
+        ``None`` (default: dense) or ``"FORMAT"`` / ``"FORMAT:DENSITY"``: every op with stored
+        weights keeps them in DRAM and in the filter scratchpad in that unstructured-sparse
+        format (:data:`WEIGHT_FORMATS`, :func:`hw.sparsity.stored_weight_bytes`), decompressed
+        at the scratchpad's port as NVDLA's weight decompression does. DENSITY (0..1) is the
+        fraction of nonzero weights; without it each op's own ``weight_density`` (from
+        ``--sparsity-from-weights``), else 1. The array still multiplies every weight: bytes
+        and memory energy change, MACs do not. Ops that run N:M compressed keep that format.
     """
 
     conv_lowering: str = "direct"
@@ -95,6 +106,7 @@ class CompileOptions:
     stages: int | None = None
     sparsity: str | None = None
     act_zeros: float | str | None = None
+    weight_format: str | None = None
 
     def __post_init__(self) -> None:
         if self.conv_lowering not in CONV_LOWERINGS:
@@ -131,6 +143,8 @@ class CompileOptions:
             parse_nm(self.sparsity)      # raises a one-line ValueError naming the value
         if self.act_zeros is not None:
             parse_act_zeros(self.act_zeros)     # a one-line ValueError naming the value
+        if self.weight_format is not None:
+            parse_weight_format(self.weight_format)
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")
 
@@ -141,6 +155,18 @@ class CompileOptions:
                 if fnmatch.fnmatchcase(op.name, pattern):
                     return ratio
         return getattr(op, "act_zeros", None) or 0.0
+
+    def weight_storage(self, op) -> tuple[str, float] | None:
+        """``(format, density)`` ``op``'s stored weights are kept in (None: dense)."""
+        if self.weight_format is None:
+            return None
+        fmt, density = parse_weight_format(self.weight_format)
+        if fmt == "dense":
+            return None
+        if density is None:
+            own = getattr(op, "weight_density", None)
+            density = 1.0 if own is None else own
+        return fmt, density
 
     def weight_nm(self, op) -> tuple[int, int] | None:
         """The N:M sparsity ``op``'s stored weights have under these options (None: dense)."""
@@ -186,3 +212,26 @@ def parse_act_zeros(spec, where: str = "act_zeros") -> tuple[tuple[str, float], 
             raise ValueError(f"{where} = {spec!r}: item {item!r} has no op-name pattern")
         out.append((pattern.strip(), _ratio(ratio.strip(), where, spec)))
     return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def parse_weight_format(spec, where: str = "weight_format") -> tuple[str, float | None]:
+    """``(format, density or None)`` of a ``weight_format`` option, ``"csr"`` or
+    ``"csr:0.3"``. Raises a one-line ``ValueError`` naming ``where`` and the value."""
+    if not isinstance(spec, str):
+        raise ValueError(f"{where} = {spec!r}: must be FORMAT or FORMAT:DENSITY, FORMAT one of "
+                         f"{', '.join(WEIGHT_FORMATS)}")
+    fmt, colon, density = spec.partition(":")
+    if fmt not in WEIGHT_FORMATS:
+        raise ValueError(f"{where} = {spec!r}: format {fmt!r} must be one of "
+                         f"{', '.join(WEIGHT_FORMATS)} (N:M structured sparsity is --sparsity)")
+    if not colon:
+        return fmt, None
+    try:
+        value = float(density)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"{where} = {spec!r}: density {density!r} must be a fraction of "
+                         f"nonzero weights in 0..1")
+    return fmt, value

@@ -66,7 +66,7 @@ from hw.memory.link import link_transfer_cycles
 from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE, MemoryPath
 from hw.program import Engine, Kind, Operand, Program
-from hw.sparsity import weight_bits, whole_groups
+from hw.sparsity import filter_read_bits, whole_groups
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
@@ -401,19 +401,25 @@ class _ChipRun(MemoryPath):
         # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
         # mapper's choice rides in the layer's Tiling); array_id[layer] indexes distinct_arrays.
         # A layer whose weights run N:M compressed on sparse PEs (Tiling.nm) gets its own
-        # entry too: distinct_nm[i] is the N:M of distinct_arrays[i] (None: dense).
+        # entry too: distinct_nm[i] is the N:M of distinct_arrays[i] (None: dense); so does
+        # one whose weights are kept in a sparse format: distinct_store[i] is its Tiling's
+        # weight_store, whose stored bits per element the filter port reads (None: dense).
         self.distinct_arrays = [arr]
         self.distinct_nm = [None]
-        index = {(None, None): 0, (arr.dataflow.value, None): 0}
+        self.distinct_store = [None]
+        index = {(None, None, None): 0, (arr.dataflow.value, None, None): 0}
         array_id = []
         for ls in program.layers:
-            flow = None if ls.tiling is None else ls.tiling.dataflow
-            nm = None if ls.tiling is None else ls.tiling.nm
-            key = (flow or arr.dataflow.value, nm)
+            t = ls.tiling
+            flow = None if t is None else t.dataflow
+            nm = None if t is None else t.nm
+            store = None if t is None else t.weight_store
+            key = (flow or arr.dataflow.value, nm, store)
             if key not in index:
                 index[key] = len(self.distinct_arrays)
                 self.distinct_arrays.append(replace(arr, dataflow=Dataflow(key[0])))
                 self.distinct_nm.append(nm)
+                self.distinct_store.append(store)
             array_id.append(index[key])
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
@@ -569,12 +575,17 @@ class _ChipRun(MemoryPath):
             stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
         # The scratchpads' ports: operands at operand width, accumulators at acc width.
         # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
+        # Weights kept in a sparse format: the stored bits per element, on average.
         eb8, acc = 8 * self.eb, self.acc_bits
-        w8 = weight_bits(eb8, nm)
-        left_bits, top_bits = (eb8, w8) if geo.top_operand is GemmOperand.FILTER else (w8, eb8)
-        bookings = ((left_pad, _READ, left * left_bits), (top_pad, _READ, top * top_bits),
-                    (2, _WRITE, writes * acc), (2, _READ, psum * acc))
         ifmap_r, filt_r = geo.by_operand(left, top)
+        w_num, w_den = filter_read_bits(eb8, nm, self.distinct_store[array])
+        filt_bits = -(-filt_r * w_num // w_den)
+        if geo.top_operand is GemmOperand.FILTER:
+            left_bits, top_bits = left * eb8, filt_bits
+        else:
+            left_bits, top_bits = filt_bits, top * eb8
+        bookings = ((left_pad, _READ, left_bits), (top_pad, _READ, top_bits),
+                    (2, _WRITE, writes * acc), (2, _READ, psum * acc))
         return cyc, stretch, bookings, (cyc, macs, ifmap_r, filt_r, writes, psum, stretch)
 
     def step(self, best) -> None:

@@ -87,6 +87,9 @@ class Tiling:
     dataflow: str | None = None  # the layer's dataflow on a reconfigurable array (None: the chip's)
     nm: tuple[int, int] | None = None  # N:M its weights run with on sparse PEs (None: dense)
     act_zeros: float = 0.0  # fraction of its streamed activations that are zero (gate MACs)
+    # (format, bytes, elements): its weights kept in an unstructured-sparse format, decompressed
+    # at the filter scratchpad's port (None: dense or N:M)
+    weight_store: tuple[str, int, int] | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -94,6 +97,8 @@ class Tiling:
             del d["nm"]
         if not d["act_zeros"]:
             del d["act_zeros"]
+        if d["weight_store"] is None:
+            del d["weight_store"]
         return d
 
 

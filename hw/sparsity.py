@@ -30,7 +30,8 @@ import numpy as np
 
 __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
            "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m",
-           "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups"]
+           "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups",
+           "stored_weight_bytes", "ellpack_tiles_expected", "filter_read_bits"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -195,6 +196,44 @@ def whole_groups(k: int, nm: tuple[int, int] | None) -> int:
     """``k`` rounded up to whole N:M groups of M (a K tile that ends inside a group runs the
     whole group; None: ``k``)."""
     return k if nm is None else -(-k // nm[1]) * nm[1]
+
+
+def ellpack_tiles_expected(cols: int, density: float, block: int = 4) -> int:
+    """Stored tiles per block row of a ``rows x cols`` matrix in blocked ELLPACK when its
+    nonzeros, ``density`` of the elements, are spread uniformly at random: the expected number
+    of the ``ceil(cols / block)`` tiles that hold one, ``1 - (1 - density)^(block^2)`` of
+    them, rounded up. ELLPACK stores the most any block row has; this is the mean, so it is a
+    lower bound for real weights (count them with :func:`encode` when you have them)."""
+    tiles = -(-cols // block)
+    return min(tiles, math.ceil(tiles * (1.0 - (1.0 - density) ** (block * block)) - 1e-9))
+
+
+def stored_weight_bytes(fmt: str, k: int, n: int, density: float, value_bits: int,
+                        count: int = 1) -> int:
+    """Bytes of ``count`` K x N GEMM weight matrices with ``density`` of their elements
+    nonzero, stored in ``fmt`` (:data:`FORMATS` but ``nm``) as ``n x k`` matrices (output
+    channels by reduction: PyTorch's and ONNX's ``[out, in]`` weight layout), each with
+    ``round(density x k x n)`` nonzeros (:func:`storage_bytes`; ELLPACK by
+    :func:`ellpack_tiles_expected`)."""
+    if fmt == "nm" or fmt not in FORMATS:
+        raise ValueError(f"weight format = {fmt!r}: must be one of "
+                         f"{', '.join(f for f in FORMATS if f != 'nm')}")
+    nnz = round(density * k * n)
+    tiles = ellpack_tiles_expected(k, density) if fmt == "ellpack" else None
+    return count * storage_bytes(fmt, n, k, nnz, value_bits, tiles_per_block_row=tiles)
+
+
+def filter_read_bits(value_bits: int, nm: tuple[int, int] | None,
+                     store: tuple[str, int, int] | None) -> tuple[int, int]:
+    """``(num, den)``: ``reads`` weight reads through a filter port carry
+    ``ceil(reads * num / den)`` bits. Dense: the value; N:M compressed: the value and its
+    index (:func:`weight_bits`); kept in a sparse format (``store``: ``(format, bytes,
+    elements)`` of the whole tensor): its stored bits per element, on average."""
+    if store is None:
+        return weight_bits(value_bits, nm), 1
+    _, stored, elements = store
+    g = math.gcd(8 * stored, elements) or 1
+    return 8 * stored // g, elements // g
 
 
 def compress_nm(w, n: int, m: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
-from hw.sparsity import weight_bits
+from hw.sparsity import filter_read_bits
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -185,7 +185,8 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
                   link_bytes: int = 0, active_cycles: int | None = None,
                   vector: dict | None = None, l2: tuple[int, int] | None = None,
                   noc_bit_hops: int = 0, nm: tuple[int, int] | None = None,
-                  act_zeros: float = 0.0) -> LayerActions:
+                  act_zeros: float = 0.0,
+                  weight_store: tuple[str, int, int] | None = None) -> LayerActions:
     """The systolic array's actions (see :attr:`LayerResult.actions`).
 
     Register bits per MAC: the operands that move through the PE are latched each cycle
@@ -200,10 +201,12 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
     network (:func:`_noc_bit_hops`). ``nm``: the layer's weights ran N:M compressed on sparse
     PEs (``macs`` are then the MACs performed; each filter read carries its index bits).
     ``act_zeros``: the fraction of those MACs whose activation was zero (gated: no MAC
-    energy)."""
+    energy). ``weight_store``: ``(format, bytes, elements)`` of weights kept in a sparse format:
+    the filter port reads their stored bits, ``8 x bytes / elements`` per element read."""
     op, acc = cfg.precision.bits, cfg.acc_bits
     per_mac = register_bits_per_mac(cfg.dataflow, op, acc, 0 if nm is None else nm[1])
-    w_bits = weight_bits(op, nm)
+    w_num, w_den = filter_read_bits(op, nm, weight_store)
+    filter_bits = -(-int(filter_reads) * w_num // w_den)
     fill_in, fill_filter, drain, *fill_out = fills
     fill_out = fill_out[0] if fill_out else 0
     v = vector or {}
@@ -213,7 +216,7 @@ def array_actions(cfg, macs: int, ifmap_reads: int, filter_reads: int, ofmap_wri
         macs=int(macs), precision=cfg.precision.value, acc_bits=int(acc),
         reg_bits=int(macs) * per_mac,
         sram={"ifmap": SramAccess(int(ifmap_reads) * op + rd["ifmap"], 8 * int(fill_in)),
-              "filter": SramAccess(int(filter_reads) * w_bits + rd["filter"],
+              "filter": SramAccess(filter_bits + rd["filter"],
                                    8 * int(fill_filter)),
               "ofmap": SramAccess(int(ofmap_reads) * acc + 8 * int(drain) + rd["ofmap"],
                                   int(ofmap_writes) * acc + 8 * int(v.get("ofmap_write_bytes", 0))
@@ -473,14 +476,15 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
                     f"{' out:sram' if t.output_resident else ''}"
                     f"{' ' + t.dataflow if t.dataflow else ''}"
                     f"{f' sparse {t.nm[0]}:{t.nm[1]}' if t.nm else ''}"
-                    f"{f' zeros {t.act_zeros:.2f}' if t.act_zeros else ''}"),
+                    f"{f' zeros {t.act_zeros:.2f}' if t.act_zeros else ''}"
+                    f"{f' weights {t.weight_store[0]}' if t.weight_store else ''}"),
             actions=array_actions(
                 lchip.array, _performed(ls.macs, c["pe_busy_cycles"], t),
                 c["ifmap_sram_reads"], c["filter_sram_reads"],
                 c["ofmap_sram_writes"], c["ofmap_sram_reads"], fills, dram_bytes=dram_bytes,
                 link_bytes=link, active_cycles=active, vector=_vector_part(c, chip),
                 l2=_l2(c, chip), noc_bit_hops=_noc_bit_hops(c, chip), nm=t.nm,
-                act_zeros=t.act_zeros),
+                act_zeros=t.act_zeros, weight_store=t.weight_store),
             units={"array": c["array_busy_cycles"], "vector": c["vector_busy_cycles"]},
             fused=ls.fused, cores=ls.cores if chip.multicore else None))
     return layers

@@ -75,6 +75,7 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("ChipConfig", "cores"): "cores",
     ("CompileOptions", "stages"): "pipeline stages",
     ("CompileOptions", "act_zeros"): "fraction of activations (0..1), or PATTERN=RATIO,...",
+    ("CompileOptions", "weight_format"): "FORMAT or FORMAT:DENSITY (fraction nonzero)",
     ("DramConfig", "model"): "-",
     ("DramConfig", "channel_hash"): "-",
     ("L2Config", "banks"): "banks",

@@ -45,7 +45,7 @@ from compiler.fusion import FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
-from hw.sparsity import array_nm
+from hw.sparsity import array_nm, stored_weight_bytes
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
@@ -82,13 +82,27 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
             dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm,
-            act_zeros=options.act_zeros_of(op))
+            act_zeros=options.act_zeros_of(op),
+            b_store=_stored_weights(op, shape, nm is None, 8 * eb, options))
     w_bits = op.w_bits if isinstance(op, Gemm) and op.w_bits is not None else 0
+    b_bits = w_bits if 0 < w_bits < 8 * eb else 0
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
-        b_bits=w_bits if 0 < w_bits < 8 * eb else 0, nm=nm, act_zeros=options.act_zeros_of(op))
+        b_bits=b_bits, nm=nm, act_zeros=options.act_zeros_of(op),
+        b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or 8 * eb, options))
+
+
+def _stored_weights(op, shape, stored: bool, value_bits: int, options: CompileOptions):
+    """``(format, bytes, elements)`` of ``op``'s weights in the sparse format the options keep
+    them in (None: dense, or not stored weights)."""
+    storage = options.weight_storage(op) if stored else None
+    if storage is None:
+        return None
+    fmt, density = storage
+    return (fmt, stored_weight_bytes(fmt, shape.k, shape.n, density, value_bits, shape.count),
+            shape.count * shape.k * shape.n)
 
 
 def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None = None, *,
@@ -246,7 +260,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
                    dataflow=None if choice.dataflow is None else choice.dataflow.value,
-                   nm=problem.nm, act_zeros=problem.act_zeros),
+                   nm=problem.nm, act_zeros=problem.act_zeros,
+                   weight_store=problem.b_store),
             _label(group)))
     if splits is not None:      # each layer: its cores, and the whole op's MACs
         pb.settle()

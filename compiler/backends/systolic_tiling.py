@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
-from hw.sparsity import weight_bits, whole_groups
+from hw.sparsity import filter_read_bits, weight_bits, whole_groups
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
@@ -92,6 +92,9 @@ class TileProblem:
     nm: tuple[int, int] | None = None
     # fraction of A's elements that are zero: those MACs are gated (energy only)
     act_zeros: float = 0.0
+    # (format, stored bytes, elements): B's weights kept in an unstructured-sparse format
+    # (hw.sparsity.stored_weight_bytes), every tile at the whole tensor's bytes per element
+    b_store: tuple[str, int, int] | None = None
     # direct convolution geometry (NHWC)
     batch: int = 1
     out_h: int = 1
@@ -115,9 +118,20 @@ class TileProblem:
         if self.nm is not None:
             n, m = self.nm
             return n * weight_bits(self.b_bits or 8 * self.elem_bytes, self.nm), 8 * m
+        if self.b_store is not None:
+            _, stored, elements = self.b_store
+            g = math.gcd(stored, elements) or 1
+            return stored // g, elements // g
         if self.b_bits:
             return self.b_bits, 8
         return self.elem_bytes, 1
+
+    def filter_read_bits(self, value_bits: int) -> tuple[int, int]:
+        """``(num, den)``: a layer's ``reads`` filter-port reads carry
+        ``ceil(reads * num / den)`` bits: the operand's ``value_bits`` plus its N:M index, or
+        the stored bits per element of weights kept in a sparse format
+        (:func:`npulab.simulate.array_actions` and the executor charge the same)."""
+        return filter_read_bits(value_bits, self.nm, self.b_store)
 
     def b_size(self, elements: int) -> int:
         """Bytes of ``elements`` B elements as stored (:attr:`b_ratio`), rounded up to a byte."""

@@ -237,17 +237,23 @@ class Importer:
             name, i = f"{base}_{i}", i + 1
         return name
 
-    #: With ``import_onnx(..., sparsity_from_weights=True)``: reads weights for ``weight_nm``.
+    #: With ``import_onnx(..., sparsity_from_weights=True)``: reads weights for ``weight_nm``
+    #: and ``weight_density``.
     weight_reader = None
 
     def build(self, node, cls, **fields) -> Op:
         """``cls(**fields)``; an IR validation error names the node. With a weight reader, a
-        convolution's or matrix product's ``weight_nm`` comes from its weights' zeros."""
+        convolution's or matrix product's ``weight_nm`` and ``weight_density`` come from its
+        weights' zeros."""
         if self.weight_reader is not None and cls.__name__ in ("Conv2d", "Gemm") \
-                and "weight_nm" not in fields and not fields.get("kv_cache"):
-            nm = self.weight_reader.weight_nm(node, self.producers)
-            if nm is not None:
-                fields["weight_nm"] = nm
+                and "weight_nm" not in fields and not fields.get("kv_cache") \
+                and len(fields.get("inputs", ())) < 2:
+            facts = self.weight_reader.weight_facts(node, self.producers)
+            if facts is not None:
+                nm, density = facts
+                if nm is not None:
+                    fields["weight_nm"] = nm
+                fields["weight_density"] = density
         try:
             return cls(**fields)
         except IRError as exc:

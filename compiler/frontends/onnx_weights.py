@@ -1,5 +1,6 @@
 """Reading an ONNX model's weights for what their values say (issue 27): the N:M structure of
-each convolution's and matrix product's zeros (``import_onnx(..., sparsity_from_weights=True)``).
+each convolution's and matrix product's zeros, and the fraction that are nonzero
+(``import_onnx(..., sparsity_from_weights=True)``).
 
 Weights are read one tensor at a time when an op asks, external data included (the importer
 otherwise never reads large initializers), and dropped after.
@@ -32,9 +33,9 @@ class WeightReader:
             return None
         return self.onnx.numpy_helper.to_array(tensor, self.base_dir or "")
 
-    def weight_nm(self, node, producers=None) -> tuple[int, int] | None:
-        """The N:M structure of ``node``'s weights along the GEMM's K (None: dense, or no
-        weight initializer). Conv ``(O, I/g, kh, kw)``: K runs over ``(kh, kw, I/g)``, input
+    def weight_facts(self, node, producers=None) -> tuple[tuple[int, int] | None, float] | None:
+        """``(N:M structure or None, fraction nonzero)`` of ``node``'s weights (None: no weight
+        initializer). The N:M structure runs along the GEMM's K. Conv ``(O, I/g, kh, kw)``: K runs over ``(kh, kw, I/g)``, input
         channels innermost; Gemm ``B`` (``(K, N)``, ``(N, K)`` with transB); MatMul ``B``
         ``(..., K, N)``. An op the importer built from a chain (MatMul + Add) is named by its
         last node: ``producers`` (tensor -> node) leads back to the matrix node, a few hops."""
@@ -42,7 +43,7 @@ class WeightReader:
         for _ in range(4):
             found = next((n for n in frontier if n.op_type in ("Conv", "Gemm", "MatMul")), None)
             if found is not None:
-                return self._node_nm(found)
+                return self._node_facts(found)
             if not producers:
                 return None
             seen.update(id(n) for n in frontier)
@@ -50,16 +51,17 @@ class WeightReader:
                         if t in producers and id(producers[t]) not in seen]
         return None
 
-    def _node_nm(self, node) -> tuple[int, int] | None:
+    def _node_facts(self, node):
         if len(node.input) < 2:
             return None
         w = self.array(node.input[1])
-        if w is None or w.ndim < 2:
+        if w is None or w.ndim < 2 or w.size == 0:
             return None
+        density = float(np.count_nonzero(w)) / w.size
         if node.op_type == "Conv":
             if w.ndim != 4:
                 return None
-            return detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1)
+            return detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1), density
         trans_b = node.op_type == "Gemm" and any(
             a.name == "transB" and a.i for a in node.attribute)
-        return detect_nm(w, axis=-1 if trans_b else -2)
+        return detect_nm(w, axis=-1 if trans_b else -2), density

@@ -17,16 +17,20 @@ __all__ = ["Gemm", "Conv2d", "conv2d", "W_BITS"]
 W_BITS = (4, 8, 16)
 
 
-def _check_act_zeros(op, kind: str) -> None:
-    """``act_zeros`` is None or a ratio in 0..1 (stored as a float)."""
-    z = op.act_zeros
+def _check_ratio(op, kind: str, key: str, what: str) -> None:
+    """``op.<key>`` is None or a ratio in 0..1 (stored as a float)."""
+    z = getattr(op, key)
     if z is None:
         return
     if (isinstance(z, bool) or not isinstance(z, (int, float)) or not math.isfinite(z)
             or not 0 <= z <= 1):
-        raise IRError(f"{kind} {op.name!r}: act_zeros = {z!r}: must be a ratio in 0..1 (the "
-                      f"fraction of its input activations that are zero) or None")
-    object.__setattr__(op, "act_zeros", float(z))
+        raise IRError(f"{kind} {op.name!r}: {key} = {z!r}: must be a ratio in 0..1 ({what}) "
+                      f"or None")
+    object.__setattr__(op, key, float(z))
+
+
+def _check_act_zeros(op, kind: str) -> None:
+    _check_ratio(op, kind, "act_zeros", "the fraction of its input activations that are zero")
 
 
 def _check_weight_nm(op, kind: str) -> None:
@@ -65,6 +69,10 @@ class Gemm(_OpSizes):
     weights only. On an array with N:M sparse PEs the op runs compressed
     (:func:`hw.sparsity.array_nm`); elsewhere it runs dense.
 
+    ``weight_density``: the fraction of the stored weights that are nonzero (None: unknown,
+    taken as 1), which sizes them in a sparse storage format
+    (:attr:`compiler.options.CompileOptions.weight_format`).
+
     ``act_zeros``: the fraction of ``a``'s elements that are zero (after a ReLU, about half),
     which gate MAC energy, not cycles (:attr:`compiler.options.CompileOptions.act_zeros`);
     ``None``: none known (0).
@@ -85,6 +93,7 @@ class Gemm(_OpSizes):
     w_in_l2: bool = False
     weight_nm: tuple[int, int] | None = None
     act_zeros: float | None = None
+    weight_density: float | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
@@ -112,6 +121,12 @@ class Gemm(_OpSizes):
                           f"{self.inputs!r}")
         _check_weight_nm(self, "Gemm")
         _check_act_zeros(self, "Gemm")
+        _check_ratio(self, "Gemm", "weight_density", "the fraction of its weights that are "
+                     "nonzero")
+        if self.weight_density is not None and (self.kv_cache or len(self.inputs) > 1):
+            raise IRError(f"Gemm {self.name!r}: weight_density = {self.weight_density!r} "
+                          f"describes stored weights, not a KV cache or a second producer's "
+                          f"output")
         if self.weight_nm is not None and (self.kv_cache or len(self.inputs) > 1):
             raise IRError(f"Gemm {self.name!r}: weight_nm = {self.weight_nm!r} describes stored "
                           f"weights, not a KV cache or a second producer's output")
@@ -121,7 +136,8 @@ class Gemm(_OpSizes):
         # the LLM fields only when set, so an ordinary GEMM reads as it always has
         extra = "".join(f", {key}={getattr(self, key)!r}" for key, default in
                         (("kv_cache", False), ("w_bits", None), ("w_in_l2", False),
-                         ("weight_nm", None), ("act_zeros", None))
+                         ("weight_nm", None), ("act_zeros", None),
+                         ("weight_density", None))
                         if getattr(self, key) != default)
         return (f"Gemm(name={self.name!r}, m={self.m}, n={self.n}, k={self.k}, "
                 f"batch={self.batch}, inputs={self.inputs!r}{extra})")
@@ -165,7 +181,8 @@ class Conv2d(_OpSizes):
 
     ``weight_nm``: N:M structured sparsity of the weights along the GEMM's K (in channels x
     kernel window), as :class:`Gemm`'s. ``act_zeros``: the fraction of the input's elements
-    that are zero, as :class:`Gemm`'s.
+    that are zero, and ``weight_density`` the fraction of the weights that are nonzero, as
+    :class:`Gemm`'s.
     """
 
     name: str
@@ -188,6 +205,7 @@ class Conv2d(_OpSizes):
     inputs: tuple[str, ...] = ()
     weight_nm: tuple[int, int] | None = field(default=None, repr=False)
     act_zeros: float | None = field(default=None, repr=False)
+    weight_density: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Conv2d")
@@ -219,6 +237,8 @@ class Conv2d(_OpSizes):
         _check_size(self.name, "Conv2d", "MACs", self.macs, MAX_OP_MACS, "per op")
         _check_weight_nm(self, "Conv2d")
         _check_act_zeros(self, "Conv2d")
+        _check_ratio(self, "Conv2d", "weight_density", "the fraction of its weights that are "
+                     "nonzero")
 
     @property
     def out_h(self) -> int:

@@ -55,12 +55,13 @@ ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2
 
 # Integer parameters (P_INT) and float parameters (P_FLOAT) of one problem; PI_REG_BITS + code
 # holds the register bits per MAC of dataflow ``code`` (hw.energy.register_bits_per_mac);
-# PI_NM_N, PI_NM_M the N:M sparsity the op's weights run with (0, 0: dense); PI_W_BITS the
-# bits of one filter read (the operand, plus its index when compressed).
+# PI_NM_N, PI_NM_M the N:M sparsity the op's weights run with (0, 0: dense); filter reads
+# carry PI_W_NUM / PI_W_DEN bits each, rounded up over a layer (the operand, plus its index
+# when compressed; the stored bits per element when kept in a sparse format).
 (PI_COUNT, PI_IN_RES, PI_OUT_RES, PI_SETUP, PI_FIRST_A, PI_OP_BITS, PI_ACC_BITS, PI_MACS,
  PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB, PI_REG_BITS) = range(13)
-PI_NM_N, PI_NM_M, PI_W_BITS = 15, 16, 17
-P_INT = 18
+PI_NM_N, PI_NM_M, PI_W_NUM, PI_W_DEN = 15, 16, 17, 18
+P_INT = 19
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
  PF_OF_W, PF_DRAM, PF_B_BYTES) = range(13)
 P_FLOAT = 13
@@ -235,7 +236,8 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
             fill_b = b_rd * count
             drain = (c_wr + ps * acc_ex) * count + (in_bytes if in_res else 0)
             e_if = (if_reads * op_bits * pflt[PF_IF_R] + 8 * fill_a * pflt[PF_IF_W]) * 1e-12
-            e_fi = (fi_reads * pint[PI_W_BITS] * pflt[PF_FI_R]
+            fi_bits = -(-(fi_reads * pint[PI_W_NUM]) // pint[PI_W_DEN])
+            e_fi = (fi_bits * pflt[PF_FI_R]
                     + 8 * fill_b * pflt[PF_FI_W]) * 1e-12
             e_of = ((psum * acc_bits + 8 * drain) * pflt[PF_OF_R]
                     + writes * acc_bits * pflt[PF_OF_W]) * 1e-12

@@ -38,7 +38,7 @@ from compiler.options import ORDERS
 from hw.chip import ChipConfig
 from hw.energy.rates import HardwareFacts, energy_rates, register_bits_per_mac
 from hw.energy.tech import DEFAULT_TECHNOLOGY
-from hw.sparsity import weight_bits
+
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import DATAFLOW_CODES
 
@@ -86,7 +86,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint[C.PI_IDEAL] = int(chip.dram.is_ideal)
     pint[C.PI_OBJECTIVE] = OBJECTIVES.index(objective)
     pint[C.PI_EB] = p.elem_bytes
-    pint[C.PI_W_BITS] = weight_bits(arr.precision.bits, p.nm)
+    pint[C.PI_W_NUM], pint[C.PI_W_DEN] = p.filter_read_bits(arr.precision.bits)
     for df, code in DATAFLOW_CODES.items():
         pint[C.PI_REG_BITS + code] = rates.register_bits_per_mac_by_dataflow[df.value]
     if p.nm is not None:     # compressed weights on sparse PEs (npulab.simulate.array_actions)

@@ -88,6 +88,12 @@ def add_parser(sub) -> None:
                           "'conv*=0.6,fc=0.3' (op-name patterns, first match wins); zero "
                           "activations gate the PEs' MAC energy, not cycles (default: each "
                           "layer's own, else 0)")
+    run.add_argument("--weight-format", metavar="FORMAT[:DENSITY]",
+                     help="native timing: keep every layer's stored weights in an unstructured-"
+                          "sparse format (dense, bitmask, csr, csc, ellpack), in DRAM and the "
+                          "filter scratchpad, decompressed at its port; DENSITY (0..1) is the "
+                          "fraction of nonzero weights (default: each layer's, from "
+                          "--sparsity-from-weights, else 1); bytes change, MACs do not")
     run.add_argument("--sram-layout", choices=SRAM_LAYOUTS, default="matched",
                      help="native timing: tile layout in SRAM (row-major can cause bank conflicts)")
     run.add_argument("--map", choices=tuple(MAP_MODES),
@@ -125,12 +131,13 @@ _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.sram_layout": "--sram-layout", "compile.map": "--map",
           "compile.fusion": "--no-fusion", "compile.placement": "--placement",
           "compile.stages": "--stages", "compile.sparsity": "--sparsity",
-          "compile.act_zeros": "--act-zeros",
+          "compile.act_zeros": "--act-zeros", "compile.weight_format": "--weight-format",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
 #: Flags an error names with their value (the others' rules hold for any value).
-_VALUED = ("compile.placement", "compile.stages", "compile.sparsity", "compile.act_zeros")
+_VALUED = ("compile.placement", "compile.stages", "compile.sparsity", "compile.act_zeros",
+           "compile.weight_format")
 
 
 def _in_flags(exc) -> str:
@@ -166,16 +173,18 @@ def _sparsity(args) -> str | None:
     return args.sparsity
 
 
-def _act_zeros(args) -> str | None:
-    """``--act-zeros`` checked as a flag (a one-line error naming it)."""
-    from compiler.options import parse_act_zeros
-    if args.act_zeros is None:
+def _checked_flag(args, key: str, flag: str) -> str | None:
+    """``args.<key>`` checked by its parser as ``flag`` (a one-line error naming it)."""
+    from compiler.options import parse_act_zeros, parse_weight_format
+    value = getattr(args, key)
+    if value is None:
         return None
+    parse = {"act_zeros": parse_act_zeros, "weight_format": parse_weight_format}[key]
     try:
-        parse_act_zeros(args.act_zeros, "--act-zeros")
+        parse(value, flag)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    return args.act_zeros
+    return value
 
 
 def _run_options(args, spec):
@@ -190,7 +199,8 @@ def _run_options(args, spec):
         conv_lowering=args.conv_lowering, loop_order=args.loop_order,
         keep_on_chip=not args.no_keep_on_chip, sram_layout=args.sram_layout, map=args.map,
         tech=args.tech, fusion=not args.no_fusion, sparsity=_sparsity(args),
-        act_zeros=_act_zeros(args),
+        act_zeros=_checked_flag(args, "act_zeros", "--act-zeros"),
+        weight_format=_checked_flag(args, "weight_format", "--weight-format"),
         **_placement(args))
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)

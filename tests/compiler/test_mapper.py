@@ -363,6 +363,9 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
     replace(_conv(12, 10, 16, 3, pad=1, name="conv_1of4"), weight_nm=(1, 4)),
     # zero activations gate MAC energy (the mapper's objective charges the same)
     Gemm(name="fc_zeros", m=50, n=300, k=200, act_zeros=0.4),
+    # weights kept in unstructured-sparse formats (CompileOptions.weight_format, below)
+    Gemm(name="fc_csr", m=50, n=300, k=200, weight_density=0.3),
+    replace(_conv(12, 10, 16, 3, pad=1, name="conv_bitmask"), weight_density=0.2),
 ])
 def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics
@@ -373,7 +376,9 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
         chip = replace(chip, array=replace(chip.array, sparse_m=4))
     if not ideal:
         chip = replace(chip, dram=dram_preset(dram))
-    options = CompileOptions(map="best-energy", keep_on_chip=False, tech="45nm")
+    options = CompileOptions(map="best-energy", keep_on_chip=False, tech="45nm",
+                             weight_format={"fc_csr": "csr",
+                                            "conv_bitmask": "bitmask"}.get(op.name))
     p = tile_problem(op, chip, options)
     mp = map_op(p, chip, "energy", tech="45nm").best
     program = compile_graph(Graph("t", (op,)), chip, options)

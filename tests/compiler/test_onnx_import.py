@@ -735,7 +735,11 @@ def test_sparsity_from_weights_reads_each_layers_n_m(tmp_path):
     g, _ = import_onnx(path, sparsity_from_weights=True)
     nms = {op.name: op.weight_nm for op in g.ops if op.gemm_shape() is not None}
     assert nms == {"c": (1, 4), "mm": (2, 4)}
+    # and the fraction of nonzero weights (what a sparse storage format is sized by)
+    dens = {op.name: op.weight_density for op in g.ops if op.gemm_shape() is not None}
+    assert dens == {"c": 0.25, "mm": 0.5}
     g, _ = import_onnx(path)
     assert all(getattr(op, "weight_nm", None) is None for op in g.ops)
+    assert all(getattr(op, "weight_density", None) is None for op in g.ops)
     with pytest.raises(OnnxImportError, match="sparsity_from_weights = 1: must be True"):
         import_onnx(path, sparsity_from_weights=1)

@@ -59,6 +59,11 @@ class MapOptions:
         Energy table: a shipped name or a TOML path.
     dram_kind:
         DRAM device for energy (default: from the chip's DRAM preset).
+    sparsity, act_zeros, weight_format:
+        The op's compression, as :class:`compiler.options.CompileOptions`' fields: N:M sparse
+        weights run compressed on the array's sparse PEs (``"2:4"``; the chip needs
+        ``array.sparse_m``), the fraction of zero activations (gates MAC energy), and a sparse
+        storage format of the weights (``"bitmask:0.3"``). ``None``: the op's own.
 
     A bad value raises :class:`~npulab.pipeline.OptionError` naming the field.
     """
@@ -73,6 +78,9 @@ class MapOptions:
     keep: int = 10
     tech: str = DEFAULT_TECHNOLOGY
     dram_kind: str | None = None
+    sparsity: str | None = None
+    act_zeros: float | str | None = None
+    weight_format: str | None = None
 
     #: The least value of each integer field (the command line parses its flags with them).
     MINIMUM: ClassVar[dict[str, int]] = {"samples": 0, "exhaustive_limit": 0, "seed": 0,
@@ -97,6 +105,19 @@ class MapOptions:
                 raise OptionError(name, value, f"{{}}: must be an integer >= {lo}")
         if not isinstance(self.tech, str) or not self.tech:
             raise OptionError("tech", self.tech, "{}: must be an energy table name or TOML path")
+        try:
+            self.compile_options()
+        except ValueError as exc:
+            key = next(k for k in ("sparsity", "act_zeros", "weight_format")
+                       if getattr(self, k) is not None and k in str(exc))
+            raise OptionError(key, getattr(self, key),
+                              "{}: " + str(exc).split(": ", 1)[-1]) from None
+
+    def compile_options(self):
+        """The :class:`~compiler.options.CompileOptions` the op is tiled with."""
+        from compiler.options import CompileOptions
+        return CompileOptions(conv_lowering=self.conv_lowering, sparsity=self.sparsity,
+                              act_zeros=self.act_zeros, weight_format=self.weight_format)
 
 
 def mapped_chip(device) -> ChipConfig:
@@ -185,8 +206,10 @@ class OpMapping:
         return self.chip.array.rows * self.chip.array.cols
 
     def utilization(self, mapping) -> float:
-        """``MACs / (PEs x latency)`` of a mapping of this op."""
-        return self.macs / (self.pes * mapping.latency_cycles)
+        """``MACs performed / (PEs x latency)`` of a mapping of this op (N:M sparse PEs
+        perform the kept weights' MACs: their PE-busy cycles)."""
+        done = mapping.counters["pe_busy_cycles"] if self.problem.nm is not None else self.macs
+        return done / (self.pes * mapping.latency_cycles)
 
     @property
     def better_pct(self) -> float:
@@ -252,8 +275,8 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     :class:`compiler.backends.systolic_tiling.TilingError` when no tile fits the scratchpads and
     :class:`hw.energy.EnergyError` for an energy table that does not load."""
     from compiler.backends.systolic import tile_problem
-    from compiler.options import CompileOptions
     from compiler.mapper import map_op as search
+    from hw.sparsity import array_nm
     from hw.energy import load_technology
     options = options if options is not None else MapOptions()
     chip = mapped_chip(device)
@@ -263,7 +286,14 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     tech = load_technology(options.tech)
     dataflows = _dataflows(options, chip)
     progress = progress or (lambda done, total, phase: None)
-    problem = tile_problem(op, chip, CompileOptions(conv_lowering=options.conv_lowering))
+    compile_options = options.compile_options()
+    nm = compile_options.weight_nm(op)
+    if nm is not None and array_nm(nm, chip.array.sparse_m) is None and options.sparsity:
+        raise OptionError("sparsity", options.sparsity,
+                          f"{{}}: the array cannot skip any of {options.sparsity} "
+                          f"(array.sparse_m = {chip.array.sparse_m}); set array.sparse_m = "
+                          f"{nm[1]} for N:M sparse PEs")
+    problem = tile_problem(op, chip, compile_options)
     # the tiler's choice first: it also loads the cost kernel, so the search's time is its own
     progress(0, 2, "costing the default tiler's choice")
     choice, tiler = cost_tiler_choice(problem, chip, options.objective, tech,

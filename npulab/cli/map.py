@@ -6,7 +6,7 @@ one convolution (``--conv 56x56x64-64k3s1p1``, grammar in
 ``--set``). :func:`npulab.map_run.map_op` maps it (the tiler's choice costed, the space of
 tile sizes x loop orders x dataflows searched for ``--objective``); this module prints a
 header (op, GEMM shape, chip, space size, mappings costed, exhaustive or pruned with the pruned
-search's guarantee, search time and rate), the top-K table with utilization ``MACs / (PEs x
+search's guarantee, search time and rate), the top-K table with utilization ``MACs performed / (PEs x
 latency)``, and a last line comparing the best with the default tiler's choice; or the JSON of
 :meth:`npulab.map_run.OpMapping.to_dict`.
 
@@ -40,7 +40,8 @@ FORMATS = ("table", "json")
 _FLAGS = {"objective": "--objective", "dataflows": "--dataflows", "loop_order": "--loop-order",
           "conv_lowering": "--conv-lowering", "samples": "--samples",
           "exhaustive_limit": "--exhaustive-limit", "seed": "--seed", "keep": "--top",
-          "tech": "--tech", "dram_kind": "--dram-type"}
+          "tech": "--tech", "dram_kind": "--dram-type", "sparsity": "--sparsity",
+          "act_zeros": "--act-zeros", "weight_format": "--weight-format"}
 
 
 def add_parser(subparsers) -> None:
@@ -102,6 +103,15 @@ def add_parser(subparsers) -> None:
                         f"{DEFAULT_EXHAUSTIVE_LIMIT:,}); larger spaces get the pruned search")
     p.add_argument("--seed", metavar="N", default="0", help="pruned search: sampling seed "
                                                             "(default 0)")
+    p.add_argument("--sparsity", metavar="N:M",
+                   help="the op's weights are N:M pruned along K and run compressed on the "
+                        "array's sparse PEs (needs --set array.sparse_m=M; 'dense' ignores the "
+                        "op's own)")
+    p.add_argument("--act-zeros", metavar="RATIO",
+                   help="fraction of the op's activations that are zero (gates MAC energy)")
+    p.add_argument("--weight-format", metavar="FORMAT[:DENSITY]",
+                   help="keep the weights in a sparse storage format: dense, bitmask, csr, "
+                        "csc, ellpack, with the fraction of nonzero weights")
     p.add_argument("--tech", metavar="NAME|FILE", default=DEFAULT_TECH,
                    help=f"energy table: a shipped one (45nm, 16nm, 7nm) or a TOML file "
                         f"(default {DEFAULT_TECH}, as npulab run; docs/energy.md)")
@@ -217,7 +227,8 @@ def _options(args):
     try:
         return MapOptions(objective=args.objective, dataflows=_dataflows(args.dataflows),
                           loop_order=args.loop_order, conv_lowering=args.conv_lowering,
-                          tech=args.tech, dram_kind=args.dram_type, **ints)
+                          tech=args.tech, dram_kind=args.dram_type, sparsity=args.sparsity,
+                          act_zeros=args.act_zeros, weight_format=args.weight_format, **ints)
     except OptionError as exc:
         raise _error(exc.words(lambda option, value: f"{_FLAGS[option]} {value}",
                                lambda key, value: f"{key} {value}")) from None
@@ -260,17 +271,23 @@ def main(args) -> int:
     from npulab.progress import Progress
     # A phase bar on a terminal (nothing in pipes): a GEMM near the size limits (2**24 rows)
     # takes about a minute to cost and search.
-    mapping = map_op(op, chip, options, progress=Progress())
+    from npulab.pipeline import OptionError
+    try:
+        mapping = map_op(op, chip, options, progress=Progress())
+    except OptionError as exc:
+        raise _error(exc.words(lambda option, value: f"{_FLAGS[option]} {value}",
+                               lambda key, value: f"--set {key}={value}")) from None
     doc = mapping.to_dict(source, wall_time=args.wall_time)
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write(_table(mapping.search, doc, mapping.tiler, mapping.better_pct,
-                                options.keep, options.objective))
+                                options.keep, options.objective, mapping.utilization))
     return 0
 
 
-def _table(result, info: dict, tiler, better: float, top: int, objective: str) -> str:
+def _table(result, info: dict, tiler, better: float, top: int, objective: str,
+           utilization) -> str:
     g = info["gemm"]
     src = "" if info["source"] in ("--gemm", "--conv") else f" of {info['source']}"
     low = f"; {info['lowering']} lowering" if info["op_kind"] == "Conv2d" else ""
@@ -304,7 +321,7 @@ def _table(result, info: dict, tiler, better: float, top: int, objective: str) -
 
     def row(label, mp):
         tile = f"g{mp.group_tile} m{mp.m_tile} n{mp.n_tile} k{mp.k_tile}"
-        util = info["macs"] / (info["pes"] * mp.latency_cycles)
+        util = utilization(mp)         # the JSON's (OpMapping.utilization)
         return (f"{label:>3}  {tile:<22} {mp.order:<5} {mp.dataflow.value:<3} "
                 f"{mp.latency_cycles:>12,} {mp.energy_j * 1e6:>11,.3f} {mp.edp_js:>10.3e} "
                 f"{mp.dram_bytes:>12,} {mp.tiles:>7,} {100 * util:>5.1f}%")

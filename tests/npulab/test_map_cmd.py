@@ -280,3 +280,35 @@ def test_json_is_byte_identical_across_runs_and_wall_time_is_opt_in(capsys):
     assert timed["wall_time"]["mappings_per_s"] is None or timed["wall_time"]["mappings_per_s"] > 0
     timed.pop("wall_time")
     assert timed == data
+
+
+def test_compression_flags_map_the_compressed_op(capsys):
+    """--sparsity, --act-zeros and --weight-format map the op as the run pipeline tiles it
+    (CompileOptions' fields): the best rows equal compiler.mapper.map_op on that problem, and
+    utilization counts the MACs the sparse PEs perform."""
+    sets = [*SMALL_SETS, "array.sparse_m=4"]
+    argv = ["--gemm", "40,24,72", "--objective", "energy", "--top", "3",
+            *(a for s in sets for a in ("--set", s))]
+    chip = load_chip_config(None, sets)
+    op = Gemm(name="g", m=40, n=24, k=72)
+    for flags, options in [
+            (["--sparsity", "2:4"], CompileOptions(sparsity="2:4")),
+            (["--act-zeros", "0.5"], CompileOptions(act_zeros=0.5)),
+            (["--weight-format", "bitmask:0.25"], CompileOptions(weight_format="bitmask:0.25"))]:
+        out = _json(capsys, *argv, *flags)
+        ref = map_op(tile_problem(op, chip, options), chip, "energy", tech="16nm", keep=3)
+        for row, mp in zip(out["ranked"], ref.ranked):
+            assert (row["latency_cycles"], row["energy_j"], row["dram_bytes"]) == (
+                mp.latency_cycles, mp.energy_j, mp.dram_bytes), flags
+            busy = mp.counters["pe_busy_cycles"] if flags[0] == "--sparsity" else 40 * 24 * 72
+            assert row["utilization"] == pytest.approx(busy / (64 * mp.latency_cycles))
+            assert row["utilization"] <= 1
+    dense = _json(capsys, *argv)["ranked"][0]
+    sparse = _json(capsys, *argv, "--sparsity", "2:4")["ranked"][0]
+    assert sparse["latency_cycles"] < dense["latency_cycles"]
+    err = _error(capsys, "--gemm", "40,24,72", "--sparsity", "2:4")
+    assert "--sparsity 2:4: the array cannot skip any of 2:4" in err and "sparse_m = 4" in err
+    assert "--act-zeros 2: must be a ratio in 0..1" in _error(capsys, "--gemm", "4,4,4",
+                                                             "--act-zeros", "2")
+    assert "--weight-format coo: format 'coo'" in _error(capsys, "--gemm", "4,4,4",
+                                                        "--weight-format", "coo")

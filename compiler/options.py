@@ -84,6 +84,12 @@ class CompileOptions:
         activations (its GEMM's ``a``) that are zero. A PE whose activation is zero does not
         switch its multiplier and adder (clock gating, as Eyeriss's), so those MACs cost no
         MAC energy; cycles, register shifts and memory traffic are unchanged.
+    weight_bits:
+        ``None`` (default: each op's own ``w_bits``, else the array's precision) or 4, 8 or 16:
+        every op with stored weights (convolutions, linear layers) keeps them in this many bits
+        each and widens them to the array's precision as they are loaded: weight-only
+        quantization (W4A8, W8A16). Narrower than the array's operands only; it changes bytes,
+        not arithmetic.
     weight_format:
         ``None`` (default: dense) or ``"FORMAT"`` / ``"FORMAT:DENSITY"``: every op with stored
         weights keeps them in DRAM and in the filter scratchpad in that unstructured-sparse
@@ -106,6 +112,7 @@ class CompileOptions:
     stages: int | None = None
     sparsity: str | None = None
     act_zeros: float | str | None = None
+    weight_bits: int | None = None
     weight_format: str | None = None
 
     def __post_init__(self) -> None:
@@ -145,6 +152,10 @@ class CompileOptions:
             parse_act_zeros(self.act_zeros)     # a one-line ValueError naming the value
         if self.weight_format is not None:
             parse_weight_format(self.weight_format)
+        if self.weight_bits is not None and (isinstance(self.weight_bits, bool)
+                                             or self.weight_bits not in (4, 8, 16)):
+            raise ValueError(f"weight_bits = {self.weight_bits!r}: must be 4, 8 or 16 (bits per "
+                             f"stored weight), or None")
         if not isinstance(self.tech, str) or not self.tech:
             raise ValueError(f"tech = {self.tech!r}: must be an energy table name or TOML path")
 
@@ -155,6 +166,13 @@ class CompileOptions:
                 if fnmatch.fnmatchcase(op.name, pattern):
                     return ratio
         return getattr(op, "act_zeros", None) or 0.0
+
+    def w_bits_of(self, op) -> int | None:
+        """Bits per stored weight of ``op`` under these options (None: the array's)."""
+        if self.weight_bits is not None and not getattr(op, "kv_cache", False) \
+                and len(op.inputs) < 2:
+            return self.weight_bits
+        return getattr(op, "w_bits", None)
 
     def weight_storage(self, op) -> tuple[str, float] | None:
         """``(format, density)`` ``op``'s stored weights are kept in (None: dense)."""

@@ -59,11 +59,12 @@ class MapOptions:
         Energy table: a shipped name or a TOML path.
     dram_kind:
         DRAM device for energy (default: from the chip's DRAM preset).
-    sparsity, act_zeros, weight_format:
+    sparsity, act_zeros, weight_bits, weight_format:
         The op's compression, as :class:`compiler.options.CompileOptions`' fields: N:M sparse
         weights run compressed on the array's sparse PEs (``"2:4"``; the chip needs
-        ``array.sparse_m``), the fraction of zero activations (gates MAC energy), and a sparse
-        storage format of the weights (``"bitmask:0.3"``). ``None``: the op's own.
+        ``array.sparse_m``), the fraction of zero activations (gates MAC energy), the bits per
+        stored weight (4: W4A8 on an int8 array) and a sparse storage format of the weights
+        (``"bitmask:0.3"``). ``None``: the op's own.
 
     A bad value raises :class:`~npulab.pipeline.OptionError` naming the field.
     """
@@ -80,6 +81,7 @@ class MapOptions:
     dram_kind: str | None = None
     sparsity: str | None = None
     act_zeros: float | str | None = None
+    weight_bits: int | None = None
     weight_format: str | None = None
 
     #: The least value of each integer field (the command line parses its flags with them).
@@ -108,7 +110,7 @@ class MapOptions:
         try:
             self.compile_options()
         except ValueError as exc:
-            key = next(k for k in ("sparsity", "act_zeros", "weight_format")
+            key = next(k for k in ("sparsity", "act_zeros", "weight_bits", "weight_format")
                        if getattr(self, k) is not None and k in str(exc))
             raise OptionError(key, getattr(self, key),
                               "{}: " + str(exc).split(": ", 1)[-1]) from None
@@ -117,7 +119,8 @@ class MapOptions:
         """The :class:`~compiler.options.CompileOptions` the op is tiled with."""
         from compiler.options import CompileOptions
         return CompileOptions(conv_lowering=self.conv_lowering, sparsity=self.sparsity,
-                              act_zeros=self.act_zeros, weight_format=self.weight_format)
+                              act_zeros=self.act_zeros, weight_bits=self.weight_bits,
+                              weight_format=self.weight_format)
 
 
 def mapped_chip(device) -> ChipConfig:

@@ -75,17 +75,17 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     b_is_weight = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
     # N:M sparse stored weights run compressed on sparse PEs (dense elsewhere)
     nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if b_is_weight else None
+    w_bits = options.w_bits_of(op) or 0
+    b_bits = w_bits if 0 < w_bits < 8 * eb else 0     # stored narrower, widened on load
     if isinstance(op, Conv2d) and options.conv_lowering == "direct":
         return TileProblem(
             name=op.name, lowering="direct", count=shape.count, m=shape.m, n=shape.n, k=shape.k,
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
-            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm,
+            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm, b_bits=b_bits,
             act_zeros=options.act_zeros_of(op),
-            b_store=_stored_weights(op, shape, nm is None, 8 * eb, options))
-    w_bits = op.w_bits if isinstance(op, Gemm) and op.w_bits is not None else 0
-    b_bits = w_bits if 0 < w_bits < 8 * eb else 0
+            b_store=_stored_weights(op, shape, nm is None, b_bits or 8 * eb, options))
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,

@@ -29,6 +29,12 @@ def _check_ratio(op, kind: str, key: str, what: str) -> None:
     object.__setattr__(op, key, float(z))
 
 
+def _check_w_bits(op, kind: str) -> None:
+    if op.w_bits is not None and (isinstance(op.w_bits, bool) or op.w_bits not in W_BITS):
+        raise IRError(f"{kind} {op.name!r}: w_bits = {op.w_bits!r}: must be one of "
+                      f"{', '.join(map(str, W_BITS))} or None")
+
+
 def _check_act_zeros(op, kind: str) -> None:
     _check_ratio(op, kind, "act_zeros", "the fraction of its input activations that are zero")
 
@@ -108,10 +114,7 @@ class Gemm(_OpSizes):
         if not isinstance(self.kv_cache, bool):
             raise IRError(f"Gemm {self.name!r}: kv_cache = {self.kv_cache!r}: must be True or "
                           f"False")
-        if self.w_bits is not None and (isinstance(self.w_bits, bool)
-                                        or self.w_bits not in W_BITS):
-            raise IRError(f"Gemm {self.name!r}: w_bits = {self.w_bits!r}: must be one of "
-                          f"{', '.join(map(str, W_BITS))} or None")
+        _check_w_bits(self, "Gemm")
         if self.w_bits is not None and len(self.inputs) > 1 and not self.kv_cache:
             raise IRError(f"Gemm {self.name!r}: w_bits = {self.w_bits} narrows stored weights or a "
                           f"KV cache, not a second producer's output (inputs = {self.inputs!r})")
@@ -182,7 +185,9 @@ class Conv2d(_OpSizes):
     ``weight_nm``: N:M structured sparsity of the weights along the GEMM's K (in channels x
     kernel window), as :class:`Gemm`'s. ``act_zeros``: the fraction of the input's elements
     that are zero, and ``weight_density`` the fraction of the weights that are nonzero, as
-    :class:`Gemm`'s.
+    :class:`Gemm`'s. ``w_bits``: the weights are stored with this many bits each (4: int4, two
+    per byte) and widened to the engine's precision as they are loaded (weight-only
+    quantization), as :class:`Gemm`'s.
     """
 
     name: str
@@ -206,6 +211,7 @@ class Conv2d(_OpSizes):
     weight_nm: tuple[int, int] | None = field(default=None, repr=False)
     act_zeros: float | None = field(default=None, repr=False)
     weight_density: float | None = field(default=None, repr=False)
+    w_bits: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Conv2d")
@@ -239,6 +245,7 @@ class Conv2d(_OpSizes):
         _check_act_zeros(self, "Conv2d")
         _check_ratio(self, "Conv2d", "weight_density", "the fraction of its weights that are "
                      "nonzero")
+        _check_w_bits(self, "Conv2d")
 
     @property
     def out_h(self) -> int:
@@ -253,6 +260,16 @@ class Conv2d(_OpSizes):
     @property
     def is_depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.in_channels
+
+    def weight_bytes(self, elem_bytes: int) -> int:
+        """Bytes of the weights: at ``w_bits`` when stored narrower (rounded up to a byte)."""
+        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
+            return self.weight_elements * elem_bytes
+        return -(-self.weight_elements * self.w_bits // 8)
+
+    def traffic_bytes(self, elem_bytes: int) -> int:
+        return (self.input_bytes(elem_bytes) + self.weight_bytes(elem_bytes)
+                + self.output_bytes(elem_bytes))
 
     def gemm_shape(self) -> GemmShape:
         return GemmShape(

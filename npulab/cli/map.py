@@ -41,7 +41,8 @@ _FLAGS = {"objective": "--objective", "dataflows": "--dataflows", "loop_order": 
           "conv_lowering": "--conv-lowering", "samples": "--samples",
           "exhaustive_limit": "--exhaustive-limit", "seed": "--seed", "keep": "--top",
           "tech": "--tech", "dram_kind": "--dram-type", "sparsity": "--sparsity",
-          "act_zeros": "--act-zeros", "weight_format": "--weight-format"}
+          "act_zeros": "--act-zeros", "weight_format": "--weight-format",
+          "weight_bits": "--weight-bits"}
 
 
 def add_parser(subparsers) -> None:
@@ -109,6 +110,8 @@ def add_parser(subparsers) -> None:
                         "op's own)")
     p.add_argument("--act-zeros", metavar="RATIO",
                    help="fraction of the op's activations that are zero (gates MAC energy)")
+    p.add_argument("--weight-bits", type=int, choices=(4, 8, 16),
+                   help="store the weights in this many bits, widened as they are loaded")
     p.add_argument("--weight-format", metavar="FORMAT[:DENSITY]",
                    help="keep the weights in a sparse storage format: dense, bitmask, csr, "
                         "csc, ellpack, with the fraction of nonzero weights")
@@ -228,7 +231,8 @@ def _options(args):
         return MapOptions(objective=args.objective, dataflows=_dataflows(args.dataflows),
                           loop_order=args.loop_order, conv_lowering=args.conv_lowering,
                           tech=args.tech, dram_kind=args.dram_type, sparsity=args.sparsity,
-                          act_zeros=args.act_zeros, weight_format=args.weight_format, **ints)
+                          act_zeros=args.act_zeros, weight_format=args.weight_format,
+                          weight_bits=args.weight_bits, **ints)
     except OptionError as exc:
         raise _error(exc.words(lambda option, value: f"{_FLAGS[option]} {value}",
                                lambda key, value: f"{key} {value}")) from None

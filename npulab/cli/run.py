@@ -88,6 +88,10 @@ def add_parser(sub) -> None:
                           "'conv*=0.6,fc=0.3' (op-name patterns, first match wins); zero "
                           "activations gate the PEs' MAC energy, not cycles (default: each "
                           "layer's own, else 0)")
+    run.add_argument("--weight-bits", type=int, choices=(4, 8, 16),
+                     help="native timing: store every conv and linear layer's weights in this "
+                          "many bits, widened to the array's precision as they are loaded "
+                          "(weight-only quantization: 4 on an int8 array is W4A8)")
     run.add_argument("--weight-format", metavar="FORMAT[:DENSITY]",
                      help="native timing: keep every layer's stored weights in an unstructured-"
                           "sparse format (dense, bitmask, csr, csc, ellpack), in DRAM and the "
@@ -132,12 +136,13 @@ _FLAGS = {"timing": "--timing", "compile.conv_lowering": "--conv-lowering",
           "compile.fusion": "--no-fusion", "compile.placement": "--placement",
           "compile.stages": "--stages", "compile.sparsity": "--sparsity",
           "compile.act_zeros": "--act-zeros", "compile.weight_format": "--weight-format",
+          "compile.weight_bits": "--weight-bits",
           "precision": "--precision", "skip_unsupported": "--skip-unsupported"}
 
 
 #: Flags an error names with their value (the others' rules hold for any value).
 _VALUED = ("compile.placement", "compile.stages", "compile.sparsity", "compile.act_zeros",
-           "compile.weight_format")
+           "compile.weight_format", "compile.weight_bits")
 
 
 def _in_flags(exc) -> str:
@@ -201,6 +206,7 @@ def _run_options(args, spec):
         tech=args.tech, fusion=not args.no_fusion, sparsity=_sparsity(args),
         act_zeros=_checked_flag(args, "act_zeros", "--act-zeros"),
         weight_format=_checked_flag(args, "weight_format", "--weight-format"),
+        weight_bits=args.weight_bits,
         **_placement(args))
     options = RunOptions(timing=args.timing, compile=compile_options, precision=args.precision,
                          skip_unsupported=args.skip_unsupported)

@@ -294,7 +294,8 @@ def test_compression_flags_map_the_compressed_op(capsys):
     for flags, options in [
             (["--sparsity", "2:4"], CompileOptions(sparsity="2:4")),
             (["--act-zeros", "0.5"], CompileOptions(act_zeros=0.5)),
-            (["--weight-format", "bitmask:0.25"], CompileOptions(weight_format="bitmask:0.25"))]:
+            (["--weight-format", "bitmask:0.25"], CompileOptions(weight_format="bitmask:0.25")),
+            (["--weight-bits", "4"], CompileOptions(weight_bits=4))]:
         out = _json(capsys, *argv, *flags)
         ref = map_op(tile_problem(op, chip, options), chip, "energy", tech="16nm", keep=3)
         for row, mp in zip(out["ranked"], ref.ranked):

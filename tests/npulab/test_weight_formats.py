@@ -107,3 +107,36 @@ def test_bad_formats_are_one_line_errors():
         Gemm(name="g", m=1, n=1, k=1, weight_density=-0.1)
     with pytest.raises(IRError, match="describes stored weights"):
         Gemm(name="g", m=1, n=1, k=1, inputs=("a", "b"), weight_density=0.5)
+
+
+def test_weight_bits_store_weights_narrower_for_every_weight_layer():
+    """--weight-bits 4 on an int8 array (W4A8): every conv's and linear layer's weights take
+    half the bytes, in any lowering and beside a sparse format; MACs do not change."""
+    conv = Conv2d(name="c", in_h=14, in_w=14, in_channels=64, out_channels=64, kernel_h=3,
+                  kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)
+    fc = Gemm(name="g", m=M, n=N, k=K)
+    chip = load_chip_config()
+    for op in (conv, fc):
+        for lowering in ("direct", "im2col"):
+            runs = [npulab.simulate(Graph("g", (op,)), chip, options=CompileOptions(
+                weight_bits=bits, conv_lowering=lowering, keep_on_chip=False))
+                for bits in (None, 4, 8)]
+            rd = [r.totals["dram_read_bytes"] for r in runs]
+            w = op.weight_elements
+            assert rd[0] - rd[1] == w // 2 and rd[2] == rd[0], (op.name, lowering)
+            assert runs[1].totals["macs"] == runs[0].totals["macs"]
+    # with a sparse format the values take 4 bits: bitmask = nnz x 4 bits + 1 bit each
+    both = npulab.simulate(Graph("g", (fc,)), chip, options=CompileOptions(
+        weight_bits=4, weight_format="bitmask:0.5"))
+    assert both.totals["dram_read_bytes"] == M * K + stored_weight_bytes("bitmask", K, N, 0.5, 4)
+    assert stored_weight_bytes("bitmask", K, N, 0.5, 4) == K * N // 4 + K * N // 8
+    # the IR's own w_bits on a conv, and the option on a product of activations (ignored)
+    assert Conv2d(name="c", in_h=4, in_w=4, in_channels=8, out_channels=8, kernel_h=1,
+                  kernel_w=1, w_bits=4).weight_bytes(1) == 32
+    opts = CompileOptions(weight_bits=4)
+    assert opts.w_bits_of(Gemm(name="a", m=4, n=4, k=4, inputs=("x", "y"))) is None
+    with pytest.raises(ValueError, match="weight_bits = 3: must be 4, 8 or 16"):
+        CompileOptions(weight_bits=3)
+    with pytest.raises(IRError, match="w_bits = 5: must be one of 4, 8, 16"):
+        Conv2d(name="c", in_h=4, in_w=4, in_channels=8, out_channels=8, kernel_h=1,
+               kernel_w=1, w_bits=5)

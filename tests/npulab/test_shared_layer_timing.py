@@ -34,10 +34,12 @@ def test_compute_timing_times_each_shape_once_and_equals_unshared():
         assert layer.cycles == sim._array_timing.__wrapped__(chip.array, "compute", s.count,
                                                              s.m, s.n, s.k)[0]
     from dataclasses import asdict
-    # the dict leaves out a one-core chip's cores, an unpipelined run's stage (None) and the
-    # network bits of a chip without a network (0), as it always did
+    # the dict leaves out a one-core chip's cores, an unpipelined run's stage (None), the
+    # network bits of a chip without a network (0) and a ratio of zero activations of 0, as
+    # it always did
     expect = {k: v for k, v in asdict(run.layers[3]).items() if k not in ("cores", "stage")}
     assert expect["actions"].pop("noc_bit_hops") == 0
+    assert expect["actions"].pop("act_zeros") == 0.0
     assert run.to_dict()["layers"][3] == expect
 
 

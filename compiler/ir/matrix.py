@@ -53,8 +53,23 @@ def _check_weight_nm(op, kind: str) -> None:
     object.__setattr__(op, "weight_nm", (int(nm[0]), int(nm[1])))
 
 
+class _StoredWeights(_OpSizes):
+    """Sizes of a matrix op whose weights may be stored narrower than its operands
+    (``w_bits``: 4 is int4, two per byte)."""
+
+    def weight_bytes(self, elem_bytes: int) -> int:
+        """Bytes of the weights: at ``w_bits`` when stored narrower (rounded up to a byte)."""
+        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
+            return self.weight_elements * elem_bytes
+        return -(-self.weight_elements * self.w_bits // 8)
+
+    def traffic_bytes(self, elem_bytes: int) -> int:
+        return (self.input_bytes(elem_bytes) + self.weight_bytes(elem_bytes)
+                + self.output_bytes(elem_bytes))
+
+
 @dataclass(frozen=True, kw_only=True)
-class Gemm(_OpSizes):
+class Gemm(_StoredWeights):
     """Batched matrix multiply: ``out[b] (m x n) = a[b] (m x k) @ w[b] (k x n)`` for ``b < batch``.
 
     A fully connected layer is ``Gemm(m=batch_size, n=out_features, k=in_features)``; attention
@@ -164,19 +179,9 @@ class Gemm(_OpSizes):
     def output_elements(self) -> int:
         return self.batch * self.m * self.n
 
-    def weight_bytes(self, elem_bytes: int) -> int:
-        """Bytes of ``w``: at ``w_bits`` when it is stored narrower (rounded up to a byte)."""
-        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
-            return self.weight_elements * elem_bytes
-        return -(-self.weight_elements * self.w_bits // 8)
-
-    def traffic_bytes(self, elem_bytes: int) -> int:
-        return (self.input_bytes(elem_bytes) + self.weight_bytes(elem_bytes)
-                + self.output_bytes(elem_bytes))
-
 
 @dataclass(frozen=True, kw_only=True)
-class Conv2d(_OpSizes):
+class Conv2d(_StoredWeights):
     """2-D convolution, NCHW semantics, with padding, stride, dilation, groups and batch.
 
     ``out_h = (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) // stride_h + 1``
@@ -260,16 +265,6 @@ class Conv2d(_OpSizes):
     @property
     def is_depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.in_channels
-
-    def weight_bytes(self, elem_bytes: int) -> int:
-        """Bytes of the weights: at ``w_bits`` when stored narrower (rounded up to a byte)."""
-        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
-            return self.weight_elements * elem_bytes
-        return -(-self.weight_elements * self.w_bits // 8)
-
-    def traffic_bytes(self, elem_bytes: int) -> int:
-        return (self.input_bytes(elem_bytes) + self.weight_bytes(elem_bytes)
-                + self.output_bytes(elem_bytes))
 
     def gemm_shape(self) -> GemmShape:
         return GemmShape(

@@ -15,7 +15,11 @@ import numpy as np
 
 from hw.sparsity import detect_nm
 
-__all__ = ["WeightReader"]
+__all__ = ["WeightReader", "WEIGHT_INPUT"]
+
+#: The input that holds a node's weights, by node type.
+WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "MatMul": 1, "MatMulInteger": 1,
+                "QLinearMatMul": 3, "Gemm": 1}
 
 
 class WeightReader:
@@ -34,34 +38,30 @@ class WeightReader:
         return self.onnx.numpy_helper.to_array(tensor, self.base_dir or "")
 
     def weight_facts(self, node, producers=None) -> tuple[tuple[int, int] | None, float] | None:
-        """``(N:M structure or None, fraction nonzero)`` of ``node``'s weights (None: no weight
-        initializer). The N:M structure runs along the GEMM's K. Conv ``(O, I/g, kh, kw)``: K runs over ``(kh, kw, I/g)``, input
-        channels innermost; Gemm ``B`` (``(K, N)``, ``(N, K)`` with transB); MatMul ``B``
-        ``(..., K, N)``. An op the importer built from a chain (MatMul + Add) is named by its
-        last node: ``producers`` (tensor -> node) leads back to the matrix node, a few hops."""
-        frontier, seen = [node], set()
-        for _ in range(4):
-            found = next((n for n in frontier if n.op_type in ("Conv", "Gemm", "MatMul")), None)
-            if found is not None:
-                return self._node_facts(found)
-            if not producers:
-                return None
-            seen.update(id(n) for n in frontier)
-            frontier = [producers[t] for n in frontier for t in n.input
-                        if t in producers and id(producers[t]) not in seen]
-        return None
-
-    def _node_facts(self, node):
-        if len(node.input) < 2:
+        """``(N:M structure or None, fraction nonzero)`` of ``node``'s stored weights (None: the
+        node has none this reader can read). Weights are the input :data:`WEIGHT_INPUT` names
+        for the node's type, an initializer or a ``DequantizeLinear`` of one (``producers``:
+        tensor -> node); their N:M structure runs along the GEMM's K. Conv ``(O, I/g, kh,
+        kw)``: K runs over ``(kh, kw, I/g)``, input channels innermost; Gemm ``B`` (``(K,
+        N)``, ``(N, K)`` with transB); MatMul ``B`` ``(..., K, N)``. Other nodes that become
+        matrix ops (Einsum, ConvTranspose, Attention) are left alone."""
+        index = WEIGHT_INPUT.get(node.op_type)
+        if index is None or len(node.input) <= index:
             return None
-        w = self.array(node.input[1])
+        name = node.input[index]
+        dq = (producers or {}).get(name)
+        if name not in self.initializers and dq is not None \
+                and dq.op_type == "DequantizeLinear":
+            name = dq.input[0]          # quantized weights: zeros stay zeros
+        w = self.array(name)
         if w is None or w.ndim < 2 or w.size == 0:
             return None
         density = float(np.count_nonzero(w)) / w.size
-        if node.op_type == "Conv":
+        if node.op_type in ("Conv", "ConvInteger", "QLinearConv"):
             if w.ndim != 4:
                 return None
             return detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1), density
         trans_b = node.op_type == "Gemm" and any(
             a.name == "transB" and a.i for a in node.attribute)
         return detect_nm(w, axis=-1 if trans_b else -2), density
+

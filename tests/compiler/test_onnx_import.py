@@ -743,3 +743,32 @@ def test_sparsity_from_weights_reads_each_layers_n_m(tmp_path):
     assert all(getattr(op, "weight_density", None) is None for op in g.ops)
     with pytest.raises(OnnxImportError, match="sparsity_from_weights = 1: must be True"):
         import_onnx(path, sparsity_from_weights=1)
+
+
+def test_sparsity_from_weights_reads_only_each_nodes_own_weights():
+    """An Einsum after a pruned MatMul keeps its own (dense) weights, one of two activations
+    gets none, and a quantized (DequantizeLinear) weight is read through to its integers."""
+    from hw.sparsity import prune_n_m
+    rng = np.random.default_rng(3)
+    w, _ = prune_n_m(rng.normal(size=(64, 32)).astype(np.float32), 2, 4, axis=0)
+    q, _ = prune_n_m(rng.integers(-100, 100, (32, 16)).astype(np.int8), 1, 4, axis=0)
+    dense = rng.normal(size=(32, 8)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["h", "w"], ["mm"]),
+             helper.make_node("Einsum", ["mm", "d"], ["e"], equation="ij,jk->ik"),
+             helper.make_node("MatMul", ["h", "w"], ["mm2"]),
+             helper.make_node("Einsum", ["mm", "mm2"], ["both"], equation="ij,kj->ik"),
+             helper.make_node("DequantizeLinear", ["q", "s"], ["qd"]),
+             helper.make_node("MatMul", ["mm", "qd"], ["qm"])]
+    graph = helper.make_graph(
+        nodes, "mixed", [helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in ("e", "both", "qm")],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(dense, "d"),
+         numpy_helper.from_array(q, "q"), numpy_helper.from_array(np.float32(0.1), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    g, _ = import_onnx(model, sparsity_from_weights=True)
+    facts = {op.name: (op.weight_nm, op.weight_density) for op in g.ops
+             if op.gemm_shape() is not None}
+    assert facts["mm"] == ((2, 4), 0.5)
+    assert facts["e"] == (None, None)          # an Einsum's weights are not read
+    assert facts["both"] == (None, None)       # two activations: no stored weights
+    assert facts["qm"] == ((1, 4), 0.25)       # through DequantizeLinear to its int8 zeros

@@ -26,7 +26,8 @@ def _array_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cols", "-c", type=int, default=4, help="array columns (default 4)")
     p.add_argument("--dataflow", "-d", default="ws", choices=["os", "ws", "is"],
                    help="dataflow (default ws; dense is runs on the ws hardware)")
-    p.add_argument("--precision", "-p", default="int8", choices=["int4", "int8", "int16"],
+    p.add_argument("--precision", "-p", default="int8",
+                   choices=["binary", "int4", "int8", "int16"],
                    help="operand precision (default int8)")
     p.add_argument("--acc-bits", type=int, default=None,
                    help="accumulator bits (default 32 for int8, 64 for int16)")
@@ -35,18 +36,27 @@ def _array_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sparse-m", type=int, default=0, metavar="M",
                    help="N:M sparse PEs with groups of M (e.g. 4 for 2:4; default 0: dense)")
     p.add_argument("--macs-per-pe", type=int, default=1, metavar="N",
-                   help="MACs per PE per cycle: 1 (default), or 2 with --precision int4 "
-                        "(dual-MAC PEs, operand pairs of consecutive k)")
+                   help="MACs per PE per cycle: 1 (default), 2 with --precision int4 "
+                        "(dual-MAC PEs, operand pairs of consecutive k), or 2, 4 or 8 with "
+                        "--precision binary (XNOR gates and a popcount)")
     p.add_argument("--deskew", action="store_true",
                    help="add the output de-skew stage (column j delayed C-1-j cycles)")
 
 
 def array_config_from_args(args) -> ArrayConfig:
     """The ArrayConfig the flags describe; bad values raise ConfigError naming the flag."""
-    cfg = ArrayConfig(rows=args.rows, cols=args.cols, dataflow=args.dataflow,
-                      precision=args.precision, acc_bits=args.acc_bits,
-                      overflow=args.overflow, sparse_m=args.sparse_m,
-                      macs_per_pe=args.macs_per_pe)
+    fields = dict(rows=args.rows, cols=args.cols, dataflow=args.dataflow,
+                  precision=args.precision, acc_bits=args.acc_bits, overflow=args.overflow,
+                  sparse_m=args.sparse_m, macs_per_pe=args.macs_per_pe)
+    try:
+        cfg = ArrayConfig(**fields)
+    except ConfigError as exc:     # "ArrayConfig: macs_per_pe = 3: ..." -> "--macs-per-pe = 3: ..."
+        text = str(exc).removeprefix("ArrayConfig: ")
+        for key, value in fields.items():
+            if text.startswith(f"{key} = "):
+                text = f"--{key.replace('_', '-')} = " + text.split(" = ", 1)[1]
+                break
+        raise ConfigError(text) from None
     from hw.systolic.rtl.array import check_rtl_config
     check_rtl_config(cfg, "npulab rtl")
     return cfg

@@ -110,8 +110,11 @@ def test_wave_with_a_mutation_fails_and_keeps_the_waveform(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["rtl", "verilog", "--rows", "0"], "rows = 0: must be an integer in 1..4096"),
-    (["rtl", "verilog", "--acc-bits", "8"], "acc_bits = 8: must be an integer in 16..64"),
+    (["rtl", "verilog", "--rows", "0"], "--rows = 0: must be an integer in 1..4096"),
+    (["rtl", "verilog", "--acc-bits", "8"], "--acc-bits = 8: must be an integer in 16..64"),
+    (["rtl", "verify", "--sparse-m", "1"], "--sparse-m = 1: must be 0 (dense PEs) or an integer"),
+    (["rtl", "verify", "--precision", "binary", "--macs-per-pe", "3"],
+     "--macs-per-pe = 3: must be 1, 2 with int4 operands, or 2, 4 or 8 with binary ones"),
     (["rtl", "verify", "--cases", "0"], "--cases = 0: must be at least 1"),
     (["rtl", "synth", "--rows", "80"], "80 x 4: RTL generation supports up to 64 x 64"),
     (["rtl", "wave", "--m", "0", "-o", "w"], "--m = 0: must be an integer in 1..256"),

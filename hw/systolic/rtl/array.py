@@ -183,9 +183,9 @@ def check_rtl_config(cfg: ArrayConfig, where: str = "rtl") -> None:
     failure."""
     if not isinstance(cfg, ArrayConfig):
         raise ConfigError(f"{where}: cfg = {cfg!r}: must be an ArrayConfig")
-    if cfg.precision.is_float or cfg.precision.bits < 4:
+    if cfg.precision.is_float:
         raise ConfigError(f"{where}: precision = {cfg.precision.value!r}: the RTL supports "
-                          f"'int4', 'int8' and 'int16' (the floating-point and binary "
+                          f"'binary', 'int4', 'int8' and 'int16' (the floating-point "
                           f"precisions are modelled in Numba only)")
     if cfg.rows > 64 or cfg.cols > 64:
         raise ConfigError(f"{where}: rows x cols = {cfg.rows} x {cfg.cols}: RTL generation "

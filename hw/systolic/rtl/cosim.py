@@ -29,7 +29,7 @@ from hw.systolic.regmodel import run_gemm, snapshot_layout
 from hw.systolic.rtl.array import SystolicArray, check_rtl_config
 
 __all__ = ["Mismatch", "CaseResult", "VerifyReport", "random_gemm", "wave_operands", "cosim_gemm",
-           "verify"]
+           "verify", "binary_snapshots"]
 
 CLOCK_PERIOD = 1e-8  # 100 MHz in the waveform; the contract is in cycles
 
@@ -100,12 +100,17 @@ class VerifyReport:
 
 def random_gemm(rng: np.random.Generator, cfg: ArrayConfig):
     """A random GEMM that exercises full and partial folds in every dimension, batches, and
-    operands over the whole precision range (extremes included)."""
+    operands over the whole precision range (extremes included). Binary operands are +1 or
+    -1, K a multiple of the PE's operands per cycle (the RTL has no lane mask)."""
     r, c = cfg.rows, cfg.cols
     batch = int(rng.integers(1, 3))
     m = int(rng.integers(1, 2 * max(r, c) + 2))
     k = int(rng.integers(1, 2 * max(r, c) + 3))
     n = int(rng.integers(1, 2 * max(r, c) + 2))
+    if cfg.precision.bits == 1:
+        lanes = cfg.macs_per_pe
+        k = lanes * int(rng.integers(1, (2 * max(r, c) + 2) // lanes + 2))
+        return (rng.choice([-1, 1], (batch, m, k)), rng.choice([-1, 1], (batch, k, n)))
     lo, hi = cfg.precision.operand_range
     a = rng.integers(lo, hi + 1, (batch, m, k))
     b = rng.integers(lo, hi + 1, (batch, k, n))
@@ -152,6 +157,17 @@ def wave_operands(cfg: ArrayConfig, m: int, k: int, n: int, kind: str = "ramp", 
     if cfg.sparse_m and k % cfg.sparse_m:
         raise ConfigError(f"wave: k = {k}: with sparse_m = {cfg.sparse_m} K must be a "
                           f"multiple of {cfg.sparse_m}")
+    if cfg.precision.bits == 1:
+        if k % cfg.macs_per_pe:
+            raise ConfigError(f"wave: k = {k}: binary PEs with {cfg.macs_per_pe} MACs each "
+                              f"need K a multiple of {cfg.macs_per_pe} (no lane mask)")
+        if kind == "random":
+            rng = np.random.default_rng(seed)
+            return rng.choice([-1, 1], (m, k)), rng.choice([-1, 1], (k, n))
+        # ramp: +1/-1 by the parity of the ramp's value
+        a = 1 + np.arange(m)[:, None] * k + np.arange(k)[None, :]
+        b = 1 + np.arange(k)[:, None] * n + np.arange(n)[None, :]
+        return 1 - 2 * (a % 2), 1 - 2 * ((b // 2) % 2)
     if kind == "random":
         rng = np.random.default_rng(seed)
         a, b = rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
@@ -338,6 +354,21 @@ def _gtkw_traces(top: SystolicArray) -> list:
     return traces
 
 
+#: Snapshot fields that hold operand values (stimulus and registers), as opposed to flags,
+#: indices and sums.
+OPERAND_FIELDS = ("a", "b", "a_in", "b_in", "x", "shadow", "active", "x_in", "w_in")
+
+
+def binary_snapshots(cfg: ArrayConfig, snaps: np.ndarray) -> np.ndarray:
+    """The model's snapshots of a binary array with every operand as the bit the RTL holds:
+    1 for +1, 0 for -1 (and for an empty register, which holds 0 in the model)."""
+    out = snaps.copy()
+    for name, (offset, length) in snapshot_layout(cfg).items():
+        if name in OPERAND_FIELDS and length:
+            out[:, offset:offset + length] = out[:, offset:offset + length] > 0
+    return out
+
+
 def cosim_gemm(cfg: ArrayConfig, a, b, *, deskew: bool = False, pe_class=None,
                vcd_path: str | os.PathLike | None = None,
                vcd_always: bool = False) -> tuple[int, Mismatch | None]:
@@ -355,6 +386,8 @@ def cosim_gemm(cfg: ArrayConfig, a, b, *, deskew: bool = False, pe_class=None,
         nm = (max(1, nm_density(b, cfg.sparse_m, axis=-2)), cfg.sparse_m)
     model = run_gemm(cfg, a, b, nm=nm, snapshots=True)
     snaps = model.snapshots  # for IS: of the transposed problem, which the hardware runs
+    if cfg.precision.bits == 1:
+        snaps = binary_snapshots(cfg, snaps)
     if vcd_always and vcd_path is not None:
         mismatch = _simulate(cfg, snaps, deskew=deskew, pe_class=pe_class, vcd_path=vcd_path)
         if mismatch is not None:

@@ -39,6 +39,17 @@ def _index_low_bit_stuck(self, group, index):
     return group[Cat(C(0, 1), index[1:])]
 
 
+def _xor_product(self, a, b):
+    # A binary PE's XNOR built as an XOR: every product's sign flipped.
+    from amaranth import Mux
+
+    return Mux(a == b, -1, 1)
+
+
+#: Mutations of binary PEs only (``precision = "binary"``).
+_BINARY = {"xor-product": (_xor_product, "binary PE's XNOR built as an XOR (every product's "
+                                         "sign flipped)")}
+
 _PRODUCTS = {
     "unsigned-multiply": (_unsigned_product, "operands multiplied as unsigned numbers"),
     "narrow-product": (_narrow_product, "product truncated to the operand width"),
@@ -52,7 +63,8 @@ _PICKS = {
 }
 
 #: name -> one-line description of each mutation.
-MUTATIONS = {name: desc for name, (_, desc) in (*_PRODUCTS.items(), *_PICKS.items())}
+MUTATIONS = {name: desc for name, (_, desc) in (*_PRODUCTS.items(), *_PICKS.items(),
+                                                 *_BINARY.items())}
 
 
 def pe_class_for(cfg: ArrayConfig, mutation: str | None):
@@ -69,6 +81,11 @@ def pe_class_for(cfg: ArrayConfig, mutation: str | None):
         override = {"pick": _PICKS[mutation][0]}
     elif mutation in _PRODUCTS:
         override = {"product": _PRODUCTS[mutation][0]}
+    elif mutation in _BINARY:
+        if cfg.precision.bits != 1:
+            raise ConfigError(f"mutation = {mutation!r} breaks a binary PE's XNOR: the array "
+                              f"needs precision = 'binary' (it has {cfg.precision.value!r})")
+        override = {"product": _BINARY[mutation][0]}
     else:
         raise ConfigError(f"mutation = {mutation!r}: must be one of {', '.join(MUTATIONS)}")
     return type(f"{base.__name__}_{mutation.replace('-', '_')}", (base,), override)

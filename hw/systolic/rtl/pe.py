@@ -13,7 +13,7 @@ in cycle t is the one it forwards from cycle t + 1 on.
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -24,9 +24,16 @@ __all__ = [
 ]
 
 
+def operand_shape(bits: int):
+    """One operand's shape: ``signed(bits)``, or one plain bit for binary operands (1 stands
+    for +1, 0 for -1)."""
+    return unsigned(1) if bits == 1 else signed(bits)
+
+
 def _operand(bits: int, group: int):
     """One operand, or (``group > 1``) a group of them: an N:M sparse PE's activations."""
-    return signed(bits) if group == 1 else data.ArrayLayout(signed(bits), group)
+    shape = operand_shape(bits)
+    return shape if group == 1 else data.ArrayLayout(shape, group)
 
 
 def stream_layout(bits: int, last: bool, group: int = 1,
@@ -100,8 +107,13 @@ class _MacPE(wiring.Component):
         super().__init__(signature)
 
     def product(self, a, b):
-        """The signed ``bits x bits`` product (exact in ``2 * bits``). Subclasses that break
-        it are the mutations :mod:`hw.systolic.rtl.mutations` offers to co-simulation."""
+        """The signed ``bits x bits`` product (exact in ``2 * bits``). Binary operands
+        (``bits = 1``, 1 standing for +1 and 0 for -1) multiply by XNOR: +1 where they are
+        equal, else -1, so a sum of them is a popcount (:func:`hw.numerics.xnor_popcount`).
+        Subclasses that break it are the mutations :mod:`hw.systolic.rtl.mutations` offers to
+        co-simulation."""
+        if self.bits == 1:
+            return Mux(a == b, 1, -1)
         return a * b
 
     def pick(self, group, index):
@@ -255,7 +267,7 @@ class StationaryPE(_MacPE):
         x_value = self.x_in.value
         if self.lanes > 1:      # dual-MAC: every lane of x times the same lane of w, added
             w_value = Mux(first, self.shadow.value.as_value(), self.active.value.as_value())
-            w_lanes = data.View(data.ArrayLayout(signed(self.bits), self.lanes), w_value)
+            w_lanes = data.View(data.ArrayLayout(operand_shape(self.bits), self.lanes), w_value)
             prod = self._dot_signal(m, x_value, w_lanes, self.lanes)
         else:
             if self.x_group > 1:    # sparse WS: the weight's index picks the activation

@@ -199,7 +199,8 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
       ``x`` valid of PE (0, i+j): only delays beyond the top row's, C+1 .. R+C-1, need
       flip-flops of their own (R-1 of them);
     * de-skew: column j holds C-1-j outputs. OS: value and valid (A+1) each. WS/IS: the value
-      is the bottom row's ``psum`` (``psum_bits(R-1)`` distinct bits, sign-extended to A); its
+      is the bottom row's ``psum`` (``psum_bits(R-1)`` distinct bits, of ``macs_per_pe``
+      products per PE, sign-extended to A); its
       valid bit is row 0's valid delayed R+j+k+1 <= R+C-1 cycles, already a flip-flop.
     * N:M sparse PEs (``sparse_m = M``, I = ceil(log2 M) index bits): the bank that holds
       activations holds M of them (OS ``a``, WS ``x``: M*P value bits; IS ``shadow`` and
@@ -210,6 +211,10 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     * one-row OS array: a drain counter (0..1) is the ``last`` flag its column's PE latched, so
       columns 0..C-2 (whose PE forwards ``a``) hold it once; and a de-skew valid bit of column
       j, k stages in, is the ``last`` flag of column j + k, already a flip-flop.
+    * binary PEs (P = 1) with an even ``macs_per_pe``: every sum a WS/IS ``psum`` register
+      loads is a sum of pairs of +1/-1 products, even, so its lowest bit is always 0 (as at
+      reset) and is no flip-flop, nor is it in the de-skew stages that hold the bottom row's.
+      (An OS accumulator, or a psum of one product per PE, loads odd values too.)
     """
     from hw.systolic.rtl.pe import psum_bits
 
@@ -234,7 +239,10 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     total += r * (c - 1) * (px + 2) + 1  # forwarded x; the top-right PE's valid bit
     total += r * c * 2 * (pw + 1) + c * sum(psum_bits(p, a, i, lanes) for i in range(r))
     total += r - 1  # psum_valid delays C+1 .. R+C-1
-    return total + (tri(c) * psum_bits(p, a, r - 1) if deskew else 0)
+    total += tri(c) * psum_bits(p, a, r - 1, lanes) if deskew else 0
+    if p == 1 and lanes % 2 == 0:   # binary: sums of pairs are even, the lowest bit always 0
+        total -= r * c + (tri(c) if deskew else 0)
+    return total
 
 
 class FmaxHarness(wiring.Component):

@@ -141,7 +141,34 @@ def test_binary_errors_are_one_line():
     cfg = ArrayConfig(rows=2, cols=2, precision="binary")
     with pytest.raises(ValueError, match="value 0 is not a binary operand: must be"):
         run_gemm(cfg, np.array([[1, 0]]), np.array([[1], [1]]))
-    with pytest.raises(ConfigError, match="binary precisions are modelled in Numba only"):
-        check_rtl_config(cfg)
+    with pytest.raises(ConfigError, match="the RTL supports 'binary', 'int4'"):
+        check_rtl_config(ArrayConfig(rows=2, cols=2, precision="fp8_e4m3"))
+    check_rtl_config(cfg)           # binary PEs have RTL (co-simulated below)
     with pytest.raises(ConfigError, match="sub-byte int4 and binary run in the array models"):
         ChipConfig(array=cfg)
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+@pytest.mark.parametrize("lanes", [1, 2, 8])
+def test_rtl_xnor_pes_cosimulate_every_register_every_cycle(dataflow, lanes):
+    from hw.systolic.rtl.cosim import verify
+    cfg = ArrayConfig(rows=3, cols=2, dataflow=dataflow, precision="binary", acc_bits=8,
+                      macs_per_pe=lanes, overflow="saturate" if lanes == 2 else "wrap")
+    report = verify(cfg, cases=3, seed=lanes)
+    assert report.ok, report.summary()
+    # an XOR where the XNOR should be flips every product: caught
+    broken = verify(cfg, cases=1, seed=lanes, mutation="xor-product")
+    assert not broken.ok and "differ" in broken.summary()
+
+
+def test_rtl_binary_mutation_and_lane_errors():
+    from hw.systolic.rtl.cosim import wave_operands
+    from hw.systolic.rtl.mutations import pe_class_for
+    with pytest.raises(ConfigError, match="xor-product' breaks a binary PE's XNOR"):
+        pe_class_for(ArrayConfig(rows=2, cols=2), "xor-product")
+    cfg = ArrayConfig(rows=2, cols=2, precision="binary", macs_per_pe=4)
+    with pytest.raises(ConfigError, match="k = 6: binary PEs with 4 MACs each need K a "
+                                          "multiple of 4"):
+        wave_operands(cfg, 2, 6, 2)
+    a, b = wave_operands(cfg, 3, 8, 2)
+    assert set(np.unique(a)) | set(np.unique(b)) == {-1, 1}

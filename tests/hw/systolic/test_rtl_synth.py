@@ -28,6 +28,11 @@ CASES = [
     dict(rows=3, cols=2, dataflow="os", precision="int4", macs_per_pe=2),
     dict(rows=2, cols=3, dataflow="ws", precision="int4", acc_bits=8, overflow="saturate",
          macs_per_pe=2),
+    dict(rows=2, cols=3, dataflow="ws", precision="int4", acc_bits=12, macs_per_pe=2),
+    # binary XNOR PEs: one-bit operands; sums of pairs of +-1 are even (a constant-0 bit)
+    dict(rows=3, cols=2, dataflow="ws", precision="binary", acc_bits=12),
+    dict(rows=2, cols=3, dataflow="is", precision="binary", acc_bits=12, macs_per_pe=8),
+    dict(rows=2, cols=3, dataflow="os", precision="binary", acc_bits=12, macs_per_pe=2),
 ]
 
 

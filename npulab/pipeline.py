@@ -110,17 +110,32 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
                           {"native": ("timing", "native"), "timing": ("timing", options.timing)})
     sparsity = options.compile.sparsity
     sparse_m = spec.config.array.sparse_m
-    if sparsity is not None and parse_nm(sparsity) is not None \
-            and array_nm(parse_nm(sparsity), sparse_m) is None:
-        why = ("has dense PEs" if not sparse_m else
-               f"has {sparse_m}-element sparse groups, which cannot skip any of {sparsity}")
+    nm = parse_nm(sparsity) if sparsity is not None else None
+    if nm is not None and array_nm(nm, sparse_m) is None:
         raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
-                          f"{why}; set array.sparse_m = {parse_nm(sparsity)[1]} for N:M "
-                          f"sparse PEs")
+                          f"{_sparse_hint(nm, sparse_m)}")
     cores = spec.config.cores
     if options.compile.placement == "pipeline" and cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "
                           f"cores ({literal(spec.name)} has {cores})")
+
+
+def _sparse_hint(nm: tuple[int, int], sparse_m: int) -> str:
+    """Why an array cannot skip any of ``nm``, and what would."""
+    from hw.systolic.config import MAX_SPARSE_M
+    n, m = nm
+    why = ("has dense PEs" if not sparse_m else
+           f"has {sparse_m}-element sparse groups, which cannot skip any of {n}:{m}")
+    if n == m:
+        return f"{why}; {n}:{m} keeps every weight: it is dense (--sparsity dense)"
+    if m <= MAX_SPARSE_M:
+        return f"{why}; set array.sparse_m = {m} for N:M sparse PEs"
+    for g in range(MAX_SPARSE_M, 1, -1):      # the largest group that still skips some
+        runs = array_nm(nm, g)
+        if runs is not None:
+            return (f"{why}; sparse PEs group at most {MAX_SPARSE_M} weights: array.sparse_m "
+                    f"= {g} runs it as {runs[0]}:{runs[1]}")
+    return f"{why}; no sparse PE group of 2..{MAX_SPARSE_M} weights skips any of {n}:{m}"
 
 
 def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:

@@ -50,7 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
-from hw.sparsity import filter_read_bits
+from hw.sparsity import filter_read_bits, whole_groups
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -439,7 +439,10 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
         lchip = chip if t.dataflow in (None, chip.array.dataflow.value) else replace(
             chip, array=replace(chip.array, dataflow=Dataflow(t.dataflow)))
         shape = op.gemm_shape()
-        folds = map_gemm(lchip.array, shape.m, shape.n, shape.k, shape.count).folds
+        ran = shape             # what the array ran: N:M compressed, K' = K * N / M
+        if t.nm is not None:
+            ran = replace(shape, k=whole_groups(shape.k, t.nm) // t.nm[1] * t.nm[0])
+        folds = map_gemm(lchip.array, ran.m, ran.n, ran.k, ran.count).folds
         cycles = c["cycles"]
         # the layer's window, or longer when its own work overlapped the previous window
         # (prefetch): array, DRAM, link and scratchpad-port busy time
@@ -459,7 +462,7 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
             name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
             gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=ls.macs, cycles=cycles,
             pe_busy_cycles=c["pe_busy_cycles"], folds=folds,
-            mapping_efficiency_pct=_mapping_efficiency(lchip.array, shape, folds),
+            mapping_efficiency_pct=_mapping_efficiency(lchip.array, ran, folds),
             # over the busy span, as npulab.metrics' compute_utilization; the MACs the PEs
             # performed (the kept ones on N:M sparse PEs; ls.macs scaled to this layer's share)
             utilization_pct=(100.0 * _performed(ls.macs, c["pe_busy_cycles"], ls.tiling)

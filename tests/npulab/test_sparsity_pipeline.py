@@ -40,6 +40,9 @@ def test_two_four_gemm_halves_macs_and_filter_bytes():
     # compute: the executor's cycles of the one tile are the timing engine's on K' = K/2
     timing = gemm_timing(chip.array, M, N, K, nm=(2, 4))
     assert s["filter_sram_reads"] == timing.filter_reads == d["filter_sram_reads"] // 2
+    # the layer reports the folds the array ran (on K' = K/2) and the GEMM's own K
+    layer = sparse.layers[0]
+    assert layer.folds == timing.folds < dense.layers[0].folds and layer.gemm_k == K
     assert s["compute_cycles"] < d["compute_cycles"]
     # PE utilization counts performed MACs: at most 100 %, effective TOPS may pass the peak
     assert 0 < s["utilization_pct"] <= 100.0
@@ -83,3 +86,21 @@ def test_detect_nm_finds_the_sparsest_structure():
     w, _ = prune_n_m(rng.normal(size=(64, 16)), 2, 4, axis=0)
     assert detect_nm(w, axis=0) == (2, 4)
     assert detect_nm(rng.normal(size=(64, 16)), axis=0) is None
+
+
+@pytest.mark.parametrize("sets, sparsity, message", [
+    ([], "2:4", "array has dense PEs; set array.sparse_m = 4 for N:M sparse PEs"),
+    (["array.sparse_m=2"], "4:8", "2-element sparse groups, which cannot skip any of 4:8; set "
+                                  "array.sparse_m = 8"),
+    (["array.sparse_m=4"], "4:4", "4:4 keeps every weight: it is dense (--sparsity dense)"),
+    ([], "2:32", "group at most 16 weights: array.sparse_m = 16 runs it as 2:16"),
+    ([], "20:32", "no sparse PE group of 2..16 weights skips any of 20:32"),
+])
+def test_sparsity_the_array_cannot_skip_is_a_one_line_error(capsys, sets, sparsity, message):
+    from npulab.cli import main
+    argv = ["run", "--gemm", "8,8,32", "--sparsity", sparsity, "-q"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--sparsity {sparsity}: " in err and message in err, err

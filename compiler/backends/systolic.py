@@ -681,9 +681,9 @@ def _b_box(p: TileProblem, base: int, g0: int, gsz: int, k0: int, ksz: int, n0: 
            trips, eb: int, choice: TileChoice):
     kt = ksz * p.k_unit
     if p.b_is_weight:
-        block = p.b_size(choice.k_units * p.k_unit * choice.n_tile)
+        block = p.b_tile(choice.k_units * p.k_unit, choice.n_tile)
         index = (g0 * trips["k"] + k0 // choice.k_units) * trips["n"] + n0 // choice.n_tile
-        return base + index * block, 1, 0, 1, 0, p.b_size(gsz * kt * nsz)
+        return base + index * block, 1, 0, 1, 0, p.b_tile(kt, nsz, gsz)
     addr = base + (g0 * p.k * p.n + k0 * p.n + n0) * eb
     if nsz == p.n:
         return addr, 1, 0, 1, 0, gsz * kt * p.n * eb

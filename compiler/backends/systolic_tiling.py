@@ -133,6 +133,11 @@ class TileProblem:
         (:func:`npulab.simulate.array_actions` and the executor charge the same)."""
         return filter_read_bits(value_bits, self.nm, self.b_store)
 
+    def b_tile(self, kt: int, nt: int, count: int = 1) -> int:
+        """Stored bytes of ``count`` B tiles of ``kt x nt`` elements: N:M compressed tiles hold
+        whole groups (:meth:`array_k`), as the array runs them."""
+        return self.b_size(count * self.array_k(kt) * nt)
+
     def b_size(self, elements: int) -> int:
         """Bytes of ``elements`` B elements as stored (:attr:`b_ratio`), rounded up to a byte."""
         num, den = self.b_ratio
@@ -380,7 +385,7 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
             k_items, k_trips = k_split[ku]
             a_passes = None                   # computed when a tiling with this (mu, ku) is costed
             for nt in n_cands:
-                b_fp, c_fp = p.b_size(kt * nt), mu * unit_px * nt * ab
+                b_fp, c_fp = p.b_tile(kt, nt), mu * unit_px * nt * ab
                 if b_fp > cap_b:
                     too_big("filter", b_fp)
                     continue
@@ -523,10 +528,8 @@ def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, eb: int, burst: int
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:
-    if p.b_bits or p.nm:             # narrower or compressed weights (always a weight)
-        return _burst(p.b_size(kt * nt), burst)
-    if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled: one block per tile
-        return _burst(kt * nt * eb, burst)
+    if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled (as stored): one block
+        return _burst(p.b_tile(kt, nt), burst)
     return kt * _burst(nt * eb, burst)
 
 

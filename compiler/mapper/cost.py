@@ -188,7 +188,8 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
         b_bus, b_ex = b[ik, i_n, 0], b[ik, i_n, 1]
         c_bus, c_ex, acc_bus, acc_ex = c[im, i_n, 0], c[im, i_n, 1], c[im, i_n, 2], c[im, i_n, 3]
         # first load (first A and B tiles, or the MOVE of a resident input) and last store
-        b_first = math.ceil(gt * k[ik, 2] * n[i_n, 2] * pflt[PF_B_BYTES])
+        kb = k[ik, 2] if nm_m == 0 else (k[ik, 2] + nm_m - 1) // nm_m * nm_m   # whole groups
+        b_first = math.ceil(gt * kb * n[i_n, 2] * pflt[PF_B_BYTES])
         if in_res:
             first = pint[PI_FIRST_A] + setup + math.ceil(b_first * bwinv)
         else:

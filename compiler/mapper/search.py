@@ -449,6 +449,6 @@ def _details(search: _Search, space: MappingSpace, p: TileProblem, dfs) -> tuple
             dram_bytes=counters["dram_bytes"], dram_bus_bytes=counters["dram_bus_bytes"],
             tiles=counters["tiles"], energy_j=float(dfv[7]), edp_js=float(dfv[8]),
             objective=obj, energy_breakdown_j=energy, counters=counters,
-            ifmap_bytes=0 if in_res else gt * a_fp, filter_bytes=gt * p.b_size(ku * p.k_unit * nt),
+            ifmap_bytes=0 if in_res else gt * a_fp, filter_bytes=gt * p.b_tile(ku * p.k_unit, nt),
             ofmap_bytes=gt * mu * p.unit_pixels * nt * ab, index=int(gids[j])))
     return tuple(out)

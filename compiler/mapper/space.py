@@ -231,7 +231,9 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 nsz = nt[:, [S0, S1][ncol]][None, :]
                 ncount = nt[:, [C0, C1][ncol]][None, :]
                 block = (p.b_is_weight) | (nsz == p.n)
-                whole = -(-(kel * nsz * b_num) // b_den)   # stored bytes (TileProblem.b_ratio)
+                # stored bytes (TileProblem.b_tile): N:M tiles hold whole groups
+                kst = kel if p.nm is None else -(-kel // p.nm[1]) * p.nm[1]
+                whole = -(-(kst * nsz * b_num) // b_den)
                 per = np.where(block, -(-whole // unit) * unit,
                                kel * (-(-(nsz * eb) // unit) * unit))
                 b[:, :, j] += kcount * ncount * per

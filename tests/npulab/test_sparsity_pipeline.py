@@ -104,3 +104,12 @@ def test_sparsity_the_array_cannot_skip_is_a_one_line_error(capsys, sets, sparsi
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--sparsity {sparsity}: " in err and message in err, err
+
+
+def test_a_k_that_ends_inside_a_group_stores_the_whole_group():
+    """K = 202 at 2:4: the last group of 4 holds 2 weights and 2 of padding, and runs whole on
+    the array; its compressed weights are stored whole too: 102 kept values per column (of
+    8 bits and a 2-bit index each), not 101."""
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=202),))
+    run, _ = _run(4, "2:4", g)
+    assert run.totals["dram_read_bytes"] == M * 202 + N * 102 * (8 + 2) // 8

@@ -77,6 +77,7 @@ def import_onnx(
     name: str | None = None,
     dims: Mapping[str, int] | None = None,
     sparsity_from_weights: bool = False,
+    nm_groups: tuple[int, ...] | None = None,
 ) -> tuple[Graph, OnnxImportReport]:
     """Import an ONNX model (a file path or an ``onnx.ModelProto``) as a :class:`Graph`.
 
@@ -98,6 +99,11 @@ def import_onnx(
         the N:M structure their zeros have along K (:func:`hw.sparsity.detect_nm`; conv weights
         in NHWC order, input channels innermost, as 2:4 pruning tools prune them). Weights are
         read one tensor at a time (external data too).
+    nm_groups:
+        With ``sparsity_from_weights``: the group sizes M to look for N:M structure at (default
+        2, 4, 8 and 16, the sparsest wins). Give an array's ``sparse_m`` alone to find the N its
+        PEs can skip: weights pruned 1:4 and then quantized may also look 3:16, which a 4-group
+        array runs as 3:4.
 
     Returns
     -------
@@ -126,6 +132,12 @@ def import_onnx(
     if not isinstance(sparsity_from_weights, bool):
         raise OnnxImportError(f"sparsity_from_weights = {sparsity_from_weights!r}: must be True "
                               f"or False")
+    if nm_groups is not None and (
+            not isinstance(nm_groups, tuple) or not nm_groups
+            or any(isinstance(g, bool) or not isinstance(g, int) or not 2 <= g <= 64
+                   for g in nm_groups)):
+        raise OnnxImportError(f"nm_groups = {nm_groups!r}: must be a tuple of group sizes in "
+                              f"2..64, or None")
     proto, label, default_name = load_model(onnx, model)
     if name is None:
         name = default_name
@@ -133,7 +145,7 @@ def import_onnx(
     inferred = infer_shapes(onnx, prepared, label)
     imp = Importer(onnx, proto, prepared, inferred, label, name, skip_unsupported)
     if sparsity_from_weights:
-        imp.weight_reader = WeightReader(onnx, proto, model)
+        imp.weight_reader = WeightReader(onnx, proto, model, nm_groups or (2, 4, 8, 16))
     return _run(imp)
 
 

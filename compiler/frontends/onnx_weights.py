@@ -25,8 +25,8 @@ WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "MatMul": 1, "Mat
 class WeightReader:
     """The weights of ``proto`` (loaded from ``model``, a path or a ``ModelProto``)."""
 
-    def __init__(self, onnx, proto, model):
-        self.onnx = onnx
+    def __init__(self, onnx, proto, model, groups=(2, 4, 8, 16)):
+        self.onnx, self.groups = onnx, tuple(groups)
         self.initializers = {t.name: t for t in proto.graph.initializer}
         self.base_dir = (str(Path(model).parent) if isinstance(model, (str, os.PathLike))
                          else None)
@@ -60,8 +60,9 @@ class WeightReader:
         if node.op_type in ("Conv", "ConvInteger", "QLinearConv"):
             if w.ndim != 4:
                 return None
-            return detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1), density
+            return (detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1,
+                              groups=self.groups), density)
         trans_b = node.op_type == "Gemm" and any(
             a.name == "transB" and a.i for a in node.attribute)
-        return detect_nm(w, axis=-1 if trans_b else -2), density
+        return detect_nm(w, axis=-1 if trans_b else -2, groups=self.groups), density
 

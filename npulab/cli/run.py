@@ -223,14 +223,15 @@ def _run_options(args, spec):
     return options
 
 
-def _workload(args):
+def _workload(args, sparse_m: int = 0):
     """The graph ``npulab run`` simulates: a zoo model (default), a topology CSV, an ONNX file,
-    or one ``--gemm``/``--conv`` op."""
+    or one ``--gemm``/``--conv`` op. ``sparse_m``: the chip's N:M group size, which
+    ``--sparsity-from-weights`` finds each layer's N for (0: the sparsest over 2, 4, 8, 16)."""
     from compiler.frontends import zoo
     if args.onnx:
         if any(v is not None for v in (args.image_size, args.seq_len)):
             raise UserError("--image-size/--seq-len apply to zoo models, not --onnx")
-        return _import_onnx(args)
+        return _import_onnx(args, sparse_m)
     if args.sparsity_from_weights:
         raise UserError("--sparsity-from-weights applies to --onnx models (it reads their "
                         "weights); use --sparsity N:M for the others")
@@ -284,7 +285,8 @@ def main(args) -> int:
                         "models take --batch, --image-size and --seq-len")
     spec = load_chip(resolve_config(args.config), args.set)
     options = _run_options(args, spec)
-    graph = _workload(args)
+    sparse_m = spec.config.array.sparse_m if spec.kind == "systolic" else 0
+    graph = _workload(args, sparse_m)
     from npulab.pipeline import OptionError, run
     from npulab.progress import Progress, compile_notice
     progress = Progress(quiet=args.quiet)
@@ -315,7 +317,7 @@ def _metrics(result, args):
     return compute_metrics(result, args.tech, dram_kind=args.dram_type, link_kind=args.link_type)
 
 
-def _import_onnx(args):
+def _import_onnx(args, sparse_m: int = 0):
     try:
         from compiler.frontends.onnx_import import OnnxImportError, import_onnx
     except ModuleNotFoundError as exc:
@@ -325,7 +327,8 @@ def _import_onnx(args):
         graph, report = import_onnx(args.onnx, batch=args.batch,
                                     skip_unsupported=args.skip_unsupported,
                                     dims=parse_dims(args.dim),
-                                    sparsity_from_weights=args.sparsity_from_weights)
+                                    sparsity_from_weights=args.sparsity_from_weights,
+                                    nm_groups=(sparse_m,) if sparse_m else None)
     except OnnxImportError as exc:
         raise UserError(str(exc)) from None
     if report.skipped:

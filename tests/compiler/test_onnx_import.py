@@ -772,3 +772,36 @@ def test_sparsity_from_weights_reads_only_each_nodes_own_weights():
     assert facts["e"] == (None, None)          # an Einsum's weights are not read
     assert facts["both"] == (None, None)       # two activations: no stored weights
     assert facts["qm"] == ((1, 4), 0.25)       # through DequantizeLinear to its int8 zeros
+
+
+def test_sparsity_from_weights_at_the_arrays_group_size(tmp_path):
+    """Weights pruned 1:4 and then one kept value of every 16 zeroed look 3:16 over all group
+    sizes (3/16 < 1/4), which a 4-group array runs as 3:4; asked at M = 4 (npulab run passes
+    the chip's array.sparse_m) they are 1:4."""
+    from hw.sparsity import array_nm, prune_n_m
+    rng = np.random.default_rng(4)
+    w, _ = prune_n_m(rng.normal(size=(64, 32)).astype(np.float32), 1, 4, axis=0)
+    g = w.reshape(4, 16, 32)
+    for i, j in np.ndindex(4, 32):
+        g[i, np.flatnonzero(g[i, :, j])[0], j] = 0
+    nodes = [helper.make_node("MatMul", ["h", "w"], ["mm"])]
+    graph = helper.make_graph(
+        nodes, "requantized", [helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("mm", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(g.reshape(64, 32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    best = import_onnx(model, sparsity_from_weights=True)[0].ops[0].weight_nm
+    at4 = import_onnx(model, sparsity_from_weights=True, nm_groups=(4,))[0].ops[0].weight_nm
+    assert best == (3, 16) and array_nm(best, 4) == (3, 4) and at4 == (1, 4)
+    # npulab run reads the weights at its chip's group size
+    import json
+
+    from npulab.cli import main
+    path = tmp_path / "requantized.onnx"
+    onnx.save(model, path)
+    assert main(["run", "--onnx", str(path), "--sparsity-from-weights", "--set",
+                 "array.sparse_m=4", "-q", "-o", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["run"]["layers"][0]["tiling"].endswith("sparse 1:4")
+    with pytest.raises(OnnxImportError, match="nm_groups = \\(1,\\): must be a tuple"):
+        import_onnx(model, sparsity_from_weights=True, nm_groups=(1,))

@@ -86,6 +86,20 @@ def test_missing_verilator_is_a_clear_error(monkeypatch, tmp_path):
         verify_verilator(ArrayConfig(rows=2, cols=2), cases=1)
 
 
+@pytest.mark.parametrize("kw, message", [
+    (dict(sparse_m=4), "sparse_m = 4: the Verilator testbench drives dense PEs"),
+    (dict(precision="int4", macs_per_pe=2), "macs_per_pe = 2: the Verilator testbench drives "
+                                            "one operand per PE lane"),
+    (dict(precision="binary"), "precision = 'binary': the Verilator testbench drives "
+                               "two's-complement operands"),
+])
+def test_pes_the_testbench_does_not_drive_are_refused(kw, message):
+    """Checked before Verilator is looked for: the same one-line error with or without it."""
+    from hw.systolic.config import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        verify_verilator(ArrayConfig(rows=2, cols=2, **kw), cases=1)
+
+
 def test_build_failure_shows_the_log(monkeypatch, tmp_path):
     fake = tmp_path / "verilator"
     fake.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo "Verilator 0.0 fake"; exit 0; fi\n'

@@ -108,9 +108,19 @@ _VERILOG_CACHE: dict[tuple, str] = {}
 
 
 def _check_dense(cfg: ArrayConfig, where: str) -> None:
+    """The Verilator testbench drives one integer operand per PE lane: dense, one-MAC PEs of
+    int4, int8 or int16."""
     if cfg.sparse_m:
         raise ConfigError(f"{where}: sparse_m = {cfg.sparse_m}: the Verilator testbench drives "
                           f"dense PEs; co-simulate the N:M sparse PEs in Amaranth "
+                          f"(npulab rtl verify --sim amaranth)")
+    if cfg.macs_per_pe > 1:
+        raise ConfigError(f"{where}: macs_per_pe = {cfg.macs_per_pe}: the Verilator testbench "
+                          f"drives one operand per PE lane; co-simulate multi-MAC PEs in "
+                          f"Amaranth (npulab rtl verify --sim amaranth)")
+    if cfg.precision.bits == 1:
+        raise ConfigError(f"{where}: precision = 'binary': the Verilator testbench drives "
+                          f"two's-complement operands; co-simulate binary PEs in Amaranth "
                           f"(npulab rtl verify --sim amaranth)")
 
 

@@ -70,3 +70,45 @@ def test_dual_mac_config_errors_are_one_line():
         ArrayConfig(precision="int4", macs_per_pe=4)
     with pytest.raises(ConfigError, match="either N:M sparse or multi-MAC"):
         ArrayConfig(precision="int4", macs_per_pe=2, sparse_m=4)
+
+
+def _gold_pairs_saturating(a, b, acc_bits, dataflow, rows):
+    """Saturating accumulation of operand pairs: each PE adds a pair's two products as one
+    value, saturated at every addition; OS adds the pairs in k order, WS/IS down each column
+    of R pairs (from 0) and then each column sum to the output, saturating again."""
+    lo, hi = -(1 << (acc_bits - 1)), (1 << (acc_bits - 1)) - 1
+    sat = lambda v: min(max(v, lo), hi)      # noqa: E731
+    batch, m_dim, k = a.shape
+    kp = -(-k // 2)
+    a2 = np.concatenate([a, np.zeros((batch, m_dim, 2 * kp - k), a.dtype)], axis=2)
+    b2 = np.concatenate([b, np.zeros((batch, 2 * kp - k, b.shape[2]), b.dtype)], axis=1)
+    pairs = (a2.reshape(batch, m_dim, kp, 2)[..., None]
+             * b2.reshape(batch, kp, 2, -1)[:, None]).sum(axis=3)       # (batch, m, kp, n)
+    groups = [range(kp)] if dataflow == "os" else [range(r0, min(r0 + rows, kp))
+                                                   for r0 in range(0, kp, rows)]
+    out = np.zeros((batch, m_dim, b.shape[2]), np.int64)
+    for i, mm, n in np.ndindex(out.shape):
+        total = None
+        for grp in groups:
+            s = 0
+            for r in grp:
+                s = sat(s + int(pairs[i, mm, r, n]))
+            total = s if total is None else sat(total + s)
+        out[i, mm, n] = total
+    return out
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+def test_saturating_dual_mac_outputs_equal_the_pairwise_gold(dataflow):
+    """A pair's sum is one addition: (-8 x -8) + (-8 x -8) = 128 saturates an 8-bit
+    accumulator as one value, where two int8-style additions would saturate after the first."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(-8, 8, (2, 5, 13))
+    b = rng.integers(-8, 8, (2, 13, 4))
+    a[0, 0], b[0, :, 0] = -8, -8          # output (0, 0, 0): every pair adds 128
+    cfg = ArrayConfig(rows=3, cols=2, dataflow=dataflow, precision="int4", acc_bits=8,
+                      overflow="saturate", macs_per_pe=2)
+    got = run_gemm(cfg, a, b).output
+    gold = _gold_pairs_saturating(a, b, 8, dataflow, 3)
+    np.testing.assert_array_equal(got, gold)
+    assert got[0, 0, 0] == 127 and (got != np.clip(a @ b, -128, 127)).any()

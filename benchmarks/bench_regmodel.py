@@ -36,7 +36,7 @@ from hw.systolic.timing import gemm_timing
 TARGET = 2e8  # PE-cycles per second on one core
 CASES = ([(side, df, "int8") for side in (16, 32, 128) for df in ("os", "ws", "is")]
          + [(32, df, prec) for prec in ("int4", "fp16", "int16", "bf16", "fp8_e4m3",
-                                              "fp8_e5m2")
+                                              "fp8_e5m2", "binary")
             for df in ("os", "ws", "is")])
 
 
@@ -46,6 +46,9 @@ def operands(precision: str, m: int, n: int, k: int, seed: int = 0):
         dt = FLOAT_FORMATS[precision].dtype
         return (rng.standard_normal((m, k)).astype(np.float32).astype(dt),
                 rng.standard_normal((k, n)).astype(np.float32).astype(dt))
+    if precision == "binary":                       # +1/-1
+        return (rng.choice(np.array([-1, 1], np.int8), (m, k)),
+                rng.choice(np.array([-1, 1], np.int8), (k, n)))
     lo, hi = Precision(precision).operand_range      # int4: -8..7, stored in int8
     dtype = np.int16 if precision == "int16" else np.int8
     return (rng.integers(lo, hi, (m, k), dtype=dtype, endpoint=True),
@@ -121,7 +124,8 @@ def main(argv=None) -> int:
     base = {r["dataflow"]: r["pe_cycles_per_s"] for r in rows
             if r["array"] == 32 and r["precision"] == "int8"}
     low = [(r["precision"], r["dataflow"], r["pe_cycles_per_s"] / base[r["dataflow"]])
-           for r in rows if r["array"] == 32 and r["precision"] in ("int4", "fp8_e4m3", "fp8_e5m2")]
+           for r in rows if r["array"] == 32
+           and r["precision"] in ("int4", "fp8_e4m3", "fp8_e5m2", "binary")]
     summary["low_bit_vs_int8_min"] = min(x[2] for x in low)
     print("  low-bit vs int8 on 32x32 (goal >= 0.70): " + ", ".join(
         f"{p} {d} {x:.2f}" for p, d, x in low))

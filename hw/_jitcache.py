@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import sys
 import time
 from pathlib import Path

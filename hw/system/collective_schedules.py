@@ -337,6 +337,7 @@ def _rhd_op(dag, op, group, n, root, gates=None):
     prev = last_recv
     base_bytes = n / p2 if op == "allreduce" else n / p2
     first_gate = finals if op == "allgather" else None
+    prev_ag = None      # the previous distance's sends (set by the first pass)
     for k in range(lg):
         d = 1 << k
         b = base_bytes * d

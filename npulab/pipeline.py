@@ -114,6 +114,12 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
     if nm is not None and array_nm(nm, sparse_m) is None:
         raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
                           f"{_sparse_hint(nm, sparse_m)}")
+    bits = options.compile.weight_bits
+    arr = spec.config.array
+    if bits is not None and bits >= arr.precision.bits:
+        raise OptionError("compile.weight_bits", bits, f"{{}}: {literal(spec.name)}'s array "
+                          f"takes {arr.precision.bits}-bit {arr.precision.value} operands; "
+                          f"weight-only storage must be narrower (4, or 8 on a 16-bit array)")
     cores = spec.config.cores
     if options.compile.placement == "pipeline" and cores < 2:
         raise OptionError("compile.placement", "pipeline", f"{{}} needs a chip with 2 or more "

@@ -140,3 +140,13 @@ def test_weight_bits_store_weights_narrower_for_every_weight_layer():
     with pytest.raises(IRError, match="w_bits = 5: must be one of 4, 8, 16"):
         Conv2d(name="c", in_h=4, in_w=4, in_channels=8, out_channels=8, kernel_h=1,
                kernel_w=1, w_bits=5)
+
+
+def test_weight_bits_no_narrower_than_the_array_is_a_one_line_error(capsys):
+    from npulab.cli import main
+    assert main(["run", "--gemm", "8,8,8", "--weight-bits", "8", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--weight-bits 8: npulab-default's array takes 8-bit int8 " \
+        "operands; weight-only storage must be narrower" in err
+    assert main(["run", "--gemm", "8,8,8", "--weight-bits", "8", "--set",
+                 "array.precision=fp16", "-q"]) == 0          # W8A16

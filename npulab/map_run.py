@@ -111,7 +111,7 @@ class MapOptions:
             self.compile_options()
         except ValueError as exc:
             key = next(k for k in ("sparsity", "act_zeros", "weight_bits", "weight_format")
-                       if getattr(self, k) is not None and k in str(exc))
+                       if getattr(self, k) is not None and str(exc).startswith(f"{k} = "))
             raise OptionError(key, getattr(self, key),
                               "{}: " + str(exc).split(": ", 1)[-1]) from None
 
@@ -292,10 +292,9 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     compile_options = options.compile_options()
     nm = compile_options.weight_nm(op)
     if nm is not None and array_nm(nm, chip.array.sparse_m) is None and options.sparsity:
+        from npulab.pipeline import _sparse_hint
         raise OptionError("sparsity", options.sparsity,
-                          f"{{}}: the array cannot skip any of {options.sparsity} "
-                          f"(array.sparse_m = {chip.array.sparse_m}); set array.sparse_m = "
-                          f"{nm[1]} for N:M sparse PEs")
+                          f"{{}}: the array {_sparse_hint(nm, chip.array.sparse_m)}")
     problem = tile_problem(op, chip, compile_options)
     # the tiler's choice first: it also loads the cost kernel, so the search's time is its own
     progress(0, 2, "costing the default tiler's choice")

@@ -223,8 +223,9 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         if choice is None:
             choice = _tile(problem, chip, options, input_resident, False, used)
         b_src = op.inputs[1] if len(op.inputs) >= 2 else None
+        # pre-tiled weights (edge slack), as stored: a sparse format may exceed dense
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
-            op.weight_bytes(eb) * 2)  # pre-tiled weights (edge slack)
+            max(op.weight_bytes(eb), problem.b_tile(problem.k, problem.n, problem.count)) * 2)
         held = (splits is not None and isinstance(op, Gemm) and op.w_in_l2
                 and place.hold(b_addr, op.weight_bytes(eb) * 2, whole[op.name].weight_bytes(eb)))
         a_ready = [ready.get(src)]

@@ -17,6 +17,9 @@ from hw.sparsity import detect_nm
 
 __all__ = ["WeightReader", "WEIGHT_INPUT"]
 
+#: The input that holds a node's weight zero point, by node type (DequantizeLinear: 2).
+ZERO_POINT_INPUT = {"ConvInteger": 3, "MatMulInteger": 3, "QLinearConv": 5, "QLinearMatMul": 5}
+
 #: The input that holds a node's weights, by node type.
 WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "MatMul": 1, "MatMulInteger": 1,
                 "QLinearMatMul": 3, "Gemm": 1}
@@ -49,10 +52,19 @@ class WeightReader:
         if index is None or len(node.input) <= index:
             return None
         name = node.input[index]
+        zero_point = ZERO_POINT_INPUT.get(node.op_type)
         dq = (producers or {}).get(name)
         if name not in self.initializers and dq is not None \
                 and dq.op_type == "DequantizeLinear":
-            name = dq.input[0]          # quantized weights: zeros stay zeros
+            name, zero_point, node_zp = dq.input[0], 2, dq   # quantized weights
+        else:
+            node_zp = node
+        # a nonzero zero point stores real zeros as that value: not read (left dense)
+        if zero_point is not None and len(node_zp.input) > zero_point \
+                and node_zp.input[zero_point]:
+            zp = self.array(node_zp.input[zero_point])
+            if zp is None or np.any(zp != 0):
+                return None
         w = self.array(name)
         if w is None or w.ndim < 2 or w.size == 0:
             return None

@@ -805,3 +805,24 @@ def test_sparsity_from_weights_at_the_arrays_group_size(tmp_path):
     assert summary["run"]["layers"][0]["tiling"].endswith("sparse 1:4")
     with pytest.raises(OnnxImportError, match="nm_groups = \\(1,\\): must be a tuple"):
         import_onnx(model, sparsity_from_weights=True, nm_groups=(1,))
+
+
+def test_sparsity_from_weights_skips_weights_with_a_nonzero_zero_point():
+    """With zero point 128, a stored 128 is a real zero: such weights are left dense rather
+    than read as if 0 were zero; zero point 0 reads as usual."""
+    from hw.sparsity import prune_n_m
+    rng = np.random.default_rng(5)
+    w, _ = prune_n_m(rng.integers(-100, 100, (32, 16)), 1, 2, axis=0)
+    out = {}
+    for zp in (0, 128):
+        nodes = [helper.make_node("MatMulInteger", ["h", "w", "hz", "wz"], ["y"])]
+        graph = helper.make_graph(
+            nodes, "q", [helper.make_tensor_value_info("h", TensorProto.UINT8, [4, 32])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+            [numpy_helper.from_array((w + zp).astype(np.uint8 if zp else np.int8), "w"),
+             numpy_helper.from_array(np.uint8(0), "hz"),
+             numpy_helper.from_array(np.array(zp, np.uint8 if zp else np.int8), "wz")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        op = import_onnx(model, sparsity_from_weights=True)[0].ops[0]
+        out[zp] = (op.weight_nm, op.weight_density)
+    assert out == {0: ((1, 2), 0.5), 128: (None, None)}

@@ -207,8 +207,16 @@ def _ratio(value, where: str, text) -> float:
     return float(value)
 
 
-@lru_cache(maxsize=256)
 def parse_act_zeros(spec, where: str = "act_zeros") -> tuple[tuple[str, float], ...]:
+    """``(pattern, ratio)`` pairs of an ``act_zeros`` option (:func:`_parse_act_zeros`)."""
+    if isinstance(spec, bool) or not isinstance(spec, (str, int, float)):
+        raise ValueError(f"{where} = {spec!r}: must be a ratio in 0..1 or PATTERN=RATIO,... "
+                         f"(e.g. 0.5, or 'conv*=0.6,fc=0.3')")
+    return _parse_act_zeros(spec, where)
+
+
+@lru_cache(maxsize=256)
+def _parse_act_zeros(spec, where: str) -> tuple[tuple[str, float], ...]:
     """``(pattern, ratio)`` pairs of an ``act_zeros`` option: a ratio in 0..1 (every op: the
     pattern ``*``) or ``"PATTERN=RATIO,..."`` (op-name patterns, first match wins). Raises a
     one-line ``ValueError`` naming ``where`` and the value."""
@@ -232,10 +240,17 @@ def parse_act_zeros(spec, where: str = "act_zeros") -> tuple[tuple[str, float], 
     return tuple(out)
 
 
-@lru_cache(maxsize=64)
 def parse_weight_format(spec, where: str = "weight_format") -> tuple[str, float | None]:
     """``(format, density or None)`` of a ``weight_format`` option, ``"csr"`` or
     ``"csr:0.3"``. Raises a one-line ``ValueError`` naming ``where`` and the value."""
+    if not isinstance(spec, str):
+        raise ValueError(f"{where} = {spec!r}: must be FORMAT or FORMAT:DENSITY, FORMAT one of "
+                         f"{', '.join(WEIGHT_FORMATS)}")
+    return _parse_weight_format(spec, where)
+
+
+@lru_cache(maxsize=64)
+def _parse_weight_format(spec, where: str) -> tuple[str, float | None]:
     if not isinstance(spec, str):
         raise ValueError(f"{where} = {spec!r}: must be FORMAT or FORMAT:DENSITY, FORMAT one of "
                          f"{', '.join(WEIGHT_FORMATS)}")

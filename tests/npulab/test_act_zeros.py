@@ -86,5 +86,10 @@ def test_bad_ratios_are_one_line_errors():
                       ("fc=0.1,,", "an empty item"), ("nan", "must be a ratio")]:
         with pytest.raises(ValueError, match=msg):
             CompileOptions(act_zeros=spec)
+    for bad in ([0.5], {"fc": 0.5}, True):        # not hashable, or not a ratio: one line
+        with pytest.raises(ValueError, match="must be a ratio in 0..1"):
+            CompileOptions(act_zeros=bad)
+    with pytest.raises(ValueError, match="must be FORMAT or FORMAT:DENSITY"):
+        CompileOptions(weight_format=["csr"])
     assert parse_act_zeros(0.25) == (("*", 0.25),)
     assert parse_act_zeros("a*=0,b=1") == (("a*", 0.0), ("b", 1.0))

@@ -50,12 +50,12 @@ stall_link + stall_sram`` exactly.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hw.chip import ChipConfig
+from hw.compute_cost import ComputeCosts
 from hw.layer_windows import (
     CAUSE_DRAM, CAUSE_LINK, CAUSE_NONE, CAUSE_SRAM, CAUSE_VECTOR, COMPUTE, charge_windows,
     layer_ends, window_cycles,
@@ -63,16 +63,8 @@ from hw.layer_windows import (
 from hw.memory.dma_box import Clocks
 from hw.memory.dram import DramConfig, DramModel
 from hw.memory.link import link_transfer_cycles
-from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE, MemoryPath
 from hw.program import Engine, Kind, Operand, Program
-from hw.sparsity import filter_read_bits, whole_groups
-from hw.systolic.config import ArrayConfig, Dataflow
-from hw.systolic.geometry import GemmOperand, geometry
-from hw.systolic.mapping import (
-    K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
-)
-from hw.systolic.timing import tile_counters
 from hw.vector.config import OPS as VECTOR_OPS
 from hw.vector.timing import T_ALU, T_CYCLES, T_SFU, TileTiming
 
@@ -183,13 +175,6 @@ class ExecutionResult:
     totals: dict
     dram: dict
     trace: Trace = field(repr=False)
-
-
-@functools.lru_cache(maxsize=65536)
-def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[int, int]:
-    """PEs a tile occupies along the left and top edges (vector widths read per cycle)."""
-    mp = map_gemm(cfg, m, n, k, count)
-    return min(cfg.rows, mp.spatial_rows), min(cfg.cols, mp.spatial_cols)
 
 
 def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResult:
@@ -393,41 +378,16 @@ class _ChipRun(MemoryPath):
         self.engine_free = [0] * _N_ENGINES
         self.counters = np.zeros((n_layers, len(LAYER_COUNTERS)), np.int64)
         self.col = dict(_AT)
-        arr = chip.array
-        self.eb = arr.precision.bits // 8
         self.setup = chip.dma.descriptor_setup_cycles
         self.max_out = chip.dma.max_outstanding
         self.clocks = None if dram is None else Clocks(chip.clock_mhz, dram_cfg.clock_mhz)
-        # Each layer's array: the chip's, or its own dataflow on a reconfigurable array (the
-        # mapper's choice rides in the layer's Tiling); array_id[layer] indexes distinct_arrays.
-        # A layer whose weights run N:M compressed on sparse PEs (Tiling.nm) gets its own
-        # entry too: distinct_nm[i] is the N:M of distinct_arrays[i] (None: dense); so does
-        # one whose weights are kept in a sparse format: distinct_store[i] is its Tiling's
-        # weight_store, whose stored bits per element the filter port reads (None: dense).
-        self.distinct_arrays = [arr]
-        self.distinct_nm = [None]
-        self.distinct_store = [None]
-        index = {(None, None, None): 0, (arr.dataflow.value, None, None): 0}
-        array_id = []
-        for ls in program.layers:
-            t = ls.tiling
-            flow = None if t is None else t.dataflow
-            nm = None if t is None else t.nm
-            store = None if t is None else t.weight_store
-            key = (flow or arr.dataflow.value, nm, store)
-            if key not in index:
-                index[key] = len(self.distinct_arrays)
-                self.distinct_arrays.append(replace(arr, dataflow=Dataflow(key[0])))
-                self.distinct_nm.append(nm)
-                self.distinct_store.append(store)
-            array_id.append(index[key])
-        self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
+        # what each COMPUTE costs on its layer's array variant (hw.compute_cost)
+        self.compute = ComputeCosts(program, chip)
         # Scratchpad sides: peak bits per cycle and the cycle each side is free again.
         self.port_bits = [8 * chip.sram(name).bytes_per_cycle for name in _SRAMS]
         self.port_free = [[0, 0] for _ in _SRAMS]
         self.port_col = [[_AT[f"{name}_{d}_port_cycles"] for d in ("read", "write")]
                          for name in _SRAMS]
-        self.acc_bits = arr.acc_bits
         self.req_bytes = 0 if dram is None else dram_cfg.request_bytes
         # array timeline
         self.seg_start: list[int] = []
@@ -449,10 +409,10 @@ class _ChipRun(MemoryPath):
                                                  "chunk_bytes")], axis=1).tolist()
         self.dep_ptr, self.dep_idx = program.dep_ptr.tolist(), program.dep_idx.tolist()
         # A compute's cost depends only on its array and shape: each distinct (array, count,
-        # m, n, k, left_stride, top_stride) is costed once (_compute_cost), when first run.
+        # m, n, k, left_stride, top_stride) is costed once (ComputeCosts.cost), when first run.
         comp = np.flatnonzero(self.kinds == Kind.COMPUTE)
         ids: dict = {}
-        keys = zip(np.asarray(array_id, np.int64)[self.layers[comp]].tolist(),
+        keys = zip(np.asarray(self.compute.array_id, np.int64)[self.layers[comp]].tolist(),
                    *(cols[c][comp].tolist() for c in ("count", "m", "n", "k", "left_stride",
                                                       "top_stride")))
         shape_id = np.full(n, -1, np.int64)
@@ -552,42 +512,6 @@ class _ChipRun(MemoryPath):
                                f"(a dependency on a later command of the same engine)")
         return best
 
-    def _compute_cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
-                      top_stride: int) -> tuple:
-        """What a ``COMPUTE`` of this shape on array ``distinct_arrays[array]`` costs,
-        independent of when it runs: ``(cycles, conflict stretch, (scratchpad, side, bits) of
-        its four bookings, its counter increments in _COMPUTE_COLUMNS order less the
-        bandwidth)``."""
-        arr = self.distinct_arrays[array]
-        nm = self.distinct_nm[array]
-        geo = geometry(arr.dataflow)
-        left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
-        k = whole_groups(k, nm)     # a K tile runs its whole N:M groups compressed
-        vec = tile_counters(arr, m, n, k, count, nm)
-        cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
-        writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
-        lanes_l, lanes_t = _tile_lanes(arr, m, n, k if nm is None else k // nm[1] * nm[0],
-                                       count)
-        stretch = 0
-        vl = vector_access_cycles(self.sram_cfgs[left_pad], lanes_l, self.eb, left_stride)
-        vt = vector_access_cycles(self.sram_cfgs[top_pad], lanes_t, self.eb, top_stride)
-        if vl > 1 or vt > 1:
-            stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
-        # The scratchpads' ports: operands at operand width, accumulators at acc width.
-        # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
-        # Weights kept in a sparse format: the stored bits per element, on average.
-        eb8, acc = 8 * self.eb, self.acc_bits
-        ifmap_r, filt_r = geo.by_operand(left, top)
-        w_num, w_den = filter_read_bits(eb8, nm, self.distinct_store[array])
-        filt_bits = -(-filt_r * w_num // w_den)
-        if geo.top_operand is GemmOperand.FILTER:
-            left_bits, top_bits = left * eb8, filt_bits
-        else:
-            left_bits, top_bits = filt_bits, top * eb8
-        bookings = ((left_pad, _READ, left_bits), (top_pad, _READ, top_bits),
-                    (2, _WRITE, writes * acc), (2, _READ, psum * acc))
-        return cyc, stretch, bookings, (cyc, macs, ifmap_r, filt_r, writes, psum, stretch)
-
     def step(self, best) -> None:
         """Simulate command ``best`` (from :meth:`peek`)."""
         t0, i, gate, e = best
@@ -608,7 +532,7 @@ class _ChipRun(MemoryPath):
             sid = self.shape_id[i]
             cost = self.costs[sid]
             if cost is None:
-                cost = self.costs[sid] = self._compute_cost(*self.shapes[sid])
+                cost = self.costs[sid] = self.compute.cost(*self.shapes[sid])
             cyc, stretch, bookings, adds = cost
             t1 = t0 + cyc + stretch
             t_port = max([book(sram, side, t0, bits, row) for sram, side, bits in bookings])

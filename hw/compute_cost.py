@@ -1,0 +1,103 @@
+"""What one ``COMPUTE`` command of a :class:`~hw.program.Program` costs on the systolic
+array, independent of when it runs (:mod:`hw.executor` runs the commands in time).
+
+A layer runs on a *variant* of the chip's array: its own dataflow on a reconfigurable array
+(the mapper's choice, ``Tiling.dataflow``), N:M compressed weights on sparse PEs
+(``Tiling.nm``), or weights kept in a sparse storage format (``Tiling.weight_store``, read at
+their stored bits per element through the filter port). A compute's cost on its variant is:
+
+* its cycles and counters from the timing engine (:func:`hw.systolic.timing.tile_counters`;
+  an N:M K tile runs its whole groups compressed);
+* the cycles by which bank conflicts stretch it, when the vectors an edge reads per cycle
+  collide in SRAM banks (:func:`hw.memory.sram.vector_access_cycles`);
+* the bits it books on the scratchpads' sides: operands at operand width (weights with their
+  N:M index, or at their stored bits), accumulators at accumulator width.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from hw.chip import ChipConfig
+from hw.memory.sram import vector_access_cycles
+from hw.memory_path import _READ, _SRAMS, _WRITE
+from hw.program import Program
+from hw.sparsity import filter_read_bits, whole_groups
+from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.geometry import GemmOperand, geometry
+from hw.systolic.mapping import (
+    K_BUSY, K_CYCLES, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES, map_gemm,
+)
+from hw.systolic.timing import tile_counters
+
+__all__ = ["ComputeCosts"]
+
+
+@functools.lru_cache(maxsize=65536)
+def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[int, int]:
+    """PEs a tile occupies along the left and top edges (vector widths read per cycle)."""
+    mp = map_gemm(cfg, m, n, k, count)
+    return min(cfg.rows, mp.spatial_rows), min(cfg.cols, mp.spatial_cols)
+
+
+class ComputeCosts:
+    """The array variants of ``program``'s layers on ``chip`` and the cost of a compute on
+    each. ``array_id[layer]`` indexes ``arrays``, ``nm`` (the variant's N:M, None: dense) and
+    ``store`` (its weights' ``(format, bytes, elements)``, None: dense)."""
+
+    def __init__(self, program: Program, chip: ChipConfig):
+        arr = chip.array
+        self.arrays, self.nm, self.store = [arr], [None], [None]
+        index = {(None, None, None): 0, (arr.dataflow.value, None, None): 0}
+        self.array_id = []
+        for ls in program.layers:
+            t = ls.tiling
+            flow = None if t is None else t.dataflow
+            nm = None if t is None else t.nm
+            store = None if t is None else t.weight_store
+            key = (flow or arr.dataflow.value, nm, store)
+            if key not in index:
+                index[key] = len(self.arrays)
+                self.arrays.append(replace(arr, dataflow=Dataflow(key[0])))
+                self.nm.append(nm)
+                self.store.append(store)
+            self.array_id.append(index[key])
+        self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
+        self.eb = arr.precision.bits // 8
+        self.acc_bits = arr.acc_bits
+
+    def cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
+             top_stride: int) -> tuple:
+        """What a ``COMPUTE`` of this shape on variant ``array`` costs: ``(cycles, conflict
+        stretch, (scratchpad, side, bits) of its four bookings, its counter increments in
+        the executor's _COMPUTE_COLUMNS order less the bandwidth)``."""
+        arr = self.arrays[array]
+        nm = self.nm[array]
+        geo = geometry(arr.dataflow)
+        left_pad, top_pad = int(geo.left_operand), int(geo.top_operand)
+        k = whole_groups(k, nm)     # a K tile runs its whole N:M groups compressed
+        vec = tile_counters(arr, m, n, k, count, nm)
+        cyc, left, top = vec[K_CYCLES], vec[K_LEFT_READS], vec[K_TOP_READS]
+        writes, psum, macs = vec[K_WRITES], vec[K_PSUM_READS], vec[K_BUSY]
+        lanes_l, lanes_t = _tile_lanes(arr, m, n, k if nm is None else k // nm[1] * nm[0],
+                                       count)
+        stretch = 0
+        vl = vector_access_cycles(self.sram_cfgs[left_pad], lanes_l, self.eb, left_stride)
+        vt = vector_access_cycles(self.sram_cfgs[top_pad], lanes_t, self.eb, top_stride)
+        if vl > 1 or vt > 1:
+            stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
+        # The scratchpads' ports: operands at operand width, accumulators at acc width.
+        # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
+        # Weights kept in a sparse format: the stored bits per element, on average.
+        eb8, acc = 8 * self.eb, self.acc_bits
+        ifmap_r, filt_r = geo.by_operand(left, top)
+        w_num, w_den = filter_read_bits(eb8, nm, self.store[array])
+        filt_bits = -(-filt_r * w_num // w_den)
+        if geo.top_operand is GemmOperand.FILTER:
+            left_bits, top_bits = left * eb8, filt_bits
+        else:
+            left_bits, top_bits = filt_bits, top * eb8
+        bookings = ((left_pad, _READ, left_bits), (top_pad, _READ, top_bits),
+                    (2, _WRITE, writes * acc), (2, _READ, psum * acc))
+        return cyc, stretch, bookings, (cyc, macs, ifmap_r, filt_r, writes, psum, stretch)

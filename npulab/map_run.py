@@ -24,7 +24,7 @@ from compiler.options import CONV_LOWERINGS, ORDERS
 from hw.chip import ChipConfig
 from hw.energy import DEFAULT_TECHNOLOGY, DRAM_KINDS
 from hw.systolic.config import Dataflow
-from npulab.pipeline import OptionError, resolve_device
+from npulab.pipeline import OptionError, resolve_device, sparse_pe_hint
 
 __all__ = ["MapOptions", "OpMapping", "map_op", "mapped_chip", "cost_tiler_choice",
            "guarantee", "describe_op", "describe_chip", "CONFIDENCE"]
@@ -292,9 +292,8 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     compile_options = options.compile_options()
     nm = compile_options.weight_nm(op)
     if nm is not None and array_nm(nm, chip.array.sparse_m) is None and options.sparsity:
-        from npulab.pipeline import _sparse_hint
         raise OptionError("sparsity", options.sparsity,
-                          f"{{}}: the array {_sparse_hint(nm, chip.array.sparse_m)}")
+                          f"{{}}: the array {sparse_pe_hint(nm, chip.array.sparse_m)}")
     problem = tile_problem(op, chip, compile_options)
     # the tiler's choice first: it also loads the cost kernel, so the search's time is its own
     progress(0, 2, "costing the default tiler's choice")

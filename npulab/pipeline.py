@@ -33,7 +33,7 @@ from npulab.choices import TIMING_MODES
 from npulab.option_error import OptionError, literal
 
 __all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device", "OptionError",
-           "check_options"]
+           "check_options", "sparse_pe_hint"]
 
 #: Precisions an NVDLA build can run (``RunOptions.precision``).
 NVDLA_PRECISIONS = ("int8", "int16", "fp16")
@@ -113,7 +113,7 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
     nm = parse_nm(sparsity) if sparsity is not None else None
     if nm is not None and array_nm(nm, sparse_m) is None:
         raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
-                          f"{_sparse_hint(nm, sparse_m)}")
+                          f"{sparse_pe_hint(nm, sparse_m)}")
     bits = options.compile.weight_bits
     arr = spec.config.array
     if bits is not None and bits >= arr.precision.bits:
@@ -126,7 +126,7 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
                           f"cores ({literal(spec.name)} has {cores})")
 
 
-def _sparse_hint(nm: tuple[int, int], sparse_m: int) -> str:
+def sparse_pe_hint(nm: tuple[int, int], sparse_m: int) -> str:
     """Why an array cannot skip any of ``nm``, and what would."""
     from hw.systolic.config import MAX_SPARSE_M
     n, m = nm

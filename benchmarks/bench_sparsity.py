@@ -2,15 +2,18 @@
 
 1. **Networks** (issue 27): ResNet-50 and a BERT-base encoder layer on the default chip with
    2:4 sparse PEs (``array.sparse_m = 4``), every conv and linear layer's weights taken as 2:4
-   pruned (``--sparsity 2:4``), against the same chip running them dense: cycles, compute
-   cycles, DRAM bytes, energy and effective TOPS, and the ratios. Attention's score and
-   context products (activation x activation) stay dense.
+   pruned (``--sparsity 2:4``), and row-wise 1-2:4 (``--sparsity 1-2:4``), against the same
+   chip running them dense: cycles, compute cycles, DRAM bytes, energy and effective TOPS,
+   and the ratios. Attention's score and context products (activation x activation) stay
+   dense.
 2. **Side by side with SCALE-Sim 3.0.0** (its layer-wise N:M sparsity, WS only, run in its own
    venv, ``scalesim_peer.ensure_venv``): GEMMs dense and 2:4 on a 32x32 WS array. Both tools
    count compute cycles (SCALE-Sim with ``InterfaceBandwidth: CALC``, i.e. no memory stalls,
    against npulab's timing engine) and filter SRAM reads; the comparable quantity is each
    tool's sparse / dense ratio (their dense cycle counts differ by their pipeline conventions,
    ``docs/scalesim.md``).
+   SCALE-Sim's row-wise mode (``OptimizedMapping``: each filter column a random N in 1..M/2)
+   beside npulab's row-wise 1-2:4 (``--sparsity 1-2:4``; half the channels 2:4, half 1:4).
 3. **Register model**: PE-cycles per second of ``run_gemm`` with 2:4 sparse PEs against dense
    ones (one GEMM, WS and OS).
 
@@ -56,7 +59,7 @@ def networks(quick: bool) -> list[dict]:
     for model, params in models:
         graph = zoo.get(model, **params)
         out = {}
-        for label, sparsity in (("dense", "dense"), ("2:4", "2:4")):
+        for label, sparsity in (("dense", "dense"), ("2:4", "2:4"), ("1-2:4", "1-2:4")):
             t0 = time.perf_counter()
             result = npulab.simulate(graph, chip, options=CompileOptions(sparsity=sparsity))
             wall = time.perf_counter() - t0
@@ -66,9 +69,13 @@ def networks(quick: bool) -> list[dict]:
                           "energy_j": net["energy_j"], "effective_tops": t["effective_tops"],
                           "pe_busy_cycles": t["pe_busy_cycles"], "macs": t["macs"],
                           "wall_s": wall}
-        d, s = out["dense"], out["2:4"]
+        d, s, r = out["dense"], out["2:4"], out["1-2:4"]
         rows.append({"model": model, **{f"{k}_{lab}": v for lab, r in out.items()
                                         for k, v in r.items()},
+                     "rows_speedup": d["cycles"] / r["cycles"],
+                     "rows_compute_speedup": d["compute_cycles"] / r["compute_cycles"],
+                     "rows_dram_ratio": r["dram_bytes"] / d["dram_bytes"],
+                     "rows_energy_ratio": r["energy_j"] / d["energy_j"],
                      "speedup": d["cycles"] / s["cycles"],
                      "compute_speedup": d["compute_cycles"] / s["compute_cycles"],
                      "dram_ratio": s["dram_bytes"] / d["dram_bytes"],
@@ -104,7 +111,7 @@ FilterSRAMBankPort: 2
 [sparsity]
 SparsitySupport : {support}
 SparseRep : ellpack_block
-OptimizedMapping : false
+OptimizedMapping : {rowwise}
 BlockSize : 4
 RandomNumberGeneratorSeed : 40
 [run_presets]
@@ -119,10 +126,12 @@ def peer(python: Path, workdir: Path) -> list[dict]:
     rows = []
     arr = ArrayConfig(rows=32, cols=32, dataflow="ws", sparse_m=4)
     results = {}
-    for label, support, ratio in (("dense", "false", "1:1"), ("2:4", "true", "2:4")):
-        run = workdir / label
+    for label, support, ratio, rowwise in (("dense", "false", "1:1", "false"),
+                                           ("2:4", "true", "2:4", "false"),
+                                           ("rows", "true", "2:4", "true")):
+        run = workdir / label.replace(":", "_")
         run.mkdir(parents=True, exist_ok=True)
-        (run / "scalesim.cfg").write_text(_PEER_CFG.format(support=support))
+        (run / "scalesim.cfg").write_text(_PEER_CFG.format(support=support, rowwise=rowwise))
         topo = run / "topology.csv"
         topo.write_text("Layer, M, N, K, Sparsity,\n" + "".join(
             f"g{i}, {m}, {n}, {k}, {ratio},\n" for i, (m, n, k) in enumerate(GEMMS)))
@@ -140,8 +149,14 @@ def peer(python: Path, workdir: Path) -> list[dict]:
     for i, (m, n, k) in enumerate(GEMMS):
         ours_d = gemm_timing(ArrayConfig(rows=32, cols=32, dataflow="ws"), m, n, k)
         ours_s = gemm_timing(arr, m, n, k, nm=(2, 4))
-        pd, ps = results["dense"][i], results["2:4"][i]
+        ours_r = _row_wise(arr, m, n, k)
+        pd, ps, pr = results["dense"][i], results["2:4"][i], results["rows"][i]
         rows.append({
+            "scalesim_cycles_rows": pr["total_cycles"], "npulab_cycles_rows": ours_r.cycles,
+            "scalesim_rows_ratio": pr["total_cycles"] / pd["total_cycles"],
+            "npulab_rows_ratio": ours_r.cycles / ours_d.cycles,
+            "scalesim_rows_filter_reads_ratio": pr["sram_filter_reads"] / pd["sram_filter_reads"],
+            "npulab_rows_filter_reads_ratio": ours_r.filter_reads / ours_d.filter_reads,
             "gemm": f"{m}x{n}x{k}",
             "scalesim_cycles_dense": pd["total_cycles"], "scalesim_cycles_2:4": ps["total_cycles"],
             "npulab_cycles_dense": ours_d.cycles, "npulab_cycles_2:4": ours_s.cycles,
@@ -153,6 +168,20 @@ def peer(python: Path, workdir: Path) -> list[dict]:
             "npulab_ifmap_reads_ratio": ours_s.ifmap_reads / ours_d.ifmap_reads,
         })
     return rows
+
+
+def _row_wise(arr: ArrayConfig, m: int, n: int, k: int):
+    """npulab's row-wise 1-2:4 on one GEMM (half the output channels 2:4, half 1:4): the
+    channels sorted by N and cut at a column fold, each part on the timing engine at its N
+    (what the compiler emits for one N tile, TileProblem.n_segments), counters summed."""
+    from hw.sparsity import scale_mix
+    (_, twos), *_ = scale_mix(((2, 1), (1, 1)), n)
+    cut = min(n, -(-twos // arr.cols) * arr.cols)
+    parts = [gemm_timing(arr, m, cut, k, nm=(2, 4))]
+    if cut < n:
+        parts.append(gemm_timing(arr, m, n - cut, k, nm=(1, 4)))
+    return type(parts[0])(*(sum(getattr(p, f) for p in parts)
+                            for f in parts[0].to_dict()))
 
 
 def regmodel_speed(quick: bool) -> list[dict]:
@@ -189,6 +218,12 @@ def main(argv=None) -> int:
                   f"{r['speedup']:.2f}x", f"{r['compute_speedup']:.2f}x",
                   f"{r['dram_ratio']:.3f}", f"{r['energy_ratio']:.3f}",
                   f"{r['skipped_macs_pct']:.1f} %"] for r in nets]))
+    print("\nRow-wise 1-2:4 (half of each layer's output channels 2:4, half 1:4) vs dense")
+    print(table(["model", "cycles 1-2:4", "speed-up", "compute speed-up", "DRAM / dense",
+                 "energy / dense"],
+                [[r["model"], f"{r['cycles_1-2:4']:,}", f"{r['rows_speedup']:.2f}x",
+                  f"{r['rows_compute_speedup']:.2f}x", f"{r['rows_dram_ratio']:.3f}",
+                  f"{r['rows_energy_ratio']:.3f}"] for r in nets]))
     if not args.no_peer:
         import scalesim_peer as sp
         python = sp.ensure_venv()
@@ -206,6 +241,16 @@ def main(argv=None) -> int:
                       f"{r['npulab_filter_reads_ratio']:.3f}",
                       f"{r['scalesim_ifmap_reads_ratio']:.3f} / "
                       f"{r['npulab_ifmap_reads_ratio']:.3f}"] for r in rows]))
+        print("\nRow-wise N:M: SCALE-Sim's (each filter column a random N in 1..2 of 4, "
+              "OptimizedMapping) vs npulab's 1-2:4 (half the channels 2:4, half 1:4)")
+        print(table(["GEMM MxNxK", "SCALE-Sim cycles rows/dense", "npulab rows/dense",
+                     "filter reads S / n"],
+                    [[r["gemm"], f"{r['scalesim_cycles_rows']:,}/{r['scalesim_cycles_dense']:,}"
+                      f" = {r['scalesim_rows_ratio']:.3f}",
+                      f"{r['npulab_cycles_rows']:,}/{r['npulab_cycles_dense']:,}"
+                      f" = {r['npulab_rows_ratio']:.3f}",
+                      f"{r['scalesim_rows_filter_reads_ratio']:.3f} / "
+                      f"{r['npulab_rows_filter_reads_ratio']:.3f}"] for r in rows]))
     out["regmodel"] = speed = regmodel_speed(args.quick)
     print("\nRegister model, 32x32, 2:4 sparse PEs vs dense PEs (PE-cycles/s)")
     print(table(["dataflow", "dense", "2:4 sparse", "sparse / dense"],

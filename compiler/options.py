@@ -77,6 +77,8 @@ class CompileOptions:
         pruned along K. ``"dense"`` ignores the model's sparsity. An op runs compressed on an
         array with N:M sparse PEs (``array.sparse_m``, :func:`hw.sparsity.array_nm`); its
         weights are then stored compressed, values plus ``ceil(log2 M)``-bit indices.
+        ``"LO-HI:M"`` (e.g. ``"1-2:4"``) is row-wise N:M: the output channels take every N
+        from LO to HI in equal shares (``weight_nm_rows``).
     act_zeros:
         ``None`` (default: each op's own ``act_zeros``, 0 unless the model says otherwise), a
         ratio in 0..1, or ``"PATTERN=RATIO,..."`` (shell-style patterns of op names, the first
@@ -146,8 +148,8 @@ class CompileOptions:
                 raise ValueError(f"stages = {self.stages}: applies to placement = 'pipeline' "
                                  f"(placement = {self.placement!r})")
         if self.sparsity is not None:
-            from hw.sparsity import parse_nm     # numpy: not on the CLI's --help path
-            parse_nm(self.sparsity)      # raises a one-line ValueError naming the value
+            from hw.sparsity import parse_sparsity     # numpy: not on the CLI's --help path
+            parse_sparsity(self.sparsity)      # raises a one-line ValueError naming the value
         if self.act_zeros is not None:
             parse_act_zeros(self.act_zeros)     # a one-line ValueError naming the value
         if self.weight_format is not None:
@@ -187,11 +189,21 @@ class CompileOptions:
         return fmt, density
 
     def weight_nm(self, op) -> tuple[int, int] | None:
-        """The N:M sparsity ``op``'s stored weights have under these options (None: dense)."""
+        """The N:M sparsity ``op``'s stored weights have under these options (None: dense;
+        row-wise: the largest N, :meth:`weight_nm_rows` the mix)."""
         if self.sparsity is None:
             return getattr(op, "weight_nm", None)
-        from hw.sparsity import parse_nm
-        return parse_nm(self.sparsity)
+        from hw.sparsity import parse_sparsity
+        return parse_sparsity(self.sparsity)[0]
+
+    def weight_nm_rows(self, op) -> tuple[tuple[int, int], ...] | None:
+        """Row-wise N:M of ``op``'s weights under these options: ``((N, channels), ...)`` of
+        :meth:`weight_nm`'s M, largest N first, as weights of a mix
+        (:func:`hw.sparsity.scale_mix`); None when every channel has the same N."""
+        if self.sparsity is None:
+            return getattr(op, "weight_nm_rows", None)
+        from hw.sparsity import parse_sparsity
+        return parse_sparsity(self.sparsity)[1]
 
 
 def _ratio(value, where: str, text) -> float:

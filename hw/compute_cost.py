@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+import numpy as np
+
 from hw.chip import ChipConfig
 from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE
@@ -42,30 +44,49 @@ def _tile_lanes(cfg: ArrayConfig, m: int, n: int, k: int, count: int) -> tuple[i
 
 
 class ComputeCosts:
-    """The array variants of ``program``'s layers on ``chip`` and the cost of a compute on
+    """The array variants of ``program``'s computes on ``chip`` and the cost of a compute on
     each. ``array_id[layer]`` indexes ``arrays``, ``nm`` (the variant's N:M, None: dense) and
-    ``store`` (its weights' ``(format, bytes, elements)``, None: dense)."""
+    ``store`` (its weights' ``(format, bytes, elements)``, None: dense); a compute of a
+    row-wise N:M layer runs on its tile's variant (:meth:`command_arrays`)."""
 
     def __init__(self, program: Program, chip: ChipConfig):
         arr = chip.array
         self.arrays, self.nm, self.store = [arr], [None], [None]
-        index = {(None, None, None): 0, (arr.dataflow.value, None, None): 0}
+        self._index = {(arr.dataflow.value, None, None): 0}
         self.array_id = []
+        self._program = program
         for ls in program.layers:
             t = ls.tiling
             flow = None if t is None else t.dataflow
             nm = None if t is None else t.nm
             store = None if t is None else t.weight_store
-            key = (flow or arr.dataflow.value, nm, store)
-            if key not in index:
-                index[key] = len(self.arrays)
-                self.arrays.append(replace(arr, dataflow=Dataflow(key[0])))
-                self.nm.append(nm)
-                self.store.append(store)
-            self.array_id.append(index[key])
+            self.array_id.append(self._variant(flow or arr.dataflow.value, nm, store))
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
         self.eb = arr.precision.bits // 8
         self.acc_bits = arr.acc_bits
+
+    def _variant(self, flow: str, nm, store) -> int:
+        key = (flow, nm, store)
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = len(self.arrays)
+            self.arrays.append(replace(self.arrays[0], dataflow=Dataflow(flow)))
+            self.nm.append(nm)
+            self.store.append(store)
+        return index
+
+    def command_arrays(self, commands) -> list[int]:
+        """The variant each of ``commands`` (compute indices) runs on: its layer's, or for a
+        compute of a row-wise N:M layer (``nm_n`` > 0) the variant with its tile's N."""
+        cols = self._program.columns
+        out = np.asarray(self.array_id, np.int64)[cols["layer"][commands]]
+        ns = cols["nm_n"][commands]
+        for i in np.flatnonzero(ns).tolist():
+            a, n = int(out[i]), int(ns[i])
+            m = self.nm[a][1]
+            out[i] = self._variant(self.arrays[a].dataflow.value, None if n >= m else (n, m),
+                                   self.store[a])
+        return out.tolist()
 
     def cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
              top_stride: int) -> tuple:

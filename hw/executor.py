@@ -412,7 +412,7 @@ class _ChipRun(MemoryPath):
         # m, n, k, left_stride, top_stride) is costed once (ComputeCosts.cost), when first run.
         comp = np.flatnonzero(self.kinds == Kind.COMPUTE)
         ids: dict = {}
-        keys = zip(np.asarray(self.compute.array_id, np.int64)[self.layers[comp]].tolist(),
+        keys = zip(self.compute.command_arrays(comp),
                    *(cols[c][comp].tolist() for c in ("count", "m", "n", "k", "left_stride",
                                                       "top_stride")))
         shape_id = np.full(n, -1, np.int64)

@@ -86,6 +86,9 @@ class Tiling:
     estimated_cycles: int  # the tiler's own estimate (the executor's number is the real one)
     dataflow: str | None = None  # the layer's dataflow on a reconfigurable array (None: the chip's)
     nm: tuple[int, int] | None = None  # N:M its weights run with on sparse PEs (None: dense)
+    # row-wise N:M: ((N, output channels), ...), largest N first, each N tile at its own N
+    # (a compute's nm_n); nm is then the largest N below M
+    nm_rows: tuple[tuple[int, int], ...] | None = None
     act_zeros: float = 0.0  # fraction of its streamed activations that are zero (gate MACs)
     # (format, bytes, elements): its weights kept in an unstructured-sparse format, decompressed
     # at the filter scratchpad's port (None: dense or N:M)
@@ -95,6 +98,8 @@ class Tiling:
         d = dict(self.__dict__)
         if d["nm"] is None:     # dense layers' records read as they always have
             del d["nm"]
+        if d["nm_rows"] is None:
+            del d["nm_rows"]
         if not d["act_zeros"]:
             del d["act_zeros"]
         if d["weight_store"] is None:
@@ -123,17 +128,17 @@ class LayerSchedule:
 _INT_COLUMNS = ("engine", "kind", "operand", "location", "layer", "addr", "n2", "stride2", "n1",
                 "stride1", "chunk_bytes", "count", "m", "n", "k", "left_stride", "top_stride",
                 "tile_g", "tile_m", "tile_n", "tile_k", "va_bytes", "vb_bytes", "vout_bytes",
-                "copies")
+                "copies", "nm_n")
 _LOCATION_AT = _INT_COLUMNS.index("location")
 
 
 def _row(engine, kind, operand, location, layer, addr=0, n2=0, stride2=0, n1=0, stride1=0,
          chunk_bytes=0, count=0, m=0, n=0, k=0, left_stride=0, top_stride=0, tile_g=0, tile_m=0,
-         tile_n=0, tile_k=0, va_bytes=0, vb_bytes=0, vout_bytes=0, copies=0) -> list:
+         tile_n=0, tile_k=0, va_bytes=0, vb_bytes=0, vout_bytes=0, copies=0, nm_n=0) -> list:
     """One command's row of :data:`_INT_COLUMNS` (its parameters, in that order)."""
     return [engine, kind, operand, location, layer, addr, n2, stride2, n1, stride1, chunk_bytes,
             count, m, n, k, left_stride, top_stride, tile_g, tile_m, tile_n, tile_k, va_bytes,
-            vb_bytes, vout_bytes, copies]
+            vb_bytes, vout_bytes, copies, nm_n]
 
 
 # Enum members as plain ints: a member lookup on the class costs ~0.5 us on Python 3.11.
@@ -156,6 +161,8 @@ class Program:
     ``tile_g/m/n/k``, and the dependency lists in CSR form (``dep_ptr``, ``dep_idx``).
     On a multi-core chip a transfer's ``copies`` is how many distinct copies of its box the
     layer's cores move to or from DRAM (:mod:`compiler.backends.multicore`; 1 otherwise).
+    A compute's ``nm_n`` is 0, or in a row-wise N:M layer (``Tiling.nm_rows``) the N its tile
+    runs at (the layer's M: dense).
 
     A ``VECTOR`` command runs ``works[count]`` (a :class:`~hw.vector.work.VectorWork`) on ``m``
     rows of ``n`` elements, reading ``va_bytes`` per pass from the scratchpad named by
@@ -247,12 +254,14 @@ class ProgramBuilder:
         return index
 
     def compute(self, layer: int, count: int, m: int, n: int, k: int, left_stride: int,
-                top_stride: int, deps=(), tile=(0, 0, 0, 0)) -> int:
+                top_stride: int, deps=(), tile=(0, 0, 0, 0), nm_n: int = 0) -> int:
+        """A ``COMPUTE``; ``nm_n``: 0 (it runs with its layer's ``Tiling.nm``), or the N its
+        tile of a row-wise N:M layer runs at (the layer's M: dense)."""
         g, tm, tn, tk = tile
         return self._add(deps, _row(_E_ARRAY, _K_COMPUTE, _O_NONE, _L_ONCHIP, layer, count=count,
                                     m=m, n=n, k=k, left_stride=left_stride,
                                     top_stride=top_stride, tile_g=g, tile_m=tm, tile_n=tn,
-                                    tile_k=tk))
+                                    tile_k=tk, nm_n=nm_n))
 
     def vector(self, layer: int, work, rows: int, cols: int, a_bytes: int, b_bytes: int,
                out_bytes: int, deps=(), tile=(0, 0, 0, 0), source: Operand = Operand.IFMAP) -> int:

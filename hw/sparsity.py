@@ -31,7 +31,9 @@ import numpy as np
 __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
            "pointer_bits", "nm_index_bits", "nm_density", "compress_nm", "prune_n_m",
            "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups",
-           "stored_weight_bytes", "ellpack_tiles_expected", "filter_read_bits"]
+           "stored_weight_bytes", "ellpack_tiles_expected", "filter_read_bits",
+           "channel_n", "nm_mix", "check_mix", "parse_nm_rows", "parse_sparsity", "scale_mix",
+           "array_mix", "mix_label", "row_tiles"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -184,6 +186,136 @@ def detect_nm(w, axis: int = -1, groups=(2, 4, 8, 16)) -> tuple[int, int] | None
         if n < m and (best is None or n * best[1] < best[0] * m):
             best = (n, m)
     return best
+
+
+def channel_n(w, m: int, axis: int = -1, channel_axis: int = 0) -> np.ndarray:
+    """Each output channel's own N (row-wise N:M): for every index along ``channel_axis``, the
+    most nonzeros any of its groups of ``m`` along ``axis`` holds (at least 1). ``w`` is 2-D
+    (a GEMM's weights, K along ``axis``)."""
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise ValueError(f"channel_n: weights of shape {w.shape}: must be 2-D")
+    if (axis % 2) == (channel_axis % 2):
+        raise ValueError(f"channel_n: axis = {axis} and channel_axis = {channel_axis} must differ")
+    rows = np.moveaxis(w, channel_axis % 2, 0)
+    _, groups = _groups(rows, m, -1, "N:M")
+    return np.maximum(1, (groups != 0).sum(axis=-1).max(axis=-1, initial=0))
+
+
+def nm_mix(ns) -> tuple[tuple[int, int], ...]:
+    """Row-wise N:M as a mix: ``((N, channels), ...)``, largest N first, from every channel's
+    N (:func:`channel_n`). A compiler sorts output channels by N, so only how many channels
+    have each N matters."""
+    values, counts = np.unique(np.asarray(ns, dtype=np.int64).ravel(), return_counts=True)
+    return tuple((int(v), int(c)) for v, c in zip(values[::-1], counts[::-1]))
+
+
+def check_mix(mix, m: int, where: str = "weight_nm_rows") -> tuple[tuple[int, int], ...]:
+    """``mix`` (pairs ``(N, channels)``, or a mapping N -> channels) validated against group
+    size ``m`` and normalised: 1 <= N <= m, channels >= 1, each N once, largest N first.
+    A one-line ``ValueError`` otherwise."""
+    try:
+        raw = list(mix.items()) if isinstance(mix, dict) else [tuple(p) for p in mix]
+        ok = bool(raw) and all(len(p) == 2 and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in p) for p in raw)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{where} = {mix!r}: must be (N, channels) pairs of integers, "
+                         f"e.g. ((2, 96), (1, 32))")
+    pairs = [(int(n), int(c)) for n, c in raw]
+    seen = set()
+    for n, c in pairs:
+        if not 1 <= n <= m or c < 1 or n in seen:
+            raise ValueError(f"{where} = {mix!r}: each N in 1..{m} (the group size M) once, "
+                             f"with 1 or more channels; ({n}, {c}) is not")
+        seen.add(n)
+    return tuple(sorted(pairs, reverse=True))
+
+
+def parse_nm_rows(text, where: str = "sparsity") -> tuple[tuple[tuple[int, int], ...], int] | None:
+    """``"LO-HI:M"`` (e.g. ``"1-2:4"``): row-wise N:M where output channels take every N from
+    LO to HI in equal shares (SCALE-Sim v3 draws each channel's N uniformly from 1..M/2; this is
+    the mix such a draw has on average, without the noise), as ``(mix, M)`` with each N's share
+    1 (:func:`scale_mix` sizes it to a layer). None when ``text`` is not of that form; a
+    one-line ``ValueError`` when it is but the numbers are out of range."""
+    if not isinstance(text, str) or text.count(":") != 1 or "-" not in text.split(":")[0]:
+        return None
+    left, right = text.split(":")
+    try:
+        lo, hi = (int(v.strip()) for v in left.split("-"))
+        m = int(right.strip())
+    except ValueError:
+        raise ValueError(f"{where} = {text!r}: row-wise N:M must be 'LO-HI:M' (e.g. '1-2:4')") \
+            from None
+    if not 1 <= lo < hi <= m <= 64:
+        raise ValueError(f"{where} = {text!r}: need 1 <= LO < HI <= M <= 64")
+    return tuple((n, 1) for n in range(hi, lo - 1, -1)), m
+
+
+def parse_sparsity(text, where: str = "sparsity"):
+    """``(nm, mix)`` of a ``--sparsity`` value: ``"N:M"`` (layer-wise: ``((N, M), None)``),
+    ``"LO-HI:M"`` (row-wise, :func:`parse_nm_rows`: ``((HI, M), mix)``) or ``"dense"``
+    (``(None, None)``). A one-line ``ValueError`` otherwise."""
+    rows = parse_nm_rows(text, where)
+    if rows is not None:
+        mix, m = rows
+        return (mix[0][0], m), mix
+    try:
+        return parse_nm(text, where), None
+    except ValueError as exc:
+        if "must be 'N:M'" not in str(exc):
+            raise
+        raise ValueError(f"{where} = {text!r}: must be 'N:M' (e.g. '2:4'), row-wise 'LO-HI:M' "
+                         f"(e.g. '1-2:4': each output channel its own N) or 'dense'") from None
+
+
+def scale_mix(mix, channels: int) -> tuple[tuple[int, int], ...]:
+    """``mix`` (``(N, weight)`` pairs, largest N first) dealt over ``channels`` output
+    channels: channel counts in proportion to the weights, by cumulative rounding (so they sum
+    to ``channels``), N values left with none dropped. A core's or a rank's share of a layer
+    gets the layer's mix this way (channels dealt round-robin after sorting)."""
+    total = sum(c for _, c in mix)
+    out, done, cum = [], 0, 0
+    for n, c in mix:
+        cum += c
+        upto = (2 * cum * channels + total) // (2 * total)     # round(cum / total * channels)
+        if upto > done:
+            out.append((n, upto - done))
+            done = upto
+    return tuple(out)
+
+
+def array_mix(mix, m: int, sparse_m: int) -> tuple[tuple[int, int], ...]:
+    """``mix`` (``(N, channels)`` of N:``m``) as it runs on PEs with groups of ``sparse_m``
+    (:func:`array_nm` for each N; a channel that cannot skip anything runs with N =
+    ``sparse_m``: dense), merged and largest N first."""
+    out: dict[int, int] = {}
+    for n, c in mix:
+        runs = array_nm((n, m), sparse_m)
+        key = sparse_m if runs is None else runs[0]
+        out[key] = out.get(key, 0) + c
+    return tuple(sorted(out.items(), reverse=True))
+
+
+def row_tiles(ns, m: int, n_tile: int) -> tuple[np.ndarray, list[tuple]]:
+    """Row-wise N:M as a compiler runs it: ``(order, tiles)``. ``order`` sorts the output
+    channels by their own N (``ns``, :func:`channel_n`), largest first (stable); ``tiles`` cuts
+    the sorted channels into tiles of ``n_tile``, each ``(first, size, nm)`` running at the N of
+    its first channel, the largest it holds (``nm`` None: that N is ``m``, dense)."""
+    ns = np.asarray(ns, dtype=np.int64).ravel()
+    order = np.argsort(-ns, kind="stable")
+    tiles = []
+    for first in range(0, ns.size, n_tile):
+        n = int(ns[order[first]])
+        tiles.append((first, min(n_tile, ns.size - first), None if n >= m else (n, m)))
+    return order, tiles
+
+
+def mix_label(mix, m: int) -> str:
+    """``mix`` in a report: ``"1-2:4"`` for its range of N (its counts are in the record)."""
+    lo, hi = min(n for n, _ in mix), max(n for n, _ in mix)
+    return f"{hi}:{m}" if lo == hi else f"{lo}-{hi}:{m}"
 
 
 def weight_bits(value_bits: int, nm: tuple[int, int] | None) -> int:

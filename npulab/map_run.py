@@ -291,6 +291,12 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     progress = progress or (lambda done, total, phase: None)
     compile_options = options.compile_options()
     nm = compile_options.weight_nm(op)
+    if compile_options.weight_nm_rows(op) is not None:
+        why = (f"row-wise N:M runs each N tile at its own N, not one mapping; map one N "
+               f"(sparsity '{nm[0]}:{nm[1]}') or run the model (npulab run)")
+        if options.sparsity is not None:
+            raise OptionError("sparsity", options.sparsity, f"{{}}: {why}")
+        raise ValueError(f"{op.name}: weight_nm_rows = {op.weight_nm_rows!r}: {why}")
     if nm is not None and array_nm(nm, chip.array.sparse_m) is None and options.sparsity:
         raise OptionError("sparsity", options.sparsity,
                           f"{{}}: the array {sparse_pe_hint(nm, chip.array.sparse_m)}")

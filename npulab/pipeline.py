@@ -28,7 +28,7 @@ from compiler.ir import Graph
 from compiler.options import CompileOptions
 from hw.configfile import load_chip
 from hw.spec import ENGINE_KINDS, ChipSpec, chip_spec
-from hw.sparsity import array_nm, parse_nm
+from hw.sparsity import array_nm, parse_sparsity
 from npulab.choices import TIMING_MODES
 from npulab.option_error import OptionError, literal
 
@@ -110,7 +110,7 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
                           {"native": ("timing", "native"), "timing": ("timing", options.timing)})
     sparsity = options.compile.sparsity
     sparse_m = spec.config.array.sparse_m
-    nm = parse_nm(sparsity) if sparsity is not None else None
+    nm = parse_sparsity(sparsity)[0] if sparsity is not None else None
     if nm is not None and array_nm(nm, sparse_m) is None:
         raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
                           f"{sparse_pe_hint(nm, sparse_m)}")

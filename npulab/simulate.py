@@ -50,7 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
-from hw.sparsity import filter_read_bits, whole_groups
+from hw.sparsity import filter_read_bits, mix_label, whole_groups
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -374,6 +374,15 @@ def _performed(macs: int, busy: int, tiling) -> int:
     return busy if tiling is not None and tiling.nm is not None else macs
 
 
+def _sparse_label(t) -> str:
+    """The tiling column's N:M: `` sparse 2:4``, row-wise `` sparse rows 1-2:4``."""
+    if t.nm is None:
+        return ""
+    if t.nm_rows is not None:
+        return f" sparse rows {mix_label(t.nm_rows, t.nm[1])}"
+    return f" sparse {t.nm[0]}:{t.nm[1]}"
+
+
 def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
     ran = [(layer, op) for layer, op in zip(layers, ops or [None] * len(layers))
            if layer.engine in ("array", "vector")]
@@ -478,7 +487,7 @@ def _program_layers(program, run: ExecutionResult, ops, chip: ChipConfig) -> lis
                     f"{t.order}{' in:sram' if t.input_resident else ''}"
                     f"{' out:sram' if t.output_resident else ''}"
                     f"{' ' + t.dataflow if t.dataflow else ''}"
-                    f"{f' sparse {t.nm[0]}:{t.nm[1]}' if t.nm else ''}"
+                    f"{_sparse_label(t)}"
                     f"{f' zeros {t.act_zeros:.2f}' if t.act_zeros else ''}"
                     f"{f' weights {t.weight_store[0]}' if t.weight_store else ''}"),
             actions=array_actions(

@@ -45,7 +45,7 @@ from compiler.fusion import FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
-from hw.sparsity import array_nm, stored_weight_bytes
+from hw.sparsity import array_mix, array_nm, scale_mix, stored_weight_bytes
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
@@ -75,6 +75,7 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     b_is_weight = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
     # N:M sparse stored weights run compressed on sparse PEs (dense elsewhere)
     nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if b_is_weight else None
+    nm, nm_rows = _row_wise(options, op, shape.n, chip.array.sparse_m, nm, b_is_weight)
     w_bits = options.w_bits_of(op) or 0
     b_bits = w_bits if 0 < w_bits < 8 * eb else 0     # stored narrower, widened on load
     if isinstance(op, Conv2d) and options.conv_lowering == "direct":
@@ -83,15 +84,33 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
             in_h=op.in_h, in_w=op.in_w, in_channels=op.in_channels // op.groups,
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
-            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm, b_bits=b_bits,
+            dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm, nm_rows=nm_rows, b_bits=b_bits,
             act_zeros=options.act_zeros_of(op),
             b_store=_stored_weights(op, shape, nm is None, b_bits or 8 * eb, options))
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
-        b_bits=b_bits, nm=nm, act_zeros=options.act_zeros_of(op),
+        b_bits=b_bits, nm=nm, nm_rows=nm_rows, act_zeros=options.act_zeros_of(op),
         b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or 8 * eb, options))
+
+
+def _row_wise(options: CompileOptions, op, channels: int, sparse_m: int, nm, b_is_weight: bool):
+    """``(nm, nm_rows)`` of ``op`` (:class:`TileProblem`): row-wise N:M (the options' or the
+    op's ``weight_nm_rows``) dealt over its ``channels`` output channels and run on PEs with
+    groups of ``sparse_m`` (:func:`hw.sparsity.array_mix`); layer-wise when every channel runs
+    with one N, dense when that N keeps every weight."""
+    rows = options.weight_nm_rows(op) if b_is_weight and sparse_m else None
+    if rows is None:
+        return nm, None
+    m = options.weight_nm(op)[1]
+    mix = array_mix(scale_mix(rows, channels), m, sparse_m)
+    sparse = [n for n, _ in mix if n < sparse_m]
+    if not sparse:
+        return None, None
+    if len(mix) == 1:
+        return (mix[0][0], sparse_m), None
+    return (sparse[0], sparse_m), mix
 
 
 def _stored_weights(op, shape, stored: bool, value_bits: int, options: CompileOptions):
@@ -261,7 +280,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
                    ofmap_tile_bytes=choice.ofmap_bytes, input_resident=input_resident,
                    output_resident=keep_out, estimated_cycles=choice.estimated_cycles,
                    dataflow=None if choice.dataflow is None else choice.dataflow.value,
-                   nm=problem.nm, act_zeros=problem.act_zeros,
+                   nm=problem.nm, nm_rows=problem.nm_rows, act_zeros=problem.act_zeros,
                    weight_store=problem.b_store),
             _label(group)))
     if splits is not None:      # each layer: its cores, and the whole op's MACs
@@ -530,6 +549,11 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
     ktiles = tile_sizes(p.k_units, choice.k_units)
     gtiles = tile_sizes(p.count, choice.group_tile)
     trips = {"m": len(mtiles), "n": len(ntiles), "k": len(ktiles)}
+    flow = choice.dataflow or chip.array.dataflow
+    # row-wise N:M: a compute per N, cut at column folds where the array spreads N over its
+    # columns (OS, WS), exactly where it streams N in time (IS)
+    fold = chip.array.cols if flow in (Dataflow.OS, Dataflow.WS) else 1
+    segments = functools.partial(p.n_segments, fold=fold)
     psum_addr = None
     if trips["k"] > 1:
         loops = [d for d in choice.order if trips[d] > 1]
@@ -582,7 +606,8 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                     cur["b"] ^= 1
                 s = cur["b"]
                 deps = [last_use["b"][s]] + (list(input_deps) if not p.b_is_weight else [])
-                box = _b_box(p, b_addr, g0, gsz, k0, ksz, n0, nsz, trips, eb, choice)
+                box = _b_box(p, b_addr, g0, gsz, k0, ksz, n0, nsz, trips, eb, choice,
+                             segments(n0, nsz))
                 load_of["b"] = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer, box,
                                            deps=deps, tile=tile)
                 slots["b"][s] = b_key
@@ -608,8 +633,10 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                         c_slot_free[s], tile))
                 c_visits[key] = visits + 1
                 c_key = key
-            left, top = _edge_strides(choice.dataflow or chip.array.dataflow, options, mt, nsz, kt, eb)
-            comp = pb.compute(layer, gsz, mt, nsz, kt, left, top, deps=cdeps, tile=tile)
+            for s0, ssz, nm in segments(n0, nsz):    # one compute, or one per N (row-wise)
+                left, top = _edge_strides(flow, options, mt, ssz, kt, eb)
+                comp = pb.compute(layer, gsz, mt, ssz, kt, left, top, deps=cdeps, tile=tile,
+                                  nm_n=_nm_n(p, nm))
             last_use["a"][cur["a"]] = comp
             last_use["b"][cur["b"]] = comp
             last_compute = comp
@@ -637,6 +664,14 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                     deps=[comp], tile=tile)
                 c_slot_free[cur["c"]] = last_store
     return last_compute, (last_store if last_store is not None else last_compute)
+
+
+def _nm_n(p: TileProblem, nm) -> int:
+    """A compute's ``nm_n`` (:class:`~hw.program.Program`): 0, the layer's N:M, or for
+    row-wise N:M the N its segment runs at (M: dense)."""
+    if p.nm_rows is None:
+        return 0
+    return p.nm[1] if nm is None else nm[0]
 
 
 @functools.lru_cache(maxsize=64)
@@ -679,12 +714,16 @@ def _a_box(p: TileProblem, base: int, g0: int, gsz: int, m_first: int, m_units: 
 
 
 def _b_box(p: TileProblem, base: int, g0: int, gsz: int, k0: int, ksz: int, n0: int, nsz: int,
-           trips, eb: int, choice: TileChoice):
+           trips, eb: int, choice: TileChoice, segments):
     kt = ksz * p.k_unit
     if p.b_is_weight:
         block = p.b_tile(choice.k_units * p.k_unit, choice.n_tile)
         index = (g0 * trips["k"] + k0 // choice.k_units) * trips["n"] + n0 // choice.n_tile
-        return base + index * block, 1, 0, 1, 0, p.b_tile(kt, nsz, gsz)
+        if p.nm_rows is None:
+            return base + index * block, 1, 0, 1, 0, p.b_tile(kt, nsz, gsz)
+        # row-wise N:M: each segment stored at its own N (the block keeps the largest's room)
+        nbytes = sum(p.b_bytes_of(kt, ssz, gsz, nm) for _, ssz, nm in segments)
+        return base + index * block, 1, 0, 1, 0, nbytes
     addr = base + (g0 * p.k * p.n + k0 * p.n + n0) * eb
     if nsz == p.n:
         return addr, 1, 0, 1, 0, gsz * kt * p.n * eb

@@ -90,6 +90,10 @@ class TileProblem:
     # (N, M): B is N:M sparse along K and runs compressed on the array's sparse PEs
     # (hw.sparsity.array_nm): stored as N of every M values plus a ceil(log2 M)-bit index each
     nm: tuple[int, int] | None = None
+    # row-wise N:M: ((N, channels), ...) of B's n output channels, sorted largest N first; each
+    # N tile runs at the N of its first channel (N = M: dense). nm is then the sparse PEs'
+    # (largest N < M, M). None: every channel has nm's N.
+    nm_rows: tuple[tuple[int, int], ...] | None = None
     # fraction of A's elements that are zero: those MACs are gated (energy only)
     act_zeros: float = 0.0
     # (format, stored bytes, elements): B's weights kept in an unstructured-sparse format
@@ -114,10 +118,57 @@ class TileProblem:
     @property
     def b_ratio(self) -> tuple[int, int]:
         """``(num, den)``: ``elements`` B elements take ``ceil(elements * num / den)`` bytes as
-        stored (:attr:`b_bits`; N:M compressed: ``N / M`` of them with their indices)."""
-        if self.nm is not None:
-            n, m = self.nm
-            return n * weight_bits(self.b_bits or 8 * self.elem_bytes, self.nm), 8 * m
+        stored (:attr:`b_bits`; N:M compressed: ``N / M`` of them with their indices; row-wise
+        N:M: the largest over its N tiles, what a tile buffer must hold)."""
+        if self.nm_rows is not None:
+            return max((self._b_ratio(self._nm_of(n)) for n, _ in self.nm_rows),
+                       key=lambda r: r[0] / r[1])
+        return self._b_ratio(self.nm)
+
+    def _nm_of(self, n: int) -> tuple[int, int] | None:
+        """The N:M an N tile of row-wise N:M runs with (None: dense, N = M)."""
+        m = self.nm[1]
+        return None if n >= m else (n, m)
+
+    def tile_nm(self, n0: int) -> tuple[int, int] | None:
+        """The N:M the N tile starting at output channel ``n0`` runs with: :attr:`nm`, or for
+        row-wise N:M the N of channel ``n0``, the largest the tile holds (None: dense)."""
+        if self.nm_rows is None:
+            return self.nm
+        first = 0
+        for n, channels in self.nm_rows:
+            first += channels
+            if n0 < first:
+                return self._nm_of(n)
+        return self._nm_of(self.nm_rows[-1][0])
+
+    def n_segments(self, n0: int, nsz: int, fold: int) -> list[tuple[int, int, tuple | None]]:
+        """The N tile ``[n0, n0 + nsz)`` as the computes that run it: ``(first, size, nm)``.
+        One, at :attr:`nm`, unless B is row-wise N:M: then a compute per N the tile holds,
+        cut where the sorted channels change N, rounded up to whole ``fold``-wide column folds
+        from ``n0`` (a fold runs at the largest N of its channels; ``fold`` 1: exact cuts, for a
+        dataflow that streams N in time)."""
+        if self.nm_rows is None:
+            return [(n0, nsz, self.nm)]
+        end, cuts, first = n0 + nsz, [n0], 0
+        for _, channels in self.nm_rows:
+            first += channels
+            cut = n0 + -(-(first - n0) // fold) * fold
+            if cuts[-1] < cut < end:
+                cuts.append(cut)
+        cuts.append(end)
+        return [(a, b - a, self.tile_nm(a)) for a, b in zip(cuts, cuts[1:])]
+
+    def b_bytes_of(self, kt: int, nt: int, count: int, nm) -> int:
+        """Stored bytes of ``count`` B tiles of ``kt x nt`` elements run with ``nm`` (a
+        segment of row-wise N:M, :meth:`n_segments`): whole groups, as the array runs them."""
+        num, den = self._b_ratio(nm)
+        return -(-count * whole_groups(kt, nm) * nt * num // den)
+
+    def _b_ratio(self, nm) -> tuple[int, int]:
+        if nm is not None:
+            n, m = nm
+            return n * weight_bits(self.b_bits or 8 * self.elem_bytes, nm), 8 * m
         if self.b_store is not None:
             _, stored, elements = self.b_store
             g = math.gcd(stored, elements) or 1
@@ -135,7 +186,8 @@ class TileProblem:
 
     def b_tile(self, kt: int, nt: int, count: int = 1) -> int:
         """Stored bytes of ``count`` B tiles of ``kt x nt`` elements: N:M compressed tiles hold
-        whole groups (:meth:`array_k`), as the array runs them."""
+        whole groups (:meth:`array_k`), as the array runs them (row-wise N:M: at the largest
+        per-element size, what a buffer must hold; :meth:`b_bytes_of` a segment's own)."""
         return self.b_size(count * self.array_k(kt) * nt)
 
     def b_size(self, elements: int) -> int:

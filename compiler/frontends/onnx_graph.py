@@ -250,9 +250,11 @@ class Importer:
                 and len(fields.get("inputs", ())) < 2:
             facts = self.weight_reader.weight_facts(node, self.producers)
             if facts is not None:
-                nm, density = facts
+                nm, density, rows = facts
                 if nm is not None:
                     fields["weight_nm"] = nm
+                if rows is not None:
+                    fields["weight_nm_rows"] = rows
                 fields["weight_density"] = density
         try:
             return cls(**fields)

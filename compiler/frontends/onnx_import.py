@@ -97,8 +97,10 @@ def import_onnx(
     sparsity_from_weights:
         Read each convolution's and matrix product's weights and set the op's ``weight_nm`` to
         the N:M structure their zeros have along K (:func:`hw.sparsity.detect_nm`; conv weights
-        in NHWC order, input channels innermost, as 2:4 pruning tools prune them). Weights are
-        read one tensor at a time (external data too).
+        in NHWC order, input channels innermost, as 2:4 pruning tools prune them). When the
+        output channels differ in N at that M, ``weight_nm_rows`` gets their mix (row-wise
+        N:M, :func:`hw.sparsity.channel_n`; 2-D weights). Weights are read one tensor at a
+        time (external data too).
     nm_groups:
         With ``sparsity_from_weights``: the group sizes M to look for N:M structure at (default
         2, 4, 8 and 16, the sparsest wins). Give an array's ``sparse_m`` alone to find the N its

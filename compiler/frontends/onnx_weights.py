@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.sparsity import detect_nm
+from hw.sparsity import channel_n, detect_nm, nm_mix
 
 __all__ = ["WeightReader", "WEIGHT_INPUT"]
 
@@ -40,9 +40,11 @@ class WeightReader:
             return None
         return self.onnx.numpy_helper.to_array(tensor, self.base_dir or "")
 
-    def weight_facts(self, node, producers=None) -> tuple[tuple[int, int] | None, float] | None:
-        """``(N:M structure or None, fraction nonzero)`` of ``node``'s stored weights (None: the
-        node has none this reader can read). Weights are the input :data:`WEIGHT_INPUT` names
+    def weight_facts(self, node, producers=None):
+        """``(N:M structure or None, fraction nonzero, row-wise mix or None)`` of ``node``'s
+        stored weights (None: the node has none this reader can read). The mix
+        (:func:`hw.sparsity.nm_mix`) counts the output channels by their own N at the N:M's
+        M, when they differ (2-D weights). Weights are the input :data:`WEIGHT_INPUT` names
         for the node's type, an initializer or a ``DequantizeLinear`` of one (``producers``:
         tensor -> node); their N:M structure runs along the GEMM's K. Conv ``(O, I/g, kh,
         kw)``: K runs over ``(kh, kw, I/g)``, input channels innermost; Gemm ``B`` (``(K,
@@ -72,9 +74,21 @@ class WeightReader:
         if node.op_type in ("Conv", "ConvInteger", "QLinearConv"):
             if w.ndim != 4:
                 return None
-            return (detect_nm(w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1), axis=1,
-                              groups=self.groups), density)
+            w2 = w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)    # (out, K)
+            nm = detect_nm(w2, axis=1, groups=self.groups)
+            return nm, density, _rows(w2, nm, 1, 0)
         trans_b = node.op_type == "Gemm" and any(
             a.name == "transB" and a.i for a in node.attribute)
-        return detect_nm(w, axis=-1 if trans_b else -2, groups=self.groups), density
+        axis = -1 if trans_b else -2
+        nm = detect_nm(w, axis=axis, groups=self.groups)
+        return nm, density, (_rows(w, nm, axis, -2 if trans_b else -1) if w.ndim == 2 else None)
+
+
+def _rows(w2: np.ndarray, nm, axis: int, channel_axis: int):
+    """Row-wise N:M of 2-D weights ``w2`` at ``nm``'s M (:func:`hw.sparsity.channel_n`): the
+    mix of output channels by N, or None when every channel has the same N."""
+    if nm is None:
+        return None
+    mix = nm_mix(channel_n(w2, nm[1], axis=axis, channel_axis=channel_axis))
+    return mix if len(mix) > 1 else None
 

@@ -42,15 +42,29 @@ def _check_act_zeros(op, kind: str) -> None:
 def _check_weight_nm(op, kind: str) -> None:
     """``weight_nm`` is None or ``(N, M)`` with 1 <= N <= M <= 64 (stored as a tuple)."""
     nm = op.weight_nm
-    if nm is None:
+    if nm is not None:
+        ok = (isinstance(nm, (tuple, list)) and len(nm) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) for v in nm)
+              and 1 <= nm[0] <= nm[1] <= 64)
+        if not ok:
+            raise IRError(f"{kind} {op.name!r}: weight_nm = {nm!r}: must be (N, M) with "
+                          f"1 <= N <= M <= 64, or None (dense)")
+        object.__setattr__(op, "weight_nm", (int(nm[0]), int(nm[1])))
+    rows = op.weight_nm_rows
+    if rows is None:
         return
-    ok = (isinstance(nm, (tuple, list)) and len(nm) == 2
-          and all(isinstance(v, int) and not isinstance(v, bool) for v in nm)
-          and 1 <= nm[0] <= nm[1] <= 64)
-    if not ok:
-        raise IRError(f"{kind} {op.name!r}: weight_nm = {nm!r}: must be (N, M) with "
-                      f"1 <= N <= M <= 64, or None (dense)")
-    object.__setattr__(op, "weight_nm", (int(nm[0]), int(nm[1])))
+    from hw.sparsity import check_mix       # numpy: not on the CLI's --help path
+    if nm is None:
+        raise IRError(f"{kind} {op.name!r}: weight_nm_rows = {rows!r} needs weight_nm = "
+                      f"(largest N, M) for its group size M")
+    try:
+        mix = check_mix(rows, op.weight_nm[1])
+    except ValueError as exc:
+        raise IRError(f"{kind} {op.name!r}: {exc}") from None
+    if mix[0][0] != op.weight_nm[0]:
+        raise IRError(f"{kind} {op.name!r}: weight_nm_rows = {rows!r}: its largest N is "
+                      f"{mix[0][0]}, but weight_nm = {op.weight_nm!r} says {op.weight_nm[0]}")
+    object.__setattr__(op, "weight_nm_rows", mix if len(mix) > 1 else None)
 
 
 class _StoredWeights(_OpSizes):
@@ -90,6 +104,13 @@ class Gemm(_StoredWeights):
     weights only. On an array with N:M sparse PEs the op runs compressed
     (:func:`hw.sparsity.array_nm`); elsewhere it runs dense.
 
+    ``weight_nm_rows``: row-wise N:M, each output channel with its own N (SCALE-Sim v3's
+    row-wise sparsity): ``((N, channels), ...)`` pairs, or a dict N -> channels, of the group
+    size M of ``weight_nm``, whose N must be the largest. The compiler sorts the channels by N
+    and runs each N tile at the largest N it holds. The channels are a mix: a core's or rank's
+    share of the op takes the same mix (:func:`hw.sparsity.scale_mix`). None: every channel
+    has ``weight_nm``'s N.
+
     ``weight_density``: the fraction of the stored weights that are nonzero (None: unknown,
     taken as 1), which sizes them in a sparse storage format
     (:attr:`compiler.options.CompileOptions.weight_format`).
@@ -115,6 +136,7 @@ class Gemm(_StoredWeights):
     weight_nm: tuple[int, int] | None = None
     act_zeros: float | None = None
     weight_density: float | None = None
+    weight_nm_rows: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Gemm")
@@ -155,7 +177,7 @@ class Gemm(_StoredWeights):
         extra = "".join(f", {key}={getattr(self, key)!r}" for key, default in
                         (("kv_cache", False), ("w_bits", None), ("w_in_l2", False),
                          ("weight_nm", None), ("act_zeros", None),
-                         ("weight_density", None))
+                         ("weight_density", None), ("weight_nm_rows", None))
                         if getattr(self, key) != default)
         return (f"Gemm(name={self.name!r}, m={self.m}, n={self.n}, k={self.k}, "
                 f"batch={self.batch}, inputs={self.inputs!r}{extra})")
@@ -188,11 +210,12 @@ class Conv2d(_StoredWeights):
     (the PyTorch/ONNX definition); likewise ``out_w``.
 
     ``weight_nm``: N:M structured sparsity of the weights along the GEMM's K (in channels x
-    kernel window), as :class:`Gemm`'s. ``act_zeros``: the fraction of the input's elements
-    that are zero, and ``weight_density`` the fraction of the weights that are nonzero, as
-    :class:`Gemm`'s. ``w_bits``: the weights are stored with this many bits each (4: int4, two
-    per byte) and widened to the engine's precision as they are loaded (weight-only
-    quantization), as :class:`Gemm`'s.
+    kernel window), and ``weight_nm_rows`` its row-wise form (output channels), as
+    :class:`Gemm`'s. ``act_zeros``: the fraction of the input's elements that are zero, and
+    ``weight_density`` the fraction of the weights that are nonzero, as :class:`Gemm`'s.
+    ``w_bits``: the weights are stored with this many bits each (4: int4, two per byte) and
+    widened to the engine's precision as they are loaded (weight-only quantization), as
+    :class:`Gemm`'s.
     """
 
     name: str
@@ -217,6 +240,7 @@ class Conv2d(_StoredWeights):
     act_zeros: float | None = field(default=None, repr=False)
     weight_density: float | None = field(default=None, repr=False)
     w_bits: int | None = field(default=None, repr=False)
+    weight_nm_rows: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "Conv2d")

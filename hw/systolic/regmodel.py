@@ -105,13 +105,13 @@ PE does per cycle is in :mod:`hw.systolic._pe_kernels`, the snapshot layout and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 import numpy as np
 
 from hw._jitcache import njit
 from hw.numerics import FLOAT_FORMATS, accumulate, observe, round_to_format
-from hw.sparsity import compress_nm
+from hw.sparsity import channel_n, compress_nm, row_tiles
 from hw.systolic._pe_kernels import (
     FIRST, LAST, VALID, _os_macs, _os_macs_grouped, _shift, _shift_bank, _stationary_macs,
     _stationary_macs_sparse,
@@ -125,7 +125,8 @@ from hw.systolic.snapshots import (
     O_OUT, O_OUT_VALID, _os_snapshot, _snapshot_fields, _stationary_snapshot, snapshot_layout,
 )
 
-__all__ = ["RegisterResult", "run_gemm", "check_nm", "max_cycles_bound", "snapshot_layout"]
+__all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycles_bound",
+           "snapshot_layout"]
 
 
 @njit(cache=True)
@@ -725,3 +726,29 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
         trace_valid=tvalid[:cyc] if trace else None,
         snapshots=snap[:cyc] if snapshots else None,
     )
+
+
+def run_gemm_rows(cfg: ArrayConfig, a, b, n_tile: int | None = None) -> RegisterResult:
+    """Row-wise N:M on the register model: ``a (M x K) @ b (K x N)`` where each output channel
+    (column of ``b``) has its own N of ``cfg.sparse_m`` (the most nonzeros any of its groups
+    holds). As the compiler runs it (:func:`hw.sparsity.row_tiles`): the channels sorted by N,
+    cut into tiles of ``n_tile`` (default the array's columns), each tile a :func:`run_gemm` at
+    its largest N (dense where that is M), one after the other. The output is in the original
+    channel order and equals ``a @ b``; the counters are the tiles' sums."""
+    if not cfg.sparse_m:
+        raise ConfigError("run_gemm_rows: the array has dense PEs: set sparse_m = M")
+    a2, b2 = np.asarray(a), np.asarray(b)
+    if a2.ndim != 2 or b2.ndim != 2:
+        raise ValueError(f"run_gemm_rows: a {a2.shape} and b {b2.shape}: need 2-D operands")
+    m = cfg.sparse_m
+    order, tiles = row_tiles(channel_n(b2, m, axis=0, channel_axis=1), m, n_tile or cfg.cols)
+    out = None
+    total = np.zeros(len(fields(ArrayCounters)), np.int64)
+    for first, size, nm in tiles:
+        cols = order[first:first + size]
+        res = run_gemm(cfg, a2, b2[:, cols], nm=nm)
+        if out is None:
+            out = np.zeros((a2.shape[0], b2.shape[1]), res.output.dtype)
+        out[:, cols] = res.output
+        total += np.array(astuple(res.counters), np.int64)
+    return RegisterResult(output=out, counters=ArrayCounters(*(int(v) for v in total)))

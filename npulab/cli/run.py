@@ -77,11 +77,13 @@ def add_parser(sub) -> None:
     run.add_argument("--stages", type=int, metavar="N",
                      help=f"with --placement pipeline: the number of stages, 1..{MAX_STAGES} "
                           f"(default: the planner's choice, the shortest estimated period)")
-    run.add_argument("--sparsity", metavar="N:M",
+    run.add_argument("--sparsity", metavar="N:M|LO-HI:M",
                      help="native timing: take every layer's stored weights as N:M pruned along "
                           "K (e.g. 2:4) and run them compressed on the array's N:M sparse PEs "
-                          "(needs array.sparse_m = M); 'dense' ignores the model's own sparsity "
-                          "(default: each layer's, from --sparsity-from-weights)")
+                          "(needs array.sparse_m = M); 'LO-HI:M' (e.g. 1-2:4) is row-wise: the "
+                          "output channels take each N from LO to HI in equal shares; 'dense' "
+                          "ignores the model's own sparsity (default: each layer's, from "
+                          "--sparsity-from-weights)")
     run.add_argument("--act-zeros", metavar="RATIO|PATTERN=RATIO,...",
                      help="native timing: the fraction of each matrix layer's input activations "
                           "that are zero (e.g. 0.5 after a ReLU), or per layer as "
@@ -168,11 +170,11 @@ def _placement(args) -> dict:
 
 def _sparsity(args) -> str | None:
     """``--sparsity`` checked as a flag (a one-line error naming it)."""
-    from hw.sparsity import parse_nm
+    from hw.sparsity import parse_sparsity
     if args.sparsity is None:
         return None
     try:
-        parse_nm(args.sparsity, "--sparsity")
+        parse_sparsity(args.sparsity, "--sparsity")
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return args.sparsity

@@ -826,3 +826,30 @@ def test_sparsity_from_weights_skips_weights_with_a_nonzero_zero_point():
         op = import_onnx(model, sparsity_from_weights=True)[0].ops[0]
         out[zp] = (op.weight_nm, op.weight_density)
     assert out == {0: ((1, 2), 0.5), 128: (None, None)}
+
+
+def test_sparsity_from_weights_finds_row_wise_n_m():
+    """Output channels pruned to different N (row-wise N:M): a MatMul whose first 24 columns
+    are 2:4 and last 8 are 1:4, and a transB Gemm the same by rows, import with weight_nm =
+    (2, 4) and the mix of channels by N (hw.sparsity.channel_n); a Conv all 1:4 has none."""
+    from hw.sparsity import prune_n_m
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(64, 32)).astype(np.float32)
+    w[:, :24] = prune_n_m(w[:, :24], 2, 4, axis=0)[0]
+    w[:, 24:] = prune_n_m(w[:, 24:], 1, 4, axis=0)[0]
+    cw, _ = prune_n_m(rng.normal(size=(16, 72)).astype(np.float32), 1, 4, axis=1)
+    cw = np.ascontiguousarray(cw.reshape(16, 3, 3, 8).transpose(0, 3, 1, 2))
+    nodes = [helper.make_node("MatMul", ["h", "w"], ["mm"]),
+             helper.make_node("Gemm", ["h", "wt"], ["gm"], transB=1),
+             helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "rows", [helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 64]),
+                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in ("mm", "gm", "c")],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w.T.copy(), "wt"),
+         numpy_helper.from_array(cw, "cw")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    g, _ = import_onnx(model, sparsity_from_weights=True, nm_groups=(4,))
+    facts = {op.name: (op.weight_nm, op.weight_nm_rows) for op in g.ops}
+    assert facts["mm"] == facts["gm"] == ((2, 4), ((2, 24), (1, 8)))
+    assert facts["c"] == ((1, 4), None)

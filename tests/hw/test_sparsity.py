@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hw.sparsity as sp
 from hw.sparsity import (FORMATS, compress_nm, encode, encoded_bytes, index_bits, nm_density,
                          pointer_bits, prune_n_m, storage_bytes)
 
@@ -96,3 +97,58 @@ def test_compress_nm_errors_name_the_group():
     with pytest.raises(ValueError, match=r"elements 4..7 .*\(2,\)\) has 3 nonzeros: at most 2"):
         compress_nm(w, 2, 4, axis=0)
     assert nm_density(w, 4, axis=0) == 3 and nm_density(np.zeros((4, 1)), 4, axis=0) == 0
+
+
+# ---- row-wise N:M: each output channel its own N ----------------------------------------------
+
+def test_channel_n_and_the_mix_count_each_output_channels_own_n():
+    w = np.array([[1, 0, 0, 0, 1, 1, 0, 0],      # groups of 4 hold 1 and 2 nonzeros: N = 2
+                  [1, 0, 0, 0, 0, 0, 0, 1],      # 1
+                  [0, 0, 0, 0, 0, 0, 0, 0],      # all zero: N = 1 (a group keeps a slot)
+                  [1, 1, 1, 1, 1, 1, 1, 1]])     # dense: 4
+    ns = sp.channel_n(w, 4, axis=1, channel_axis=0)
+    assert ns.tolist() == [2, 1, 1, 4]
+    assert sp.channel_n(w.T, 4, axis=0, channel_axis=1).tolist() == [2, 1, 1, 4]
+    assert sp.nm_mix(ns) == ((4, 1), (2, 1), (1, 2))
+    with pytest.raises(ValueError, match="must differ"):
+        sp.channel_n(w, 4, axis=1, channel_axis=1)
+
+
+def test_a_mix_is_dealt_over_any_channel_count_in_proportion():
+    mix = ((2, 468), (1, 300))
+    assert sp.scale_mix(mix, 768) == mix
+    for channels in (1, 7, 96, 384, 1000):
+        dealt = sp.scale_mix(mix, channels)
+        assert sum(c for _, c in dealt) == channels
+        # each N within one channel of its exact share (cumulative rounding)
+        for n, c in dealt:
+            assert abs(c - channels * dict(mix)[n] / 768) < 1
+    assert sp.scale_mix(((2, 1), (1, 1)), 7) == ((2, 4), (1, 3))
+
+
+def test_a_mix_runs_on_the_arrays_groups():
+    # 4:8 runs dense on 4-groups (4:4), 2:8 as 2:4; merged, largest N first
+    assert sp.array_mix(((4, 3), (2, 5)), 8, 4) == ((4, 3), (2, 5))
+    assert sp.array_mix(((1, 3), (2, 5)), 4, 8) == ((4, 5), (2, 3))   # 1:4 as 2:8
+    assert sp.array_mix(((8, 2), (4, 6)), 8, 4) == ((4, 8),)
+    assert sp.mix_label(((2, 3), (1, 4)), 4) == "1-2:4" and sp.mix_label(((2, 3),), 4) == "2:4"
+
+
+def test_row_wise_sparsity_text_and_mixes_are_checked():
+    assert sp.parse_sparsity("1-2:4") == ((2, 4), ((2, 1), (1, 1)))
+    assert sp.parse_sparsity("1-3:8") == ((3, 8), ((3, 1), (2, 1), (1, 1)))
+    assert sp.parse_sparsity("2:4") == ((2, 4), None) and sp.parse_sparsity("dense") == (None, None)
+    for bad, message in (("2-1:4", "LO < HI"), ("1-5:4", "HI <= M"), ("a-2:4", "LO-HI:M"),
+                         ("1-2-3:4", "LO-HI:M"), ("half", "row-wise 'LO-HI:M'")):
+        with pytest.raises(ValueError, match=message):
+            sp.parse_sparsity(bad, "--sparsity")
+    assert sp.check_mix({1: 3, 2: 4}, 4) == ((2, 4), (1, 3))
+    for bad in ([(1, True)], [(5, 2)], [(1, 0)], [(1, 2), (1, 3)], [], "x", [(1, 2, 3)]):
+        with pytest.raises(ValueError, match="weight_nm_rows"):
+            sp.check_mix(bad, 4)
+
+
+def test_row_tiles_sort_channels_and_run_each_tile_at_its_largest_n():
+    order, tiles = sp.row_tiles([1, 4, 2, 2, 1, 3], 4, 4)
+    assert order.tolist() == [1, 5, 2, 3, 0, 4]
+    assert tiles == [(0, 4, None), (4, 2, (1, 4))]

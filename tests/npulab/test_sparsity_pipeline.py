@@ -113,3 +113,112 @@ def test_a_k_that_ends_inside_a_group_stores_the_whole_group():
     g = Graph("g", (Gemm(name="g", m=M, n=N, k=202),))
     run, _ = _run(4, "2:4", g)
     assert run.totals["dram_read_bytes"] == M * 202 + N * 102 * (8 + 2) // 8
+
+
+# ---- row-wise N:M: each output channel its own N ----------------------------------------------
+
+def _program(graph, chip, options=None):
+    from compiler.backends.systolic import compile_graph
+    from hw.program import Kind
+    prog = compile_graph(graph, chip, options or CompileOptions())
+    c = prog.columns
+    comp = np.flatnonzero(c["kind"] == Kind.COMPUTE)
+    return prog, [(int(c["m"][i]), int(c["n"][i]), int(c["k"][i]), int(c["nm_n"][i]))
+                  for i in comp]
+
+
+def test_row_wise_layer_runs_each_n_on_its_own_timing_and_bytes():
+    """Half the output channels 2:4, half 1:4 (row-wise): the compiler sorts them by N and
+    cuts its N tile into a compute per N at column folds; each compute costs the timing
+    engine's counters at its own N, and each segment's weights are stored at its own N."""
+    chip = load_chip_config(overrides=["array.sparse_m=4"])
+    rows = ((2, 64), (1, 64))
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(2, 4), weight_nm_rows=rows),))
+    prog, computes = _program(g, chip)
+    assert prog.layers[0].tiling.nm == (2, 4) and prog.layers[0].tiling.nm_rows == rows
+    assert {c[3] for c in computes} == {1, 2}
+    run = npulab.simulate(g, chip)
+    busy = sum(gemm_timing(chip.array, m, n, k, nm=(nn, 4)).pe_busy_cycles
+               for m, n, k, nn in computes)
+    assert run.totals["pe_busy_cycles"] == busy == M * K * (64 * 2 + 64 * 1) // 4
+    # weights: 64 channels of K/2 values and 64 of K/4, 8 bits plus a 2-bit index each
+    assert run.totals["dram_read_bytes"] == M * K + (64 * K // 2 + 64 * K // 4) * 10 // 8
+    assert "sparse rows 1-2:4" in run.layers[0].tiling
+    # between every channel at 2:4 and every channel at 1:4
+    two, _ = _run(4, "2:4")
+    one, _ = _run(4, "1:4")
+    assert (one.totals["cycles"] < run.totals["cycles"] < two.totals["cycles"])
+    # --sparsity 1-2:4 deals the same mix over each layer's channels
+    opt, _ = _run(4, "1-2:4")
+    assert opt.totals == run.totals
+    # one N for every channel is layer-wise N:M
+    same = Gemm(name="g", m=M, n=N, k=K, weight_nm=(2, 4), weight_nm_rows=((2, 128),))
+    assert same.weight_nm_rows is None
+
+
+def test_row_wise_boundaries_inside_a_fold_run_that_fold_at_the_larger_n():
+    """Channels 0..49 2:4 and 50..127 1:4 on a 32-column WS array: the fold holding channels
+    32..63 runs at 2:4, so the cut is at 64; dense channels (4:4) run dense (nm_n = M)."""
+    chip = load_chip_config(overrides=["array.sparse_m=4"])
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(2, 4),
+                         weight_nm_rows=((2, 50), (1, 78))),))
+    _, computes = _program(g, chip)
+    assert [(n, nn) for _, n, _, nn in computes] == [(64, 2), (64, 1)]
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(4, 4),
+                         weight_nm_rows=((4, 32), (1, 96))),))
+    prog, computes = _program(g, chip)
+    assert [(n, nn) for _, n, _, nn in computes] == [(32, 4), (96, 1)]
+    assert prog.layers[0].tiling.nm == (1, 4)      # the sparse PEs' mode
+    run = npulab.simulate(g, chip)
+    assert run.totals["pe_busy_cycles"] == (
+        gemm_timing(chip.array, M, 32, K).pe_busy_cycles
+        + gemm_timing(chip.array, M, 96, K, nm=(1, 4)).pe_busy_cycles)
+    # the dense segment is stored dense, the 1:4 one compressed
+    assert run.totals["dram_read_bytes"] == M * K + 32 * K + 96 * K // 4 * 10 // 8
+
+
+def test_input_stationary_cuts_row_wise_tiles_exactly():
+    """IS streams the output channels in time: the computes cut at the exact channel where N
+    changes, and still equal the timing engine per compute."""
+    chip = load_chip_config(overrides=["array.sparse_m=4", "array.dataflow=is"])
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(2, 4),
+                         weight_nm_rows=((2, 50), (1, 78))),))
+    _, computes = _program(g, chip)
+    assert sorted({(n, nn) for _, n, _, nn in computes}) == [(50, 2), (78, 1)]
+    run = npulab.simulate(g, chip)
+    assert run.totals["pe_busy_cycles"] == sum(
+        gemm_timing(chip.array, m, n, k, nm=(nn, 4)).pe_busy_cycles for m, n, k, nn in computes)
+
+
+def test_row_wise_on_a_multicore_chip_deals_the_mix_to_every_core():
+    """Four cores split the 1,024 output channels: each core's 256 get the layer's mix, half
+    2:4 and half 1:4, so the PEs perform the mean of the two layer-wise runs' MACs."""
+    chip = load_chip_config(overrides=["chip.cores=4", "array.sparse_m=4"])
+    g = Graph("g", (Gemm(name="g", m=256, n=1024, k=1024),))
+    runs = {sp: npulab.simulate(g, chip, options=CompileOptions(sparsity=sp))
+            for sp in ("1:4", "1-2:4", "2:4")}
+    busy = {sp: r.totals["pe_busy_cycles"] for sp, r in runs.items()}
+    assert busy["1-2:4"] * 2 == busy["1:4"] + busy["2:4"]
+    cycles = {sp: r.totals["cycles"] for sp, r in runs.items()}
+    assert cycles["1:4"] < cycles["1-2:4"] < cycles["2:4"]
+
+
+def test_row_wise_mistakes_are_one_line_errors(capsys):
+    from compiler.ir import IRError
+    from npulab.cli import main
+    with pytest.raises(IRError, match="needs weight_nm"):
+        Gemm(name="g", m=4, n=8, k=8, weight_nm_rows=((2, 4), (1, 4)))
+    with pytest.raises(IRError, match="largest N is 3"):
+        Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((3, 4), (1, 4)))
+    with pytest.raises(IRError, match="each N in 1..4"):
+        Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((2, 4), (0, 4)))
+    assert main(["run", "--gemm", "8,8,32", "--sparsity", "2-1:4", "--set", "array.sparse_m=4",
+                 "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--sparsity = '2-1:4'" in err and "LO < HI" in err, err
+    assert main(["map", "--gemm", "8,8,32", "--sparsity", "1-2:4", "--set",
+                 "array.sparse_m=4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "row-wise N:M" in err, err
+    assert main(["run", "--gemm", "64,128,256", "--sparsity", "1-2:4", "--set",
+                 "array.sparse_m=4", "-q", "--format", "json"]) == 0

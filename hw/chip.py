@@ -19,6 +19,7 @@ from hw.memory.l2 import L2Config
 from hw.memory.link import HostLinkConfig
 from hw.memory.noc import NocConfig
 from hw.memory.sram import SramConfig
+from hw.packing import elem_size
 from hw.systolic.config import ArrayConfig, ConfigError, _int_in
 from hw.validate import _number_in
 from hw.vector.config import VectorConfig
@@ -144,19 +145,19 @@ class ChipConfig:
             if not isinstance(getattr(self, key), cls):
                 raise ConfigError(f"{where}: {key} = {getattr(self, key)!r}: must be a {cls.__name__}")
 
-        if self.array.precision.bits < 8:
-            raise ConfigError(
-                f"{where}: array.precision = {self.array.precision.value!r}: a chip's memories "
-                f"and transfers hold whole-byte operands (int8, int16, fp16, bf16, fp8_e4m3, "
-                f"fp8_e5m2); sub-byte int4 and binary run in the array models alone "
-                f"(hw.systolic: register model, timing engine; int4 also RTL) for now")
-        eb = self.array.precision.bits // 8
+        eb = max(1, self.array.precision.bits // 8)     # packed sub-byte operands: 1
         for name in SRAM_NAMES:
             width = self.sram(name).bank_width_bytes
             if width % eb:
                 raise ConfigError(
                     f"{where}: sram.{name}.bank_width_bytes = {width}: must be a multiple of the "
                     f"{eb}-byte {self.array.precision.value} operand")
+
+    @property
+    def elem_size(self):
+        """Bytes per operand in the chip's memories: an int, or for int4 and binary operands
+        (two and eight per byte) a :class:`hw.packing.Packed` (:mod:`hw.packing`)."""
+        return elem_size(self.array.precision.bits)
 
     @property
     def clock_hz(self) -> float:
@@ -173,8 +174,8 @@ class ChipConfig:
 
     @property
     def peak_macs_per_cycle(self) -> int:
-        """Every core's array: cores x PEs."""
-        return self.cores * self.array.pes
+        """Every core's array: cores x PEs x MACs per PE."""
+        return self.cores * self.array.macs_per_cycle
 
     def sram(self, name: str) -> SramConfig:
         """The scratchpad holding operand ``name`` (one of :data:`SRAM_NAMES`)."""

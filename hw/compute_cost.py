@@ -24,6 +24,7 @@ import numpy as np
 from hw.chip import ChipConfig
 from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE
+from hw.packing import nbytes
 from hw.program import Program
 from hw.sparsity import filter_read_bits, whole_groups
 from hw.systolic.config import ArrayConfig, Dataflow
@@ -62,7 +63,7 @@ class ComputeCosts:
             store = None if t is None else t.weight_store
             self.array_id.append(self._variant(flow or arr.dataflow.value, nm, store))
         self.sram_cfgs = [chip.sram(name) for name in _SRAMS]
-        self.eb = arr.precision.bits // 8
+        self.bits = arr.precision.bits
         self.acc_bits = arr.acc_bits
 
     def _variant(self, flow: str, nm, store) -> int:
@@ -88,6 +89,18 @@ class ComputeCosts:
                                    self.store[a])
         return out.tolist()
 
+    def _access(self, cfg, lanes: int, stride: int) -> int:
+        """Cycles of one edge read of ``lanes`` operands ``stride`` apart
+        (:func:`hw.memory.sram.vector_access_cycles`). Operands packed narrower than a byte
+        have their stride in bits: contiguous ones are read as the bytes they fill, others one
+        byte each."""
+        bits = self.bits
+        if bits % 8 == 0:
+            return vector_access_cycles(cfg, lanes, bits // 8, stride)
+        if stride == bits:
+            return vector_access_cycles(cfg, nbytes(lanes, bits), 1, 1)
+        return vector_access_cycles(cfg, lanes, 1, -(-stride // 8))
+
     def cost(self, array: int, count: int, m: int, n: int, k: int, left_stride: int,
              top_stride: int) -> tuple:
         """What a ``COMPUTE`` of this shape on variant ``array`` costs: ``(cycles, conflict
@@ -104,14 +117,14 @@ class ComputeCosts:
         lanes_l, lanes_t = _tile_lanes(arr, m, n, k if nm is None else k // nm[1] * nm[0],
                                        count)
         stretch = 0
-        vl = vector_access_cycles(self.sram_cfgs[left_pad], lanes_l, self.eb, left_stride)
-        vt = vector_access_cycles(self.sram_cfgs[top_pad], lanes_t, self.eb, top_stride)
+        vl = self._access(self.sram_cfgs[left_pad], lanes_l, left_stride)
+        vt = self._access(self.sram_cfgs[top_pad], lanes_t, top_stride)
         if vl > 1 or vt > 1:
             stretch = max((vl - 1) * -(-left // lanes_l), (vt - 1) * -(-top // lanes_t))
         # The scratchpads' ports: operands at operand width, accumulators at acc width.
         # Compressed weights carry their ceil(log2 M)-bit indices through the filter port.
         # Weights kept in a sparse format: the stored bits per element, on average.
-        eb8, acc = 8 * self.eb, self.acc_bits
+        eb8, acc = self.bits, self.acc_bits
         ifmap_r, filt_r = geo.by_operand(left, top)
         w_num, w_den = filter_read_bits(eb8, nm, self.store[array])
         filt_bits = -(-filt_r * w_num // w_den)

@@ -157,7 +157,8 @@ class Program:
     ``location`` (of the DRAM side: DRAM, HOST or ONCHIP), ``layer`` (index into ``layers``),
     transfer box ``addr, n2, stride2, n1, stride1, chunk_bytes``, compute shape ``count, m, n, k``
     with the byte strides of the vectors the array's left and top edges read per cycle
-    (``left_stride``, ``top_stride``; element size = contiguous), the tile indices
+    (``left_stride``, ``top_stride``; element size = contiguous; bit strides for operands
+    packed narrower than a byte, :mod:`hw.packing`), the tile indices
     ``tile_g/m/n/k``, and the dependency lists in CSR form (``dep_ptr``, ``dep_idx``).
     On a multi-core chip a transfer's ``copies`` is how many distinct copies of its box the
     layer's cores move to or from DRAM (:mod:`compiler.backends.multicore`; 1 otherwise).

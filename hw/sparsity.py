@@ -33,7 +33,7 @@ __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
            "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups",
            "stored_weight_bytes", "ellpack_tiles_expected", "filter_read_bits",
            "channel_n", "nm_mix", "check_mix", "parse_nm_rows", "parse_sparsity", "scale_mix",
-           "array_mix", "mix_label", "row_tiles"]
+           "array_mix", "mix_label", "row_cuts", "row_tiles"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -298,17 +298,34 @@ def array_mix(mix, m: int, sparse_m: int) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out.items(), reverse=True))
 
 
-def row_tiles(ns, m: int, n_tile: int) -> tuple[np.ndarray, list[tuple]]:
-    """Row-wise N:M as a compiler runs it: ``(order, tiles)``. ``order`` sorts the output
-    channels by their own N (``ns``, :func:`channel_n`), largest first (stable); ``tiles`` cuts
-    the sorted channels into tiles of ``n_tile``, each ``(first, size, nm)`` running at the N of
-    its first channel, the largest it holds (``nm`` None: that N is ``m``, dense)."""
+def row_cuts(mix, n0: int, size: int, fold: int) -> list[tuple[int, int]]:
+    """Row-wise N:M as a compiler cuts it: the output channels ``[n0, n0 + size)``, sorted by
+    N largest first (``mix``: ``(N, channels)`` pairs in that order), as ``(first, end)`` runs,
+    one per N they hold: cut where N changes, rounded up to whole ``fold``-wide column folds
+    from ``n0`` (a fold runs at the largest N of its channels; ``fold`` 1: exact cuts, for a
+    dataflow that streams the channels in time)."""
+    end, cuts, first = n0 + size, [n0], 0
+    for _, channels in mix:
+        first += channels
+        cut = n0 + -(-(first - n0) // fold) * fold
+        if cuts[-1] < cut < end:
+            cuts.append(cut)
+    cuts.append(end)
+    return list(zip(cuts, cuts[1:]))
+
+
+def row_tiles(ns, m: int, fold: int) -> tuple[np.ndarray, list[tuple]]:
+    """Row-wise N:M of one tile of every output channel, as the compiler runs it:
+    ``(order, tiles)``. ``order`` sorts the channels by their own N (``ns``,
+    :func:`channel_n`), largest first (stable); ``tiles`` are :func:`row_cuts`'s runs of the
+    sorted channels, each ``(first, size, nm)`` at the N of its first channel, the largest it
+    holds (``nm`` None: that N is ``m``, dense)."""
     ns = np.asarray(ns, dtype=np.int64).ravel()
     order = np.argsort(-ns, kind="stable")
     tiles = []
-    for first in range(0, ns.size, n_tile):
+    for first, end in row_cuts(nm_mix(ns), 0, ns.size, fold):
         n = int(ns[order[first]])
-        tiles.append((first, min(n_tile, ns.size - first), None if n >= m else (n, m)))
+        tiles.append((first, end - first, None if n >= m else (n, m)))
     return order, tiles
 
 

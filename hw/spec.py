@@ -172,7 +172,7 @@ def _systolic(cfg: ChipConfig, source: str) -> ChipSpec:
                              ports=cfg.sram(name).ports, holds=_SRAM_OPERANDS[name])
                  for name in SRAM_NAMES)
     engine = Engine(kind="systolic", name=f"array {arr.rows}x{arr.cols}",
-                    peak_macs_per_cycle=arr.pes, config=arr,
+                    peak_macs_per_cycle=arr.macs_per_cycle, config=arr,
                     label=f"{arr.rows}x{arr.cols} {arr.dataflow.value} {arr.precision.value}")
     engines = (engine,)
     vec = cfg.vector

@@ -111,7 +111,11 @@ class SimulatedChip:
         """Bytes of one tensor element at the matrix engine's precision (NVDLA builds and
         other engines: 2, fp16)."""
         precision = getattr(self.spec.engine.config, "precision", None)
-        return max(1, precision.bits // 8) if precision is not None else 2
+        if precision is not None and precision.bits % 8:
+            raise ValueError(f"{self.spec.name}: array.precision = {precision.value!r} packs "
+                             f"operands below a byte; LLM runs count whole bytes per element: "
+                             f"use int8 or wider (4-bit weights: --weight-bits 4)")
+        return precision.bits // 8 if precision is not None else 2
 
     def op_seconds(self, op: Op) -> float:
         return self.op_run(op)["device_s"]

@@ -212,7 +212,7 @@ class OpMapping:
         """``MACs performed / (PEs x latency)`` of a mapping of this op (N:M sparse PEs
         perform the kept weights' MACs: their PE-busy cycles)."""
         done = mapping.counters["pe_busy_cycles"] if self.problem.nm is not None else self.macs
-        return done / (self.pes * mapping.latency_cycles)
+        return done / (self.pes * self.chip.array.macs_per_pe * mapping.latency_cycles)
 
     @property
     def better_pct(self) -> float:
@@ -291,9 +291,11 @@ def map_op(op: Op, device=None, options: MapOptions | None = None, *,
     progress = progress or (lambda done, total, phase: None)
     compile_options = options.compile_options()
     nm = compile_options.weight_nm(op)
-    if compile_options.weight_nm_rows(op) is not None:
+    rows = compile_options.weight_nm_rows(op)
+    if rows is not None:
+        lo = min(n for n, _ in rows)
         why = (f"row-wise N:M runs each N tile at its own N, not one mapping; map one N "
-               f"(sparsity '{nm[0]}:{nm[1]}') or run the model (npulab run)")
+               f"(e.g. sparsity '{lo}:{nm[1]}') or run the model (npulab run)")
         if options.sparsity is not None:
             raise OptionError("sparsity", options.sparsity, f"{{}}: {why}")
         raise ValueError(f"{op.name}: weight_nm_rows = {op.weight_nm_rows!r}: {why}")

@@ -306,7 +306,7 @@ def _sram_peak(spec, level, timing: str) -> float:
     a = spec.engine.config
     if timing not in ("compute", "scalesim") or not isinstance(a, ArrayConfig):
         return peak
-    width = a.acc_bits / 8 if "output" in level.holds else a.precision.bits // 8
+    width = (a.acc_bits if "output" in level.holds else a.precision.bits) / 8
     return max(peak, max(a.rows, a.cols) * width)
 
 

@@ -28,7 +28,8 @@ from compiler.ir import Graph
 from compiler.options import CompileOptions
 from hw.configfile import load_chip
 from hw.spec import ENGINE_KINDS, ChipSpec, chip_spec
-from hw.sparsity import array_nm, parse_sparsity
+from hw.sparsity import array_mix, array_nm, parse_sparsity
+from npulab.choices import ARRAY_PRECISIONS
 from npulab.choices import TIMING_MODES
 from npulab.option_error import OptionError, literal
 
@@ -71,9 +72,9 @@ class RunOptions:
                               f"{{}}: must be one of {', '.join(TIMING_MODES)}")
         if not isinstance(self.compile, CompileOptions):
             raise OptionError("compile", self.compile, "{}: must be a CompileOptions")
-        if self.precision is not None and self.precision not in NVDLA_PRECISIONS:
+        if self.precision is not None and self.precision not in ARRAY_PRECISIONS:
             raise OptionError("precision", self.precision,
-                              f"{{}}: must be one of {', '.join(NVDLA_PRECISIONS)}")
+                              f"{{}}: must be one of {', '.join(ARRAY_PRECISIONS)}")
 
 
 def _compile_choices(compile_options: CompileOptions):
@@ -110,10 +111,10 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
                           {"native": ("timing", "native"), "timing": ("timing", options.timing)})
     sparsity = options.compile.sparsity
     sparse_m = spec.config.array.sparse_m
-    nm = parse_sparsity(sparsity)[0] if sparsity is not None else None
-    if nm is not None and array_nm(nm, sparse_m) is None:
+    nm, mix = parse_sparsity(sparsity) if sparsity is not None else (None, None)
+    if nm is not None and not skips(nm, mix, sparse_m):
         raise OptionError("compile.sparsity", sparsity, f"{{}}: {literal(spec.name)}'s array "
-                          f"{sparse_pe_hint(nm, sparse_m)}")
+                          f"{sparse_pe_hint(nm, sparse_m, mix)}")
     bits = options.compile.weight_bits
     arr = spec.config.array
     if bits is not None and bits >= arr.precision.bits:
@@ -126,18 +127,29 @@ def _check_systolic(spec: ChipSpec, options: RunOptions) -> None:
                           f"cores ({literal(spec.name)} has {cores})")
 
 
-def sparse_pe_hint(nm: tuple[int, int], sparse_m: int) -> str:
-    """Why an array cannot skip any of ``nm``, and what would."""
+def skips(nm: tuple[int, int], mix, sparse_m: int) -> bool:
+    """PEs with groups of ``sparse_m`` skip some of ``nm``'s weights (row-wise: of some channel
+    of ``mix``, :func:`hw.sparsity.array_mix`)."""
+    if mix is None:
+        return array_nm(nm, sparse_m) is not None
+    return bool(sparse_m) and any(n < sparse_m for n, _ in array_mix(mix, nm[1], sparse_m))
+
+
+def sparse_pe_hint(nm: tuple[int, int], sparse_m: int, mix=None) -> str:
+    """Why an array cannot skip any of ``nm`` (row-wise: of any channel of ``mix``), and what
+    would."""
     from hw.systolic.config import MAX_SPARSE_M
     n, m = nm
+    lo = n if mix is None else min(v for v, _ in mix)
+    what = f"{n}:{m}" if mix is None else f"{lo}-{n}:{m}"
     why = ("has dense PEs" if not sparse_m else
-           f"has {sparse_m}-element sparse groups, which cannot skip any of {n}:{m}")
-    if n == m:
+           f"has {sparse_m}-element sparse groups, which cannot skip any of {what}")
+    if lo == m:
         return f"{why}; {n}:{m} keeps every weight: it is dense (--sparsity dense)"
     if m <= MAX_SPARSE_M:
         return f"{why}; set array.sparse_m = {m} for N:M sparse PEs"
     for g in range(MAX_SPARSE_M, 1, -1):      # the largest group that still skips some
-        runs = array_nm(nm, g)
+        runs = array_nm((lo, m), g)
         if runs is not None:
             return (f"{why}; sparse PEs group at most {MAX_SPARSE_M} weights: array.sparse_m "
                     f"= {g} runs it as {runs[0]}:{runs[1]}")
@@ -145,6 +157,9 @@ def sparse_pe_hint(nm: tuple[int, int], sparse_m: int) -> str:
 
 
 def _check_nvdla(spec: ChipSpec, options: RunOptions) -> None:
+    if options.precision is not None and options.precision not in NVDLA_PRECISIONS:
+        raise OptionError("precision", options.precision,
+                          f"{{}}: an NVDLA build runs {', '.join(NVDLA_PRECISIONS)}")
     choice = (("timing", options.timing) if options.timing != "native"
               else next(_compile_choices(options.compile), None))
     if choice is not None:

@@ -249,7 +249,7 @@ def _systolic_table(result: RunRecord, metrics) -> str:
         f"{t.get('cores', 1) * arr.rows * arr.cols} PEs",
         f"latency               {t['latency_s'] * 1e3:.4f} ms at {clock:g} MHz",
         f"throughput            {t['effective_tops']:.3f} TOPS effective / {t['peak_tops']:.3f} TOPS peak"
-        + _sparse_throughput(t),
+        + _sparse_throughput(t, arr.macs_per_pe),
         f"SRAM ifmap reads      {t['ifmap_sram_reads']:,}",
         f"SRAM filter reads     {t['filter_sram_reads']:,}",
         f"SRAM ofmap writes     {t['ofmap_sram_writes']:,}",
@@ -349,9 +349,12 @@ def to_json(result: RunRecord, metrics=None) -> str:
 
 #: LayerResult fields the CSV leaves out: nested data (in the JSON), and what the metrics'
 #: columns carry under their own names (utilization, bound).
-def _sparse_throughput(t: dict) -> str:
+def _sparse_throughput(t: dict, macs_per_pe: int = 1) -> str:
     """On N:M sparse PEs the PEs skip the pruned MACs: the effective TOPS count every MAC of
-    the dense layers (what the network needs), the executed ones what the PEs did."""
+    the dense layers (what the network needs), the executed ones what the PEs did. (Sparse
+    PEs do one MAC a cycle; a dual-MAC array's busy cycles count two.)"""
+    if macs_per_pe > 1:
+        return ""
     busy = t.get("pe_busy_cycles")
     if not busy or busy >= t["macs"] or not t["latency_s"]:
         return ""

@@ -172,7 +172,7 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
         gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
-        pe_busy_cycles=busy, utilization_pct=100.0 * shape.macs / (cfg.pes * cycles),
+        pe_busy_cycles=busy, utilization_pct=100.0 * shape.macs / (cfg.macs_per_cycle * cycles),
         mapping_efficiency_pct=_mapping_efficiency(cfg, shape, folds),
         ifmap_sram_reads=ifmap, filter_sram_reads=filt, ofmap_sram_writes=ofw,
         ofmap_sram_reads=ofr, folds=folds,
@@ -399,8 +399,10 @@ def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
         "macs": macs,
         "pe_busy_cycles": sum(layer.pe_busy_cycles for layer in run),
         # the MACs the PEs performed: all of them dense, the kept ones on N:M sparse PEs
+        # PE-busy cycles x MACs per PE: the MAC slots used (dual-MAC PEs: two a cycle)
         "utilization_pct": (100.0 * sum(layer.pe_busy_cycles for layer in run)
-                            / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0),
+                            * chip.array.macs_per_pe / (chip.peak_macs_per_cycle * cycles)
+                            if cycles else 0.0),
         "ifmap_sram_reads": sum(layer.ifmap_sram_reads for layer in run),
         "filter_sram_reads": sum(layer.filter_sram_reads for layer in run),
         "ofmap_sram_writes": sum(layer.ofmap_sram_writes for layer in run),
@@ -591,8 +593,8 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
     out.update(
         cycles=cycles, latency_s=latency_s,
         effective_tops=2 * totals["macs"] / latency_s / 1e12 if cycles else 0.0,
-        utilization_pct=(100.0 * totals["pe_busy_cycles"] / (chip.peak_macs_per_cycle * cycles)
-                         if cycles else 0.0),
+        utilization_pct=(100.0 * totals["pe_busy_cycles"] * chip.array.macs_per_pe
+                         / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0),
         compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
         stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],
         stall_vector_cycles=t["stall_vector_cycles"],

@@ -55,6 +55,7 @@ from compiler.fusion import find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.ir.vector import Eltwise, Pool, _Elementwise, _Rows
 from hw.chip import ChipConfig
+from hw.packing import size_bytes
 from hw.program import Kind, Location, Operand
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
@@ -140,16 +141,16 @@ def _estimate(g: int, mu: int, unit: int, n: int, k: int, split: Split,
               chip: ChipConfig) -> tuple[float, int]:
     """``(estimated cycles, share bytes)`` of a matrix op's share under ``split`` (module
     docstring)."""
-    arr, eb = chip.array, chip.array.precision.bits // 8
+    arr, eb = chip.array, chip.elem_size
     gs, ms, ns, ks = (-(-g // split.g), -(-mu // split.m) * unit, -(-n // split.n),
                       -(-k // split.k))
     compute = int(tile_counters(arr, ms, ns, ks, gs)[K_CYCLES])
     used = split.cores
-    share_bytes = eb * gs * (ms * ks + ks * ns + ms * ns)
+    share_bytes = size_bytes(gs * (ms * ks + ks * ns + ms * ns), eb)
     per_core = _per_core_bandwidth(chip, used)
     est = max(compute, share_bytes / per_core)
     if split.k > 1:           # then the sum: k partials read, one output written per element
-        sum_bytes = eb * (split.k + 1) * -(-g * mu * unit * n // used)
+        sum_bytes = size_bytes((split.k + 1) * -(-g * mu * unit * n // used), eb)
         share_bytes += sum_bytes
         est += sum_bytes / per_core
     return est, share_bytes
@@ -219,7 +220,7 @@ def op_estimate(op, chip: ChipConfig) -> float:
     if op.gemm_shape() is not None:
         g, mu, unit, n, k, _ = _matrix_extents(op)
         return _estimate(g, mu, unit, n, k, split, chip)[0]
-    eb = chip.array.precision.bits // 8
+    eb = chip.elem_size
     share = _share(op, split)
     moved = (share.input_bytes(eb) + share.output_bytes(eb)) / _per_core_bandwidth(
         chip, split.cores)
@@ -253,13 +254,15 @@ def _share(op, split: Split, fraction: float | None = None):
     if split.cores == 1 and fraction is None:
         return op
     if isinstance(op, Gemm):
-        return replace(op, batch=-(-op.batch // split.g), m=-(-op.m // split.m),
-                       n=-(-op.n // split.n), k=-(-op.k // split.k))
+        n = -(-op.n // split.n)
+        return replace(op, batch=-(-op.batch // split.g), m=-(-op.m // split.m), n=n,
+                       k=-(-op.k // split.k), **op.rows_for(n))
     if isinstance(op, Conv2d):
+        out_channels = (op.out_channels // op.groups * -(-op.groups // split.g)
+                        if op.groups > 1 else -(-op.out_channels // split.n))
         out = replace(op, groups=-(-op.groups // split.g),
                       in_channels=op.in_channels // op.groups * -(-op.groups // split.g),
-                      out_channels=(op.out_channels // op.groups * -(-op.groups // split.g)
-                                    if op.groups > 1 else -(-op.out_channels // split.n)))
+                      out_channels=out_channels, **op.rows_for(out_channels))
         if split.m > 1 and op.batch >= split.m:
             return replace(out, batch=-(-op.batch // split.m))
         if split.m > 1:           # output rows: a middle share (no padding, its halo rows)
@@ -412,13 +415,13 @@ def _conv_pool_cycles(conv: Conv2d, pool, split: Split, fused: bool, chip: ChipC
     weights ``split.m`` times. Fused, the pool runs inside the conv and the cores write the
     pooled output; apart, the conv's output goes out and the pool, on the vector units of the
     cores it is split over, reads it back and writes the pooled output."""
-    eb = chip.array.precision.bits // 8
+    eb = chip.elem_size
     below = chip.fetch_bytes_per_cycle * chip.cores * DRAM_EFFICIENCY
     g, mu, unit, n, k, _ = _matrix_extents(conv)
     compute = int(tile_counters(chip.array, -(-mu // split.m) * unit, -(-n // split.n), k,
                                 -(-g // split.g))[K_CYCLES])
-    out, pooled = conv.output_elements * eb, pool.output_elements * eb
-    moved = split.n * conv.input_elements * eb + split.m * g * k * n * eb
+    out, pooled = conv.output_bytes(eb), pool.output_bytes(eb)
+    moved = split.n * conv.input_bytes(eb) + split.m * size_bytes(g * k * n, eb)
     if fused:
         return max(compute, (moved + pooled) / below)
     vector = _vector_cycles(pool, chip) / choose_split(pool, chip).cores

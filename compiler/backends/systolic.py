@@ -45,6 +45,7 @@ from compiler.fusion import FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
+from hw.packing import nbytes, size_bytes
 from hw.sparsity import array_mix, array_nm, scale_mix, stored_weight_bytes
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
@@ -69,7 +70,7 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     """The tiler's view of ``op`` on ``chip``: its GEMM (or direct convolution) extents in
     units, element and accumulator bytes (what :func:`compile_graph` tiles and the mapper
     searches)."""
-    eb = chip.array.precision.bits // 8
+    eb, bits = chip.elem_size, chip.array.precision.bits
     ab = -(-chip.array.acc_bits // 8)   # accumulators occupy whole bytes
     shape = op.gemm_shape()
     b_is_weight = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
@@ -77,8 +78,8 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if b_is_weight else None
     nm, nm_rows = _row_wise(options, op, shape.n, chip.array.sparse_m, nm, b_is_weight)
     w_bits = options.w_bits_of(op) or 0
-    b_bits = w_bits if 0 < w_bits < 8 * eb else 0     # stored narrower, widened on load
-    if isinstance(op, Conv2d) and options.conv_lowering == "direct":
+    b_bits = w_bits if 0 < w_bits < bits else 0     # stored narrower, widened on load
+    if _direct(op, options, bits):
         return TileProblem(
             name=op.name, lowering="direct", count=shape.count, m=shape.m, n=shape.n, k=shape.k,
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
@@ -86,13 +87,23 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
             dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm, nm_rows=nm_rows, b_bits=b_bits,
             act_zeros=options.act_zeros_of(op),
-            b_store=_stored_weights(op, shape, nm is None, b_bits or 8 * eb, options))
+            b_store=_stored_weights(op, shape, nm is None, b_bits or bits, options))
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
         b_bits=b_bits, nm=nm, nm_rows=nm_rows, act_zeros=options.act_zeros_of(op),
-        b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or 8 * eb, options))
+        b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or bits, options))
+
+
+def _direct(op, options: CompileOptions, bits: int) -> bool:
+    """``op`` is a convolution lowered direct (NHWC patches read in place). A grouped one whose
+    groups' channels, packed below a byte, do not fill whole bytes shares bytes between groups
+    in every pixel: it runs im2col, each group's patches its own rows (:mod:`hw.packing`)."""
+    if not isinstance(op, Conv2d) or options.conv_lowering != "direct":
+        return False
+    per_group = (op.in_channels // op.groups, op.out_channels // op.groups)
+    return op.groups == 1 or all(c * bits % 8 == 0 for c in per_group)
 
 
 def _row_wise(options: CompileOptions, op, channels: int, sparse_m: int, nm, b_is_weight: bool):
@@ -133,7 +144,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
     finds its input there (``input_in_l2``) and leaves its output there (``output_in_l2``)
     when they fit (:meth:`~compiler.backends.multicore.Placement.hold`)."""
     options = options or CompileOptions()
-    eb = chip.array.precision.bits // 8
+    eb = chip.elem_size
     pb = ProgramBuilder(graph.name)
     whole = {op.name: op for op in graph.ops}
     splits = None
@@ -355,7 +366,7 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
                 addr: dict, ready: dict, graph_input: str) -> LayerSchedule:
     """Emit a fused attention or add + norm group; sets every member's ``addr`` and
     ``ready``; returns the anchor's layer schedule (its command range is set by the caller)."""
-    eb = chip.array.precision.bits // 8
+    eb = chip.elem_size
     members = [by_name[m] for m in group.members]
     tail = members[-1]
 
@@ -372,7 +383,8 @@ def _emit_group(pb: ProgramBuilder, index: int, group: FusedGroup, by_name: dict
         _keep(pb, tail, readers, addr[tail.name], eb)
         df = chip.array.dataflow
         _, last = emit_attention(
-            pb, index, plan, chip, lambda m, n, k_: _edge_strides(df, options, m, n, k_, eb),
+            pb, index, plan, chip,
+            lambda m, n, k_: _edge_strides(df, options, m, n, k_, chip.array.precision.bits),
             q_addr=addr[q], k_addr=addr[k], v_addr=addr[v], o_addr=addr[tail.name],
             q_deps=deps(q), k_deps=deps(k), v_deps=deps(v),
             extra=members[2].work() if len(members) == 4 else None)   # a dropout on P
@@ -418,7 +430,7 @@ def _second_operand(op, addr: dict, alloc: _Allocator, graph_input: str, plan) -
         return addr[op.inputs[1]]
     if shortcut_is_input(op) and graph_input in addr:
         return addr[graph_input]
-    return alloc.alloc(max(plan.b_once_bytes, plan.b_per_elem * op.output_elements, 1))
+    return alloc.alloc(max(plan.b_once_bytes, nbytes(op.output_elements, plan.b_bits), 1))
 
 
 def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input_resident: bool,
@@ -507,7 +519,7 @@ def _mapper_key(share, used: int, parts_k: int, sum_elements: int, chip: ChipCon
                   bytes_per_cycle=rate).best
     latency, energy = float(best.latency_cycles), best.energy_j * used
     if parts_k > 1:
-        nbytes = (parts_k + 1) * sum_elements * (chip.array.precision.bits // 8)
+        nbytes = size_bytes((parts_k + 1) * sum_elements, chip.elem_size)
         latency += nbytes / rate
         energy += nbytes * used * 8 * energy_rates(
             load_technology(options.tech), HardwareFacts.systolic(chip)).dram_pj_per_bit * 1e-12
@@ -527,13 +539,15 @@ def _fits_resident_input(p: TileProblem, chip: ChipConfig, options: CompileOptio
 
 
 def _edge_strides(df: Dataflow, options: CompileOptions, mt: int, nt: int, kt: int,
-                  eb: int) -> tuple[int, int]:
-    """Byte strides of the vectors the left and top edges read per cycle (see CompileOptions):
-    contiguous when ``matched``, else as in the row-major A and B tiles."""
+                  bits: int) -> tuple[int, int]:
+    """Strides of the vectors the left and top edges read per cycle (see CompileOptions):
+    contiguous when ``matched``, else as in the row-major A and B tiles. In bytes; in bits for
+    operands packed narrower than a byte (:class:`~hw.program.Program`)."""
+    unit = bits if bits % 8 else bits // 8
     if options.sram_layout == "matched":
-        return eb, eb
+        return unit, unit
     left, top = geometry(df).row_major_edge_strides(mt, nt, kt)
-    return left * eb, top * eb
+    return left * unit, top * unit
 
 
 def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, chip: ChipConfig,
@@ -542,7 +556,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
           epi: Epilogue | None = None):
     """Walk the loop nest of one op and append its commands. Returns (last compute, last store).
     ``epi``: a fused epilogue run on each finished output tile before it is stored."""
-    eb, ab = p.elem_bytes, p.acc_bytes
+    bits, ab = p.elem_bits, p.acc_bytes
     double = {name: chip.sram(name).double_buffer for name in ("ifmap", "filter", "ofmap")}
     mtiles = p.m_tiles(choice.m_units)
     ntiles = tile_sizes(p.n, choice.n_tile)
@@ -606,7 +620,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                     cur["b"] ^= 1
                 s = cur["b"]
                 deps = [last_use["b"][s]] + (list(input_deps) if not p.b_is_weight else [])
-                box = _b_box(p, b_addr, g0, gsz, k0, ksz, n0, nsz, trips, eb, choice,
+                box = _b_box(p, b_addr, g0, gsz, k0, ksz, n0, nsz, trips, choice,
                              segments(n0, nsz))
                 load_of["b"] = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer, box,
                                            deps=deps, tile=tile)
@@ -634,7 +648,7 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
                 c_visits[key] = visits + 1
                 c_key = key
             for s0, ssz, nm in segments(n0, nsz):    # one compute, or one per N (row-wise)
-                left, top = _edge_strides(flow, options, mt, ssz, kt, eb)
+                left, top = _edge_strides(flow, options, mt, ssz, kt, bits)
                 comp = pb.compute(layer, gsz, mt, ssz, kt, left, top, deps=cdeps, tile=tile,
                                   nm_n=_nm_n(p, nm))
             last_use["a"][cur["a"]] = comp
@@ -693,58 +707,64 @@ def _leaves_c_tile(order: str, trips: dict[str, int], idx: dict[str, int]) -> bo
 
 def _a_box(p: TileProblem, base: int, g0: int, gsz: int, m_first: int, m_units: int,
            a_rows: int, k0: int, ksz: int):
-    eb = p.elem_bytes
+    """The DMA box of an A tile. Rows (pixels for ``direct``) of packed operands are padded to
+    whole bytes and tiles cut them at whole bytes (:mod:`hw.packing`)."""
+    bits = p.elem_bits
     if p.lowering == "direct":
         c_total = p.count * p.in_channels
         image, row = divmod(m_first, p.out_h)
         top = max(0, row * p.stride_h - p.pad_top) if m_units < p.out_h else 0
-        pixel = eb * c_total
-        addr = base + ((image * p.in_h + top) * p.in_w) * pixel + (g0 * p.in_channels + k0) * eb
-        chunk = gsz * ksz * eb
-        if chunk == pixel:
+        pixel = nbytes(c_total, bits)
+        addr = (base + ((image * p.in_h + top) * p.in_w) * pixel
+                + (g0 * p.in_channels + k0) * bits // 8)
+        if gsz * ksz == c_total:
             return addr, 1, 0, 1, 0, a_rows * p.in_w * pixel
-        return addr, a_rows, p.in_w * pixel, p.in_w, pixel, chunk
-    row_bytes = p.k * eb
-    addr = base + (g0 * p.m * p.k + m_first * p.k + k0) * eb
+        return addr, a_rows, p.in_w * pixel, p.in_w, pixel, nbytes(gsz * ksz, bits)
+    row_bytes = nbytes(p.k, bits)
+    addr = base + (g0 * p.m + m_first) * row_bytes + k0 * bits // 8
     if ksz == p.k:
         if m_units == p.m:
             return addr, 1, 0, 1, 0, gsz * p.m * row_bytes
         return addr, 1, 0, 1, 0, m_units * row_bytes
-    return addr, 1, 0, m_units, row_bytes, ksz * eb
+    return addr, 1, 0, m_units, row_bytes, nbytes(ksz, bits)
 
 
 def _b_box(p: TileProblem, base: int, g0: int, gsz: int, k0: int, ksz: int, n0: int, nsz: int,
-           trips, eb: int, choice: TileChoice, segments):
+           trips, choice: TileChoice, segments):
     kt = ksz * p.k_unit
     if p.b_is_weight:
         block = p.b_tile(choice.k_units * p.k_unit, choice.n_tile)
         index = (g0 * trips["k"] + k0 // choice.k_units) * trips["n"] + n0 // choice.n_tile
+        # one pre-tiled block per group, each whole bytes (the tiler counts the same)
         if p.nm_rows is None:
-            return base + index * block, 1, 0, 1, 0, p.b_tile(kt, nsz, gsz)
+            return base + index * block, 1, 0, 1, 0, gsz * p.b_tile(kt, nsz)
         # row-wise N:M: each segment stored at its own N (the block keeps the largest's room)
-        nbytes = sum(p.b_bytes_of(kt, ssz, gsz, nm) for _, ssz, nm in segments)
-        return base + index * block, 1, 0, 1, 0, nbytes
-    addr = base + (g0 * p.k * p.n + k0 * p.n + n0) * eb
+        stored = gsz * sum(p.b_bytes_of(kt, ssz, 1, nm) for _, ssz, nm in segments)
+        return base + index * block, 1, 0, 1, 0, stored
+    bits = p.elem_bits          # a second activation: rows of n, packed rows whole bytes
+    row = nbytes(p.n, bits)
+    addr = base + (g0 * p.k + k0) * row + n0 * bits // 8
     if nsz == p.n:
-        return addr, 1, 0, 1, 0, gsz * kt * p.n * eb
-    return addr, 1, 0, kt, p.n * eb, nsz * eb
+        return addr, 1, 0, 1, 0, gsz * kt * row
+    return addr, 1, 0, kt, row, nbytes(nsz, bits)
 
 
 def _c_box(p: TileProblem, base: int, g0: int, gsz: int, m_first: int, m_units: int, n0: int,
            nsz: int):
-    eb = p.elem_bytes
+    bits = p.elem_bits          # packed rows (pixels) padded to whole bytes
     pixels = m_units * p.unit_pixels
     n_total = p.count * p.n
     if p.lowering == "direct":
-        addr = base + (m_first * p.out_w * n_total + g0 * p.n + n0) * eb
-        chunk = gsz * nsz * eb
-        if chunk == n_total * eb:
-            return addr, 1, 0, 1, 0, pixels * chunk
-        return addr, 1, 0, pixels, n_total * eb, chunk
-    addr = base + (g0 * p.m * p.n + m_first * p.n + n0) * eb
+        pixel = nbytes(n_total, bits)
+        addr = base + m_first * p.out_w * pixel + (g0 * p.n + n0) * bits // 8
+        if gsz * nsz == n_total:
+            return addr, 1, 0, 1, 0, pixels * pixel
+        return addr, 1, 0, pixels, pixel, nbytes(gsz * nsz, bits)
+    row = nbytes(p.n, bits)
+    addr = base + (g0 * p.m + m_first) * row + n0 * bits // 8
     if nsz == p.n:
-        return addr, 1, 0, 1, 0, gsz * pixels * p.n * eb
-    return addr, 1, 0, pixels, p.n * eb, nsz * eb
+        return addr, 1, 0, 1, 0, gsz * pixels * row
+    return addr, 1, 0, pixels, row, nbytes(nsz, bits)
 
 
 def _psum_box(base: int, p: TileProblem, choice: TileChoice, mi: int, ni: int, trips, mt: int,

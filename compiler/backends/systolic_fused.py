@@ -32,6 +32,7 @@ from compiler.backends.systolic_vector import VectorPlan, flat_box, pixel_box
 from compiler.fusion import FusedGroup
 from compiler.ir import Binary, Cast, Gemm, Norm, Pool
 from hw.chip import ChipConfig
+from hw.packing import bits_of, nbytes, size_bytes
 from hw.program import Kind, Location, Operand, ProgramBuilder
 from hw.vector.work import VectorWork
 
@@ -127,7 +128,7 @@ class Epilogue:
         if self.residual_addr is not None and not self.preload:
             deps.append(self.load_residual(pb, layer, box_of(self.residual_addr, p.elem_bytes),
                                            slot_free, tile))
-            read += pixels * nsz * p.elem_bytes
+            read += pixels * nbytes(nsz, bits_of(p.elem_bytes))
         if self.const_bytes:
             if self._const_load is None:
                 self._const_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
@@ -137,9 +138,10 @@ class Epilogue:
         last = comp
         in_bytes = ab
         if self.work is not None:
-            last = pb.vector(layer, self.work, pixels, nsz, read, nsz * self.const_per_col,
-                             pixels * nsz * self.out_bytes, deps=deps, tile=tile,
-                             source=Operand.OFMAP)
+            last = pb.vector(layer, self.work, pixels, nsz, read,
+                             nbytes(nsz, self.const_per_col),
+                             pixels * nbytes(nsz, bits_of(self.out_bytes)), deps=deps,
+                             tile=tile, source=Operand.OFMAP)
             deps, in_bytes = [last], self.out_bytes
         if self.pool is None:
             return pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
@@ -153,12 +155,15 @@ class Epilogue:
             return last
         pool = self.pool
         rows_read = r1 - int(self.pool_first[q0])
-        out_w, eb = pool.out_w, self.out_bytes
+        out_w, bits = pool.out_w, bits_of(self.out_bytes)
+        in_bits = 8 * in_bytes if self.work is None else bits     # accumulators, or the output
         last = pb.vector(layer, pool.work(), q1 - q0, out_w * nsz,
-                         rows_read * w * nsz * in_bytes, 0, (q1 - q0) * out_w * nsz * eb,
+                         rows_read * w * nbytes(nsz, in_bits), 0,
+                         (q1 - q0) * out_w * nbytes(nsz, bits),
                          deps=deps, tile=tile, source=Operand.OFMAP)
-        pixel = pool.channels * eb
-        box = pixel_box(c_addr + q0 * out_w * pixel + n0 * eb, (q1 - q0) * out_w, pixel, nsz * eb)
+        pixel = nbytes(pool.channels, bits)
+        box = pixel_box(c_addr + q0 * out_w * pixel + n0 * bits // 8, (q1 - q0) * out_w, pixel,
+                        nbytes(nsz, bits))
         return pb.transfer(Kind.STORE, Operand.OFMAP, Location.DRAM, layer, box, deps=[last],
                            tile=tile)
 
@@ -167,7 +172,7 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
              alloc) -> tuple[Epilogue, int]:
     """The :class:`Epilogue` of an ``epilogue`` or ``conv_pool`` group, and the residual's
     bytes per output element the ofmap tile must also hold."""
-    eb = chip.array.precision.bits // 8
+    eb = chip.elem_size
     works, out_bytes = [], eb
     residual, const_bytes, const_per_col = None, 0, 0
     pool = None
@@ -183,8 +188,8 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
         elif isinstance(op, Binary):
             others = [s for s in op.inputs if s != tail]
             if op.other_elements != op.elements:
-                const_bytes += op.other_elements * eb
-                const_per_col += eb
+                const_bytes += size_bytes(op.other_elements, eb)
+                const_per_col += bits_of(eb)        # bits per output column
             else:
                 residual = others[0]
                 if tail == group.anchor and op.fn == "add":
@@ -198,7 +203,7 @@ def epilogue(group: FusedGroup, by_name: dict, chip: ChipConfig, addr: dict, rea
     if residual is not None:
         epi.residual_addr = addr[residual]
         epi.residual_deps = tuple(d for d in (ready.get(residual),) if d is not None)
-        extra = 0 if preload else eb
+        extra = 0 if preload else max(1, bits_of(eb) // 8)  # packed: a whole byte, at most
     if const_bytes:
         epi.const_addr, epi.const_bytes, epi.const_per_col = (alloc.alloc(const_bytes),
                                                               const_bytes, const_per_col)
@@ -222,22 +227,23 @@ def add_norm_plan(add: Binary, norm: Norm, chip: ChipConfig, store_sum: bool) ->
     """Whole-row tiles of the norm, reading both addends (the second streamed through the
     filter scratchpad beside the kept scale and shift) and writing the norm's output (and the
     sum when ``store_sum``). Raises ``TilingError`` when one row does not fit."""
-    eb = chip.array.precision.bits // 8
+    bits = chip.array.precision.bits
     cols = norm.cols
-    weights = norm.weight_elements * eb
+    row = nbytes(cols, bits)        # packed rows padded to whole bytes (hw.packing)
+    weights = nbytes(norm.weight_elements, bits)
     cap_a = chip.ifmap_sram.tile_capacity_bytes
     cap_b = chip.filter_sram.tile_capacity_bytes - weights
     cap_c = chip.ofmap_sram.tile_capacity_bytes
-    out_row = cols * eb * (2 if store_sum else 1)
-    fit = min(cap_a // (cols * eb), cap_b // (cols * eb) if cap_b > 0 else 0, cap_c // out_row)
+    out_row = row * (2 if store_sum else 1)
+    fit = min(cap_a // row, cap_b // row if cap_b > 0 else 0, cap_c // out_row)
     if fit < 1:
         raise TilingError(f"add_norm {add.name!r}+{norm.name!r}: one row does not fit")
     n = norm.work()
     a = add.work()
     work = VectorWork(f"{a.name}+{n.name}", per_element=combined_work([a, n]).per_element,
                       per_row=n.per_row, reductions=n.reductions, passes=n.passes)
-    return VectorPlan(work, norm.rows, cols, min(norm.rows, fit), cols, eb, cols * eb,
-                      eb, True, weights)
+    return VectorPlan(work, norm.rows, cols, min(norm.rows, fit), cols, bits, row,
+                      bits, True, weights)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,15 +271,16 @@ class AttentionPlan:
     def key_tiles(self) -> int:
         return -(-self.sk // self.bc)
 
-    def dram_bytes(self, eb: int) -> tuple[int, int]:
+    def dram_bytes(self, bits: int) -> tuple[int, int]:
         """The closed form (module docstring): bytes read (Q once, K and V once per query
-        tile) and written (O once)."""
-        h = self.heads
-        reads = h * (self.sq * self.d + self.query_tiles * self.sk * (self.d + self.dv)) * eb
-        return reads, h * self.sq * self.dv * eb
+        tile) and written (O once), of ``bits``-bit operands (packed rows padded to whole
+        bytes, :mod:`hw.packing`)."""
+        h, d, dv = self.heads, nbytes(self.d, bits), nbytes(self.dv, bits)
+        reads = h * (self.sq * d + self.query_tiles * self.sk * (d + dv))
+        return reads, h * self.sq * dv
 
 
-def _attention_estimate(p: AttentionPlan, chip: ChipConfig, eb: int, ab: int) -> float:
+def _attention_estimate(p: AttentionPlan, chip: ChipConfig, bits: int, ab: int) -> float:
     """Cycles plan ``p`` needs on the vector engine (the busier of its ALU and special-function
     paths, as :mod:`hw.vector.timing` charges them, and its scratchpad read port) plus DRAM's
     for the K/V stream: a sum, not a max, as the stream runs only one tile ahead of the work
@@ -286,7 +293,7 @@ def _attention_estimate(p: AttentionPlan, chip: ChipConfig, eb: int, ab: int) ->
     alu = (scores * 3 + sq * later * (dv + 3) + sq * dv) / v.ops_per_cycle("add")
     sfu = (scores + sq * later) / v.ops_per_cycle("exp")
     port = (2 * scores * ab + 2 * sq * later * dv * ab) / max(1, v.read_bytes_per_cycle)
-    reads, writes = p.dram_bytes(eb)
+    reads, writes = p.dram_bytes(bits)
     dram = (reads + writes) / (h * chip.fetch_bytes_per_cycle * DRAM_EFFICIENCY)
     return h * (max(alu, sfu, port) + dram)
 
@@ -298,13 +305,13 @@ def attention_plan(scores: Gemm, context: Gemm, chip: ChipConfig) -> AttentionPl
     score tiles, P and the output accumulators) hold, rounded down to a multiple of the array's
     rows. The pair with the lowest estimate (:func:`_attention_estimate`; ties: fewer steps)
     wins. Raises ``TilingError`` when not even one query and one key row fit."""
-    eb = chip.array.precision.bits // 8
+    bits = chip.array.precision.bits
     ab = -(-chip.array.acc_bits // 8)
     sq, sk, d, dv = scores.m, scores.n, scores.k, context.n
     cap_a = chip.ifmap_sram.tile_capacity_bytes
     cap_b = chip.filter_sram.tile_capacity_bytes
     cap_c = chip.ofmap_sram.tile_capacity_bytes
-    top = min(sk, cap_b // ((d + dv) * eb))
+    top = min(sk, cap_b // (nbytes(d, bits) + nbytes(dv, bits)))
     cands, bc = set(), max(1, chip.array.cols)
     while bc < top:
         cands.add(bc)
@@ -312,13 +319,14 @@ def attention_plan(scores: Gemm, context: Gemm, chip: ChipConfig) -> AttentionPl
     cands.add(top)
     best = None
     for bc in sorted(c for c in cands if c >= 1):
-        br = min(sq, cap_a // ((d + bc) * eb), cap_c // (bc * (2 * ab + eb) + dv * ab))
+        br = min(sq, cap_a // (nbytes(d, bits) + nbytes(bc, bits)),
+                 cap_c // (bc * 2 * ab + nbytes(bc, bits) + dv * ab))
         if br < 1:
             continue
         if br < sq and br >= chip.array.rows:
             br -= br % chip.array.rows
         plan = AttentionPlan(scores.batch, sq, sk, d, dv, int(br), int(bc))
-        key = (_attention_estimate(plan, chip, eb, ab), plan.query_tiles * plan.key_tiles)
+        key = (_attention_estimate(plan, chip, bits, ab), plan.query_tiles * plan.key_tiles)
         if best is None or key < best[0]:
             best = (key, plan)
     if best is None:
@@ -338,7 +346,11 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
     Software-pipelined as the TPU's and FlashAttention-3's kernels are: the array computes the
     next score tile (into the other of two score buffers) while the vector engine runs the
     softmax of this one, so neither waits for the other more than the dependencies force."""
-    eb = chip.array.precision.bits // 8
+    bits = chip.array.precision.bits
+
+    def rows(count: int, cols: int) -> int:     # packed rows padded to whole bytes
+        return count * nbytes(cols, bits)
+
     ab = -(-chip.array.acc_bits // 8)
     soft = (online_softmax_work(True, extra), online_softmax_work(False, extra))
     dbl_a, dbl_b = chip.ifmap_sram.double_buffer, chip.filter_sram.double_buffer
@@ -356,7 +368,7 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                 qs ^= 1
             q_started = True
             q_load = pb.transfer(Kind.LOAD, Operand.IFMAP, Location.DRAM, layer,
-                                 flat_box(q_addr + (g * p.sq + q0) * p.d * eb, br * p.d * eb),
+                                 flat_box(q_addr + rows(g * p.sq + q0, p.d), rows(br, p.d)),
                                  deps=[*q_deps, q_use[qs]], tile=(g, qi, 0, 0))
             keys = list(range(0, p.sk, p.bc))
             issued = []                 # per key tile: (score compute, V load, filter half)
@@ -370,10 +382,11 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                     fs ^= 1
                 f_started = True
                 k_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     flat_box(k_addr + (g * p.sk + k0) * p.d * eb, bc * p.d * eb),
+                                     flat_box(k_addr + rows(g * p.sk + k0, p.d), rows(bc, p.d)),
                                      deps=[*k_deps, f_use[fs]], tile=tile)
                 v_load = pb.transfer(Kind.LOAD, Operand.FILTER, Location.DRAM, layer,
-                                     flat_box(v_addr + (g * p.sk + k0) * p.dv * eb, bc * p.dv * eb),
+                                     flat_box(v_addr + rows(g * p.sk + k0, p.dv),
+                                              rows(bc, p.dv)),
                                      deps=[*v_deps, f_use[fs]], tile=tile)
                 s = pb.compute(layer, 1, br, bc, p.d, *strides(br, bc, p.d),
                                deps=[q_load, k_load, s_free[j % 2]], tile=tile)
@@ -387,11 +400,11 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                     score(j + 1)
                 s, v_load, half, bc = issued[j]
                 tile = (g, qi, j, 0)
-                sm = pb.vector(layer, soft[j > 0], br, bc, br * bc * ab, 0, br * bc * eb,
+                sm = pb.vector(layer, soft[j > 0], br, bc, br * bc * ab, 0, rows(br, bc),
                                deps=[s], tile=tile, source=Operand.OFMAP)
                 s_free[j % 2] = sm
                 move = pb.transfer(Kind.MOVE, Operand.IFMAP, Location.ONCHIP, layer,
-                                   flat_box(0, br * bc * eb), deps=[sm, p_free], tile=tile)
+                                   flat_box(0, rows(br, bc)), deps=[sm, p_free], tile=tile)
                 deps = [move, v_load]
                 if j:
                     deps.append(pb.vector(layer, RESCALE_WORK, br, p.dv, br * p.dv * ab, 0,
@@ -403,23 +416,24 @@ def emit_attention(pb: ProgramBuilder, layer: int, plan: AttentionPlan, chip: Ch
                                 tile=tile)
                 p_free = prev_pv = last_compute = pv
                 f_use[half] = pv
-            fin = pb.vector(layer, NORMALISE_WORK, br, p.dv, br * p.dv * ab, 0, br * p.dv * eb,
+            fin = pb.vector(layer, NORMALISE_WORK, br, p.dv, br * p.dv * ab, 0, rows(br, p.dv),
                             deps=[prev_pv], tile=(g, qi, 0, 0), source=Operand.OFMAP)
             last_store = o_free = pb.transfer(
                 Kind.STORE, Operand.OFMAP, Location.DRAM, layer,
-                flat_box(o_addr + (g * p.sq + q0) * p.dv * eb, br * p.dv * eb), deps=[fin],
+                flat_box(o_addr + rows(g * p.sq + q0, p.dv), rows(br, p.dv)), deps=[fin],
                 tile=(g, qi, 0, 0))
     return last_compute, last_store
 
 
 def attention_tiling_fields(plan: AttentionPlan, chip: ChipConfig) -> dict:
     """The layer's :class:`~hw.program.Tiling` fields for a fused attention."""
-    eb = chip.array.precision.bits // 8
+    bits = chip.array.precision.bits
     ab = -(-chip.array.acc_bits // 8)
+    d, dv, bc = (nbytes(x, bits) for x in (plan.d, plan.dv, plan.bc))
     return dict(lowering="gemm", group_tile=1, m_tile=plan.br, n_tile=plan.bc, k_tile=plan.d,
                 order="flash", tiles=plan.heads * plan.query_tiles * plan.key_tiles * 2,
-                ifmap_tile_bytes=plan.br * (plan.d + plan.bc) * eb,
-                filter_tile_bytes=plan.bc * (plan.d + plan.dv) * eb,
-                ofmap_tile_bytes=plan.br * (plan.bc * (2 * ab + eb) + plan.dv * ab),
+                ifmap_tile_bytes=plan.br * (d + bc),
+                filter_tile_bytes=plan.bc * (d + dv),
+                ofmap_tile_bytes=plan.br * (plan.bc * 2 * ab + bc + plan.dv * ab),
                 input_resident=False, output_resident=False, estimated_cycles=0)
 

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
-from hw.sparsity import filter_read_bits, weight_bits, whole_groups
+from hw.packing import Packed, granule, nbytes
+from hw.sparsity import filter_read_bits, row_cuts, weight_bits, whole_groups
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
@@ -83,7 +84,7 @@ class TileProblem:
     m: int
     n: int
     k: int
-    elem_bytes: int
+    elem_bytes: int          # bytes per operand; hw.packing.Packed for int4 / binary (packed)
     acc_bytes: int
     b_is_weight: bool = True
     b_bits: int = 0          # bits per stored B element when narrower than elem_bytes (Gemm.w_bits)
@@ -150,14 +151,7 @@ class TileProblem:
         dataflow that streams N in time)."""
         if self.nm_rows is None:
             return [(n0, nsz, self.nm)]
-        end, cuts, first = n0 + nsz, [n0], 0
-        for _, channels in self.nm_rows:
-            first += channels
-            cut = n0 + -(-(first - n0) // fold) * fold
-            if cuts[-1] < cut < end:
-                cuts.append(cut)
-        cuts.append(end)
-        return [(a, b - a, self.tile_nm(a)) for a, b in zip(cuts, cuts[1:])]
+        return [(a, b - a, self.tile_nm(a)) for a, b in row_cuts(self.nm_rows, n0, nsz, fold)]
 
     def b_bytes_of(self, kt: int, nt: int, count: int, nm) -> int:
         """Stored bytes of ``count`` B tiles of ``kt x nt`` elements run with ``nm`` (a
@@ -168,13 +162,15 @@ class TileProblem:
     def _b_ratio(self, nm) -> tuple[int, int]:
         if nm is not None:
             n, m = nm
-            return n * weight_bits(self.b_bits or 8 * self.elem_bytes, nm), 8 * m
+            return n * weight_bits(self.b_bits or self.elem_bits, nm), 8 * m
         if self.b_store is not None:
             _, stored, elements = self.b_store
             g = math.gcd(stored, elements) or 1
             return stored // g, elements // g
         if self.b_bits:
             return self.b_bits, 8
+        if isinstance(self.elem_bytes, Packed):
+            return self.elem_bytes.bits, 8
         return self.elem_bytes, 1
 
     def filter_read_bits(self, value_bits: int) -> tuple[int, int]:
@@ -187,7 +183,11 @@ class TileProblem:
     def b_tile(self, kt: int, nt: int, count: int = 1) -> int:
         """Stored bytes of ``count`` B tiles of ``kt x nt`` elements: N:M compressed tiles hold
         whole groups (:meth:`array_k`), as the array runs them (row-wise N:M: at the largest
-        per-element size, what a buffer must hold; :meth:`b_bytes_of` a segment's own)."""
+        per-element size, what a buffer must hold; :meth:`b_bytes_of` a segment's own).
+        A second activation packed narrower than a byte has its rows of ``nt`` padded to whole
+        bytes (:mod:`hw.packing`)."""
+        if not self.b_is_weight and isinstance(self.elem_bytes, Packed):
+            return count * kt * nbytes(nt, self.elem_bytes.bits)
         return self.b_size(count * self.array_k(kt) * nt)
 
     def b_size(self, elements: int) -> int:
@@ -200,6 +200,19 @@ class TileProblem:
         """Average stored bytes per B element (:attr:`b_ratio`, unrounded)."""
         num, den = self.b_ratio
         return num / den
+
+    @property
+    def elem_bits(self) -> int:
+        """Bits per operand (4 for int4, 1 for binary: packed, :mod:`hw.packing`)."""
+        eb = self.elem_bytes
+        return eb.bits if isinstance(eb, Packed) else 8 * eb
+
+    @property
+    def granule(self) -> int:
+        """Operands per byte when packed (2 for int4, 8 for binary), else 1: tiles cut a
+        tensor's innermost dimension at multiples of it, or take the whole row
+        (:func:`hw.packing.granule`)."""
+        return granule(self.elem_bits)
 
     def array_k(self, k: int) -> int:
         """The K a tile of ``k`` rows presents to the timing engine: whole N:M groups (a tile
@@ -229,10 +242,11 @@ class TileProblem:
         """Bytes of the whole input operand (every group): the NHWC input for ``direct``, the
         ``M x K`` matrix otherwise. What the ifmap scratchpad holds when the input stays on chip
         (the lowering's on-chip move and the mapper's cost of it)."""
+        bits = self.elem_bits       # packed rows (pixels) padded to whole bytes
         if self.lowering == "direct":
-            return (self.count * self.batch * self.in_h * self.in_w * self.in_channels
-                    * self.elem_bytes)
-        return self.count * self.m * self.k * self.elem_bytes
+            return (self.batch * self.in_h * self.in_w
+                    * nbytes(self.count * self.in_channels, bits))
+        return self.count * self.m * nbytes(self.k, bits)
 
     def input_rows(self, first_row: int, rows: int) -> int:
         """In-bounds input rows that output rows ``[first_row, first_row + rows)`` of one image read."""
@@ -349,7 +363,8 @@ def tile_capacities(p: TileProblem, chip: ChipConfig,
     cap_b = chip.filter_sram.tile_capacity_bytes
     cap_c = chip.ofmap_sram.tile_capacity_bytes
     if output_resident:
-        out_total = p.count * p.m * p.n * p.elem_bytes
+        out_total = (p.m * nbytes(p.count * p.n, p.elem_bits) if p.lowering == "direct"
+                     else p.count * p.m * nbytes(p.n, p.elem_bits))
         cap_c = min(cap_c, (chip.ofmap_sram.capacity_bytes - out_total)
                     // (2 if chip.ofmap_sram.double_buffer else 1))
     if p.out_extra_bytes:       # the accumulators' share of a buffer shared with a residual
@@ -368,7 +383,16 @@ def grid_candidates(p: TileProblem, arr, dataflow: Dataflow) -> tuple[list, list
                          | {p.out_h * i for i in _candidates(p.batch, 1)})
     k_cands = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
     n_cands = _candidates(p.n, gn)
-    return m_cands, n_cands, k_cands
+    return (m_cands, packed_sizes(p.n, n_cands, p.granule),
+            packed_sizes(p.k_units, k_cands, p.granule))
+
+
+def packed_sizes(extent: int, sizes, granule: int) -> list[int]:
+    """``sizes`` a tile may take along a packed tensor's innermost dimension: multiples of
+    ``granule`` operands (whole bytes, :mod:`hw.packing`) or the whole ``extent``."""
+    if granule == 1:
+        return list(sizes)
+    return sorted({t for t in sizes if t % granule == 0 or t >= extent} | {extent})
 
 
 def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = False,
@@ -385,7 +409,7 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
     Raises :class:`TilingError` naming the op and the scratchpad that is too small.
     """
     arr = chip.array
-    eb, ab = p.elem_bytes, p.acc_bytes
+    bits, ab = p.elem_bits, p.acc_bytes
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
     cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)
     bw = chip.fetch_bytes_per_cycle * DRAM_EFFICIENCY
@@ -428,9 +452,9 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
         for ku in k_cands:
             kt = ku * k_unit
             if p.lowering == "direct":
-                a_fp = max_rows * p.in_w * ku * eb
+                a_fp = max_rows * p.in_w * nbytes(ku, bits)
             else:
-                a_fp = mu * kt * eb
+                a_fp = mu * nbytes(kt, bits)
             if a_fp > cap_a and not input_resident:
                 too_big("ifmap", a_fp)
                 continue
@@ -476,14 +500,14 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
             break
         if a_passes[2] is None:
             shapes = a_passes[0]
-            a_passes[2] = (_a_pass_shapes(p, shapes, k_sizes, eb, burst),
-                           _a_pass_shapes(p, shapes, k_sizes, eb, 1))
+            a_passes[2] = (_a_pass_shapes(p, shapes, k_sizes, bits, burst),
+                           _a_pass_shapes(p, shapes, k_sizes, bits, 1))
         g_trips = -(-p.count // gt)
         passes = []
         for unit, a_p in zip((burst, 1), a_passes[2]):   # bus bytes (whole bursts), exact bytes
-            b_pass = sum(kc * nc * _b_bytes(p, ksz * p.k_unit, nsz, eb, unit)
+            b_pass = sum(kc * nc * _b_bytes(p, ksz * p.k_unit, nsz, bits, unit)
                          for ksz, kc in k_sizes for nsz, nc in n_sizes)
-            c_pass = sum(mt[0] * nc * _c_bytes(p, mt, nsz, eb, unit)
+            c_pass = sum(mt[0] * nc * _c_bytes(p, mt, nsz, bits, unit)
                          for mt in mtiles for nsz, nc in n_sizes)
             c_acc = sum(mt[0] * nc * _burst(mt[1] * unit_px * nsz * ab, unit)
                         for mt in mtiles for nsz, nc in n_sizes)
@@ -554,42 +578,45 @@ def _traffic_of(ra: int, rb: int, psum: bool, k_trips: int, input_resident: bool
     return total if psum else total + 2 * (k_trips - 1) * c_acc
 
 
-def _a_tile(p: TileProblem, rows: int, ksz: int, eb: int, burst: int) -> int:
-    """DRAM bytes of one A tile of ``rows`` input/A rows and ``ksz`` K units."""
+def _a_tile(p: TileProblem, rows: int, ksz: int, bits: int, burst: int) -> int:
+    """DRAM bytes of one A tile of ``rows`` input/A rows and ``ksz`` K units (packed rows
+    padded to whole bytes, :mod:`hw.packing`)."""
     if p.lowering == "direct":
         if ksz == p.in_channels and p.count == 1:
-            return _burst(rows * p.in_w * ksz * eb, burst)
-        return rows * p.in_w * _burst(ksz * eb, burst)
+            return _burst(rows * p.in_w * nbytes(ksz, bits), burst)
+        return rows * p.in_w * _burst(nbytes(ksz, bits), burst)
     if ksz == p.k:
-        return _burst(rows * ksz * eb, burst)
-    return rows * _burst(ksz * eb, burst)
+        return _burst(rows * nbytes(ksz, bits), burst)
+    return rows * _burst(nbytes(ksz, bits), burst)
 
 
-def _a_pass(p: TileProblem, mtiles, k_sizes: Counter, eb: int, burst: int) -> int:
+def _a_pass(p: TileProblem, mtiles, k_sizes: Counter, bits: int, burst: int) -> int:
     """DRAM bytes of one pass over all A tiles of one GEMM (``mtiles``: :meth:`TileProblem.
     m_tiles`)."""
-    return sum(kc * _a_tile(p, rows, ksz, eb, burst)
+    return sum(kc * _a_tile(p, rows, ksz, bits, burst)
                for ksz, kc in k_sizes.items() for _, _, rows in mtiles)
 
 
-def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, eb: int, burst: int) -> int:
+def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, bits: int, burst: int) -> int:
     """:func:`_a_pass` over :meth:`TileProblem.m_tile_shapes` (one term per distinct shape);
     ``k_sizes``: ``(size, count)`` pairs (:func:`_split`)."""
-    return sum(cnt * kc * _a_tile(p, rows, ksz, eb, burst)
+    return sum(cnt * kc * _a_tile(p, rows, ksz, bits, burst)
                for ksz, kc in k_sizes for (_, rows), cnt in shapes.items())
 
 
-def _b_bytes(p: TileProblem, kt: int, nt: int, eb: int, burst: int) -> int:
-    if p.b_is_weight or nt == p.n:  # weights are stored pre-tiled (as stored): one block
+def _b_bytes(p: TileProblem, kt: int, nt: int, bits: int, burst: int) -> int:
+    if p.b_is_weight:       # weights are stored pre-tiled (as stored): one block
         return _burst(p.b_tile(kt, nt), burst)
-    return kt * _burst(nt * eb, burst)
+    if nt == p.n:
+        return _burst(kt * nbytes(nt, bits), burst)
+    return kt * _burst(nbytes(nt, bits), burst)
 
 
-def _c_bytes(p: TileProblem, mtile, nt: int, eb: int, burst: int) -> int:
+def _c_bytes(p: TileProblem, mtile, nt: int, bits: int, burst: int) -> int:
     pixels = mtile[1] * p.unit_pixels
     if nt == p.n and p.count == 1:
-        return _burst(pixels * nt * eb, burst)
-    return pixels * _burst(nt * eb, burst)
+        return _burst(pixels * nbytes(nt, bits), burst)
+    return pixels * _burst(nbytes(nt, bits), burst)
 
 
 def tile_sizes(extent: int, tile: int) -> list[tuple[int, int]]:

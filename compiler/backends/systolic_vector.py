@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from compiler.ir import VECTOR_OPS, Binary, Cast, Eltwise, Move, Norm, Pool, Reduce
 from hw.chip import ChipConfig
+from hw.packing import granule, nbytes
 from hw.program import Kind, Location, Operand, ProgramBuilder
 from hw.vector.work import VectorWork
 
@@ -47,21 +48,23 @@ class VectorPlan:
     """How a vector op is cut (module docstring).
 
     ``rows`` of ``cols`` elements (its view), ``tile_rows`` rows per tile, or, when one row does
-    not fit, ``chunk`` elements of a row per tile (``chunk == cols`` otherwise). Bytes: the main
-    input per element (``a_per_elem``), the output per row (``out_per_row``), the second operand
-    the engine reads per element (``b_per_elem``), loaded with each tile when ``b_stream`` or
-    once (``b_once_bytes``) and kept. ``pool``: ``(kernel_h, stride_h, pad_top, in_h,
-    in_row_bytes)`` of a pooling op, whose tiles are output rows of one image and
-    ``pool_channels`` of its channels (all of them unless one row of them does not fit)."""
+    not fit, ``chunk`` elements of a row per tile (``chunk == cols`` otherwise). Sizes: the main
+    input's bits per element (``a_bits``), the output's bytes per row (``out_per_row``), the
+    bits per element of the second operand the engine reads (``b_bits``), loaded with each tile
+    when ``b_stream`` or once (``b_once_bytes``) and kept. Rows of operands packed narrower
+    than a byte are padded to whole bytes (:mod:`hw.packing`). ``pool``: ``(kernel_h,
+    stride_h, pad_top, in_h, in_row_bytes)`` of a pooling op, whose tiles are output rows of one
+    image and ``pool_channels`` of its channels (all of them unless one row of them does not
+    fit)."""
 
     work: VectorWork
     rows: int
     cols: int
     tile_rows: int
     chunk: int
-    a_per_elem: int
+    a_bits: int
     out_per_row: int
-    b_per_elem: int = 0
+    b_bits: int = 0
     b_stream: bool = False
     b_once_bytes: int = 0
     pool: tuple[int, int, int, int, int] | None = None
@@ -74,55 +77,61 @@ def _capacity(chip: ChipConfig, name: str) -> int:
 
 def vector_plan(op, chip: ChipConfig) -> VectorPlan:
     """The tiling of ``op`` on ``chip`` (module docstring)."""
-    eb = chip.array.precision.bits // 8
+    bits = chip.array.precision.bits
+    g = granule(bits)
     work, rows, cols = op.work(), op.rows, op.cols
     cap_a, cap_b, cap_c = (_capacity(chip, n) for n in ("ifmap", "filter", "ofmap"))
     if isinstance(op, Pool):
         kh, sh = op.kernel_h, op.stride_h
-        # channels per tile: all, unless the input rows of one output row do not fit
-        channels = min(op.channels, cap_a // (kh * op.in_w * eb), cap_c // (op.out_w * eb))
+        # channels per tile: all, unless the input rows of one output row do not fit (packed:
+        # a whole number of bytes of channels)
+        channels = min(op.channels, cap_a * 8 // (kh * op.in_w * bits),
+                       cap_c * 8 // (op.out_w * bits))
+        if channels < op.channels:
+            channels -= channels % g
         if channels < 1:
             raise ValueError(f"pool {op.name!r}: the {kh} input rows of one channel of one "
-                             f"output row ({kh * op.in_w * eb} B) do not fit {chip.name}'s "
-                             f"ifmap buffer ({cap_a} B)")
-        in_row = op.in_w * channels * eb
-        out_per_row = op.out_w * channels * eb
+                             f"output row ({kh * op.in_w * nbytes(g, bits)} B) do not fit "
+                             f"{chip.name}'s ifmap buffer ({cap_a} B)")
+        in_row = op.in_w * nbytes(channels, bits)
+        out_per_row = op.out_w * nbytes(channels, bits)
         fit = min((cap_a - in_row * max(0, kh - sh)) // max(1, in_row * sh),
                   cap_c // out_per_row, op.out_h)
         return VectorPlan(work, rows, op.out_w * channels, int(fit), op.out_w * channels, 0,
                           out_per_row, pool=(kh, sh, op.pad_top, op.in_h, in_row),
                           pool_channels=channels)
-    a_per_elem, out_per_row = eb, cols * eb
-    b_per_elem, b_stream, b_once = 0, False, 0
+    a_bits, out_bits = bits, bits
+    b_bits, b_stream, b_once = 0, False, 0
     if isinstance(op, Cast):
-        a_per_elem = op.input_bytes(eb) // op.elements
-        out_per_row = cols * (op.output_bytes(eb) // op.elements)
-    elif isinstance(op, Reduce):
-        out_per_row = eb
+        a_bits = 8 * op.input_bytes(chip.elem_size) // op.elements if op.src else bits
+        out_bits = 8 * op.output_bytes(chip.elem_size) // op.elements
     elif isinstance(op, Binary):
-        b_per_elem = eb
+        b_bits = bits
         b_stream = op.other_elements == op.elements
-        b_once = 0 if b_stream else op.other_elements * eb
+        b_once = 0 if b_stream else nbytes(op.other_elements, bits)
     elif isinstance(op, Eltwise) and op.operands > 1:
-        b_per_elem, b_stream = (op.operands - 1) * eb, True
+        b_bits, b_stream = (op.operands - 1) * bits, True
     elif isinstance(op, Norm) and op.affine:
-        b_per_elem, b_once = op.weight_elements // op.cols * eb, op.weight_elements * eb
+        b_bits = op.weight_elements // op.cols * bits
+        b_once = nbytes(op.weight_elements, bits)
+    out_per_row = nbytes(1 if isinstance(op, Reduce) else cols, out_bits)
     if b_once > cap_b:        # a broadcast operand too large to keep: streamed with the tiles
         b_stream, b_once = True, 0
-    stream_b = b_per_elem if b_stream else 0
-    whole = min(cap_a // (cols * a_per_elem),
-                cap_b // (cols * stream_b) if stream_b else rows,
+    stream_b = b_bits if b_stream else 0
+    whole = min(cap_a // nbytes(cols, a_bits),
+                cap_b // nbytes(cols, stream_b) if stream_b else rows,
                 cap_c // out_per_row)
     if whole >= 1:
-        return VectorPlan(work, rows, cols, min(rows, whole), cols, a_per_elem, out_per_row,
-                          b_per_elem, b_stream, b_once)
-    out_per_elem = 0 if isinstance(op, Reduce) else out_per_row // cols
-    chunk = min(cap_a // a_per_elem, cap_b // stream_b if stream_b else cols,
-                cap_c // out_per_elem if out_per_elem else cols, cols)
+        return VectorPlan(work, rows, cols, min(rows, whole), cols, a_bits, out_per_row,
+                          b_bits, b_stream, b_once)
+    out_elem_bits = 0 if isinstance(op, Reduce) else out_bits
+    chunk = min(cap_a * 8 // a_bits, cap_b * 8 // stream_b if stream_b else cols,
+                cap_c * 8 // out_elem_bits if out_elem_bits else cols, cols)
+    chunk -= chunk % g         # chunks start on a byte (hw.packing)
     if chunk < 1:
         raise ValueError(f"vector op {op.name!r}: not even one element fits {chip.name}'s "
                          f"scratchpad buffers")
-    return VectorPlan(work, rows, cols, 1, int(chunk), a_per_elem, out_per_row, b_per_elem,
+    return VectorPlan(work, rows, cols, 1, int(chunk), a_bits, out_per_row, b_bits,
                       b_stream, b_once)
 
 
@@ -168,58 +177,67 @@ def pixel_box(addr: int, pixels: int, pixel_bytes: int, chunk: int) -> tuple:
 
 
 def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
-    """The tiles of ``op`` under plan ``p``, in order."""
+    """The tiles of ``op`` under plan ``p``, in order. Byte counts: rows (pixels) of packed
+    operands padded to whole bytes, tiles cut them at whole bytes (:mod:`hw.packing`)."""
     if p.pool is not None:
         kh, sh, pad, in_h, _ = p.pool
-        eb = p.out_per_row // p.cols
-        pixel, c = op.channels * eb, p.pool_channels
+        bits = 8 * p.out_per_row // p.cols if p.pool_channels == op.channels else None
+        bits = _pool_bits(op, p) if bits is None else bits
+        pixel, c = nbytes(op.channels, bits), p.pool_channels
         t = 0
         for image in range(op.batch):
             for c0 in range(0, op.channels, c):
                 cn = min(c, op.channels - c0)
+                chunk = nbytes(cn, bits)
                 for r0 in range(0, op.out_h, p.tile_rows):
                     r = min(p.tile_rows, op.out_h - r0)
                     top = max(0, r0 * sh - pad)
                     bottom = min(in_h, (r0 + r - 1) * sh - pad + kh)
-                    a_bytes = (bottom - top) * op.in_w * cn * eb
-                    a_at = a_addr + (image * in_h + top) * op.in_w * pixel + c0 * eb
-                    c_at = c_addr + (image * op.out_h + r0) * op.out_w * pixel + c0 * eb
-                    yield _Tile(pixel_box(a_at, (bottom - top) * op.in_w, pixel, cn * eb), None,
+                    a_bytes = (bottom - top) * op.in_w * chunk
+                    a_at = a_addr + (image * in_h + top) * op.in_w * pixel + c0 * bits // 8
+                    c_at = c_addr + (image * op.out_h + r0) * op.out_w * pixel + c0 * bits // 8
+                    yield _Tile(pixel_box(a_at, (bottom - top) * op.in_w, pixel, chunk), None,
                                 p.work, r, op.out_w * cn, a_bytes, 0,
-                                pixel_box(c_at, r * op.out_w, pixel, cn * eb), (c0, t, 0, 0))
+                                pixel_box(c_at, r * op.out_w, pixel, chunk), (c0, t, 0, 0))
                     t += 1
         return
+    a_row, b_row = nbytes(p.cols, p.a_bits), nbytes(p.cols, p.b_bits)
     if p.chunk == p.cols:
         for t, r0 in enumerate(range(0, p.rows, p.tile_rows)):
             r = min(p.tile_rows, p.rows - r0)
-            n = r * p.cols
-            b_box = (flat_box(b_addr + r0 * p.cols * p.b_per_elem, n * p.b_per_elem)
-                     if p.b_stream else None)
-            yield _Tile(flat_box(a_addr + r0 * p.cols * p.a_per_elem, n * p.a_per_elem), b_box,
-                        p.work, r, p.cols, n * p.a_per_elem, n * p.b_per_elem,
+            b_box = flat_box(b_addr + r0 * b_row, r * b_row) if p.b_stream else None
+            yield _Tile(flat_box(a_addr + r0 * a_row, r * a_row), b_box,
+                        p.work, r, p.cols, r * a_row, r * b_row,
                         flat_box(c_addr + r0 * p.out_per_row, r * p.out_per_row), (0, t, 0, 0))
         return
     # chunked rows: every pass re-reads the row from DRAM; the last pass writes the output
     share = _split(p.work)
-    reduce_out = p.out_per_row < p.cols     # one result per row (a reduction)
-    per_elem_out = 0 if reduce_out else p.out_per_row // p.cols
+    reduce_out = p.out_per_row < nbytes(p.cols, 8)     # one result per row (a reduction)
+    out_bits = 0 if reduce_out else 8 * p.out_per_row // p.cols
+    out_row = p.out_per_row
     t = 0
     for row in range(p.rows):
         for pas in range(p.work.passes):
             final = pas == p.work.passes - 1
             for c0 in range(0, p.cols, p.chunk):
                 n = min(p.chunk, p.cols - c0)
-                base = row * p.cols + c0
-                b_box = (flat_box(b_addr + base * p.b_per_elem, n * p.b_per_elem)
+                a_n, b_n = nbytes(n, p.a_bits), nbytes(n, p.b_bits)
+                b_box = (flat_box(b_addr + row * b_row + c0 * p.b_bits // 8, b_n)
                          if p.b_stream else None)
                 c_box = None
                 if final and not reduce_out:
-                    c_box = flat_box(c_addr + base * per_elem_out, n * per_elem_out)
+                    c_box = flat_box(c_addr + row * out_row + c0 * out_bits // 8,
+                                     nbytes(n, out_bits))
                 elif final and c0 + n == p.cols:
-                    c_box = flat_box(c_addr + row * p.out_per_row, p.out_per_row)
-                yield _Tile(flat_box(a_addr + base * p.a_per_elem, n * p.a_per_elem), b_box, share,
-                            1, n, n * p.a_per_elem, n * p.b_per_elem, c_box, (0, t, pas, 0))
+                    c_box = flat_box(c_addr + row * out_row, out_row)
+                yield _Tile(flat_box(a_addr + row * a_row + c0 * p.a_bits // 8, a_n), b_box,
+                            share, 1, n, a_n, b_n, c_box, (0, t, pas, 0))
                 t += 1
+
+
+def _pool_bits(op, p: VectorPlan) -> int:
+    """Bits per element of a pooling op's tiles (its plan's output row over its channels)."""
+    return 8 * p.out_per_row // (op.out_w * p.pool_channels)
 
 
 def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: ChipConfig, *,

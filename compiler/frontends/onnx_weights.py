@@ -75,20 +75,36 @@ class WeightReader:
             if w.ndim != 4:
                 return None
             w2 = w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)    # (out, K)
-            nm = detect_nm(w2, axis=1, groups=self.groups)
-            return nm, density, _rows(w2, nm, 1, 0)
+            nm, mix = self._nm(w2, 1, 0)
+            return nm, density, mix
         trans_b = node.op_type == "Gemm" and any(
             a.name == "transB" and a.i for a in node.attribute)
         axis = -1 if trans_b else -2
-        nm = detect_nm(w, axis=axis, groups=self.groups)
-        return nm, density, (_rows(w, nm, axis, -2 if trans_b else -1) if w.ndim == 2 else None)
+        if w.ndim != 2:
+            return detect_nm(w, axis=axis, groups=self.groups), density, None
+        nm, mix = self._nm(w, axis, -2 if trans_b else -1)
+        return nm, density, mix
 
-
-def _rows(w2: np.ndarray, nm, axis: int, channel_axis: int):
-    """Row-wise N:M of 2-D weights ``w2`` at ``nm``'s M (:func:`hw.sparsity.channel_n`): the
-    mix of output channels by N, or None when every channel has the same N."""
-    if nm is None:
-        return None
-    mix = nm_mix(channel_n(w2, nm[1], axis=axis, channel_axis=channel_axis))
-    return mix if len(mix) > 1 else None
+    def _nm(self, w2: np.ndarray, axis: int, channel_axis: int):
+        """``(N:M, row-wise mix or None)`` of 2-D weights ``w2`` (K along ``axis``): the
+        layer-wise N:M (:func:`hw.sparsity.detect_nm`) and, when the output channels differ,
+        their mix by N at its M (:func:`hw.sparsity.channel_n`). When some channel keeps every
+        weight (no layer-wise N:M), the group size M whose channels keep the fewest weights
+        on average, with N = M: the mix then says which channels are sparse."""
+        nm = detect_nm(w2, axis=axis, groups=self.groups)
+        k = w2.shape[axis]
+        best = None
+        for m in ([nm[1]] if nm is not None else self.groups):
+            if k % m:
+                continue
+            ns = channel_n(w2, m, axis=axis, channel_axis=channel_axis)
+            if best is None or ns.mean() * best[0] < best[1].mean() * m:
+                best = (m, ns)
+        if best is None:
+            return nm, None
+        m, ns = best
+        mix = nm_mix(ns)
+        if len(mix) == 1:
+            return nm, None
+        return (mix[0][0], m), mix
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hw.packing import size_bytes
+
 __all__ = ["IRError", "GemmShape", "MAX_DIM", "MAX_OP_MACS", "MAX_ELEMENTS", "MAX_GRAPH_MACS"]
 
 
@@ -83,18 +85,19 @@ class _OpSizes:
         return None
 
     def input_bytes(self, elem_bytes: int) -> int:
-        """Bytes of the main input at ``elem_bytes`` bytes per element."""
-        return self.input_elements * elem_bytes
+        """Bytes of the main input at ``elem_bytes`` bytes per element (or packed operands
+        narrower than a byte, :class:`hw.packing.Packed`: ``ceil(elements * bits / 8)``)."""
+        return size_bytes(self.input_elements, elem_bytes)
 
     def weight_bytes(self, elem_bytes: int) -> int:
-        return self.weight_elements * elem_bytes
+        return size_bytes(self.weight_elements, elem_bytes)
 
     def output_bytes(self, elem_bytes: int) -> int:
-        return self.output_elements * elem_bytes
+        return size_bytes(self.output_elements, elem_bytes)
 
     def traffic_bytes(self, elem_bytes: int) -> int:
         """Bytes a roofline charges: every operand read once, the output written once."""
-        return (self.read_elements + self.output_elements) * elem_bytes
+        return size_bytes(self.read_elements + self.output_elements, elem_bytes)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from hw.packing import Packed, size_bytes
+
 from compiler.ir.base import (
     MAX_ELEMENTS, MAX_OP_MACS, GemmShape, IRError, _check_inputs, _check_name, _check_non_negative,
     _check_positive, _check_size, _OpSizes,
@@ -64,6 +66,10 @@ def _check_weight_nm(op, kind: str) -> None:
     if mix[0][0] != op.weight_nm[0]:
         raise IRError(f"{kind} {op.name!r}: weight_nm_rows = {rows!r}: its largest N is "
                       f"{mix[0][0]}, but weight_nm = {op.weight_nm!r} says {op.weight_nm[0]}")
+    channels = op.n if kind == "Gemm" else op.out_channels
+    if sum(c for _, c in mix) != channels:
+        raise IRError(f"{kind} {op.name!r}: weight_nm_rows = {rows!r} counts "
+                      f"{sum(c for _, c in mix)} output channels; the op has {channels}")
     object.__setattr__(op, "weight_nm_rows", mix if len(mix) > 1 else None)
 
 
@@ -71,10 +77,21 @@ class _StoredWeights(_OpSizes):
     """Sizes of a matrix op whose weights may be stored narrower than its operands
     (``w_bits``: 4 is int4, two per byte)."""
 
+    def rows_for(self, channels: int) -> dict:
+        """The ``weight_nm`` and ``weight_nm_rows`` of a share of this op with ``channels``
+        output channels (a core's or a rank's): the same mix, dealt over them
+        (:func:`hw.sparsity.scale_mix`); empty when the op has no row-wise N:M."""
+        if self.weight_nm_rows is None:
+            return {}
+        from hw.sparsity import scale_mix
+        mix = scale_mix(self.weight_nm_rows, channels)
+        return {"weight_nm": (mix[0][0], self.weight_nm[1]), "weight_nm_rows": mix}
+
     def weight_bytes(self, elem_bytes: int) -> int:
         """Bytes of the weights: at ``w_bits`` when stored narrower (rounded up to a byte)."""
-        if self.w_bits is None or self.w_bits >= 8 * elem_bytes:
-            return self.weight_elements * elem_bytes
+        bits = elem_bytes.bits if isinstance(elem_bytes, Packed) else 8 * elem_bytes
+        if self.w_bits is None or self.w_bits >= bits:
+            return size_bytes(self.weight_elements, elem_bytes)
         return -(-self.weight_elements * self.w_bits // 8)
 
     def traffic_bytes(self, elem_bytes: int) -> int:
@@ -105,11 +122,11 @@ class Gemm(_StoredWeights):
     (:func:`hw.sparsity.array_nm`); elsewhere it runs dense.
 
     ``weight_nm_rows``: row-wise N:M, each output channel with its own N (SCALE-Sim v3's
-    row-wise sparsity): ``((N, channels), ...)`` pairs, or a dict N -> channels, of the group
-    size M of ``weight_nm``, whose N must be the largest. The compiler sorts the channels by N
-    and runs each N tile at the largest N it holds. The channels are a mix: a core's or rank's
-    share of the op takes the same mix (:func:`hw.sparsity.scale_mix`). None: every channel
-    has ``weight_nm``'s N.
+    row-wise sparsity): ``((N, channels), ...)`` pairs, or a dict N -> channels, counting every
+    output channel once, of the group size M of ``weight_nm``, whose N must be the largest. The
+    compiler sorts the channels by N and cuts each N tile into a compute per N. A core's or a
+    rank's share of the op takes the same mix (:meth:`rows_for`). None: every channel has
+    ``weight_nm``'s N.
 
     ``weight_density``: the fraction of the stored weights that are nonzero (None: unknown,
     taken as 1), which sizes them in a sparse storage format

@@ -19,6 +19,7 @@ from compiler.ir.base import (
     MAX_ELEMENTS, IRError, _check_count, _check_inputs, _check_name, _check_non_negative,
     _check_positive, _check_size, _OpSizes,
 )
+from hw.packing import size_bytes
 from hw.vector.config import DTYPE_BITS, DTYPES
 from hw.vector.work import VectorWork
 
@@ -475,7 +476,9 @@ class Cast(_Elementwise):
         _check_inputs(self.name, "Cast", self.inputs)
 
     def input_bytes(self, elem_bytes: int) -> int:
-        return self.elements * (elem_bytes if self.src is None else DTYPE_BITS[self.src] // 8)
+        if self.src is None:
+            return size_bytes(self.elements, elem_bytes)
+        return self.elements * DTYPE_BITS[self.src] // 8
 
     def output_bytes(self, elem_bytes: int) -> int:
         return self.elements * DTYPE_BITS[self.dst] // 8

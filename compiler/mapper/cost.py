@@ -114,7 +114,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
     in_bytes = pint[PI_IN_BYTES]
     ideal = pint[PI_IDEAL] != 0
     obj_code = pint[PI_OBJECTIVE]
-    eb = pint[PI_EB]
+    eb_bits = pint[PI_EB]       # bits per operand; packed rows padded to whole bytes
     nm_n, nm_m = pint[PI_NM_N], pint[PI_NM_M]
     bwinv = pflt[PF_BWINV]
     detail = det_i.shape[0] > 0
@@ -196,7 +196,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
             first = 2 * setup + math.ceil((gt * a_fp + b_first) * bwinv)
         last = 0
         if not out_res:
-            last = setup + math.ceil(gt * m[im, 2] * n[i_n, 2] * eb * bwinv)
+            last = setup + math.ceil(gt * m[im, 2] * ((n[i_n, 2] * eb_bits + 7) // 8) * bwinv)
         for o in range(6):
             if not order_ok[o]:
                 objective[i, o] = np.inf

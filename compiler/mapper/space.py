@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.backends.systolic_tiling import (
-    TileProblem, _candidates, grid_candidates, tile_capacities,
+    TileProblem, _candidates, grid_candidates, packed_sizes, tile_capacities,
 )
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
@@ -162,7 +162,11 @@ def _m_tiles(p: TileProblem, mu: int) -> Counter:
 def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: bool = False,
                 output_resident: bool = False) -> MappingSpace:
     """The mapping space of ``p`` on ``chip`` for ``dataflows`` (see the module docstring)."""
-    eb, ab = p.elem_bytes, p.acc_bytes
+    bits, ab = p.elem_bits, p.acc_bytes
+
+    def nb(x):      # bytes of x packed operands (rows padded to whole bytes: hw.packing)
+        return -(-x * bits // 8)
+
     b_num, b_den = p.b_ratio
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
     cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)
@@ -183,6 +187,10 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
         n_opts |= set(n)
         k_opts |= set(k)
     m_opts, n_opts, k_opts, g_opts = (sorted(s) for s in (m_opts, n_opts, k_opts, g_opts))
+    # packed operands: cuts along the innermost dimensions at whole bytes (hw.packing)
+    n_opts = packed_sizes(p.n, n_opts, p.granule)
+    k_opts = packed_sizes(p.k_units, k_opts, p.granule)
+
     gt = _dim_table(p.count, g_opts)
     nt = _dim_table(p.n, n_opts)
     kt = _dim_table(p.k_units, k_opts, p.k_unit)
@@ -210,18 +218,18 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                     ksz, kcount = ks[:, col], kc[:, col]
                     if p.lowering == "direct":
                         whole = (ksz == p.in_channels) & (p.count == 1)
-                        per = np.where(whole, -(-(rows * p.in_w * ksz * eb) // unit) * unit,
-                                       rows * p.in_w * (-(-(ksz * eb) // unit) * unit))
+                        per = np.where(whole, -(-(rows * p.in_w * nb(ksz)) // unit) * unit,
+                                       rows * p.in_w * (-(-nb(ksz) // unit) * unit))
                     else:
                         whole = ksz == p.k
-                        per = np.where(whole, -(-(rows * ksz * eb) // unit) * unit,
-                                       rows * (-(-(ksz * eb) // unit) * unit))
+                        per = np.where(whole, -(-(rows * nb(ksz)) // unit) * unit,
+                                       rows * (-(-nb(ksz) // unit) * unit))
                     total += cnt * kcount * per
             a[i, :, j] = total
         if p.lowering == "direct":
-            a[i, :, 2] = max_rows * p.in_w * kt[:, TILE] * eb
+            a[i, :, 2] = max_rows * p.in_w * nb(kt[:, TILE])
         else:
-            a[i, :, 2] = mu * kt[:, TILE] * p.k_unit * eb
+            a[i, :, 2] = mu * nb(kt[:, TILE] * p.k_unit)
     b = np.zeros((nK, nN, 2), np.int64)
     for j, unit in enumerate((burst, 1)):
         for kcol in range(2):
@@ -231,11 +239,13 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 nsz = nt[:, [S0, S1][ncol]][None, :]
                 ncount = nt[:, [C0, C1][ncol]][None, :]
                 block = (p.b_is_weight) | (nsz == p.n)
-                # stored bytes (TileProblem.b_tile): N:M tiles hold whole groups
+                # stored bytes (TileProblem.b_tile): N:M tiles hold whole groups; a second
+                # activation's rows of n whole bytes
                 kst = kel if p.nm is None else -(-kel // p.nm[1]) * p.nm[1]
-                whole = -(-(kst * nsz * b_num) // b_den)
+                whole = (-(-(kst * nsz * b_num) // b_den) if p.b_is_weight
+                         else kel * nb(nsz))
                 per = np.where(block, -(-whole // unit) * unit,
-                               kel * (-(-(nsz * eb) // unit) * unit))
+                               kel * (-(-nb(nsz) // unit) * unit))
                 b[:, :, j] += kcount * ncount * per
     c = np.zeros((nM, nN, 4), np.int64)
     for i, tiles in enumerate(m_tiles):
@@ -245,13 +255,14 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                 for ncol in range(2):
                     nsz, ncount = nt[:, [S0, S1][ncol]], nt[:, [C0, C1][ncol]]
                     whole = (nsz == p.n) & (p.count == 1)
-                    per = np.where(whole, -(-(pixels * nsz * eb) // unit) * unit,
-                                   pixels * (-(-(nsz * eb) // unit) * unit))
+                    per = np.where(whole, -(-(pixels * nb(nsz)) // unit) * unit,
+                                   pixels * (-(-nb(nsz) // unit) * unit))
                     c[i, :, j] += cnt * ncount * per
                     c[i, :, 2 + j] += cnt * ncount * (-(-(pixels * nsz * ab) // unit) * unit)
     # ---- capacity masks at g_t = 1 and the group options for whole-GEMM tiles
     b_el = kt[:, TILE][:, None] * p.k_unit * nt[:, TILE][None, :]
-    b_fp = -(-(b_el * b_num) // b_den)
+    b_fp = (-(-(b_el * b_num) // b_den) if p.b_is_weight
+            else kt[:, TILE][:, None] * p.k_unit * nb(nt[:, TILE][None, :]))
     c_fp = mt[:, TILE][:, None] * p.unit_pixels * nt[:, TILE][None, :] * ab
     fa = np.ones((nM, nK), bool) if input_resident else a[:, :, 2] <= cap_a
     fb = b_fp <= cap_b

@@ -191,7 +191,7 @@ def _choices(op: Op, t: int, dtype_bytes: int) -> list[OpChoice]:
         if t == 1:
             return [OpChoice("rep", op, ("R",), "R", w + bias, act(op), 0.0)]
         if _div(op.n, t):
-            g = replace(op, n=op.n // t)
+            g = replace(op, n=op.n // t, **op.rows_for(op.n // t))
             out.append(OpChoice("col", g, ("Rp",), "F", (w + bias) / t, act(g), 0.0))
         if _div(op.k, t):
             g = replace(op, k=op.k // t)

@@ -126,9 +126,9 @@ class ArrayConfig:
     precision:
         :class:`Precision` of both operands: ``"int8"``, ``"int16"``, ``"int4"``, ``"fp16"``,
         ``"bf16"``, ``"fp8_e4m3"``, ``"fp8_e5m2"`` or ``"binary"`` (+1/-1, XNOR-popcount).
-        int4 runs in the array's three views (register model, timing engine, RTL), binary in
-        the register model and timing engine; a chip config takes neither yet (its memories
-        would hold two or eight operands per byte).
+        int4 and binary run in the array's three views (register model, timing engine, RTL);
+        on a chip their operands are packed two and eight per byte in its memories
+        (:mod:`hw.packing`).
     acc_bits:
         Accumulator width in bits for integer precisions: twice the operand width (at least 8)
         up to 64 (8..64 for binary and int4, 16..64 for int8, 32..64 for int16). For the floating-point precisions it must be 32:
@@ -223,3 +223,8 @@ class ArrayConfig:
     @property
     def pes(self) -> int:
         return self.rows * self.cols
+
+    @property
+    def macs_per_cycle(self) -> int:
+        """Peak MACs a cycle: every PE's ``macs_per_pe`` (two int4 MACs, up to eight binary)."""
+        return self.rows * self.cols * self.macs_per_pe

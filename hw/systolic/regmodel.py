@@ -728,20 +728,22 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
     )
 
 
-def run_gemm_rows(cfg: ArrayConfig, a, b, n_tile: int | None = None) -> RegisterResult:
+def run_gemm_rows(cfg: ArrayConfig, a, b) -> RegisterResult:
     """Row-wise N:M on the register model: ``a (M x K) @ b (K x N)`` where each output channel
     (column of ``b``) has its own N of ``cfg.sparse_m`` (the most nonzeros any of its groups
-    holds). As the compiler runs it (:func:`hw.sparsity.row_tiles`): the channels sorted by N,
-    cut into tiles of ``n_tile`` (default the array's columns), each tile a :func:`run_gemm` at
-    its largest N (dense where that is M), one after the other. The output is in the original
-    channel order and equals ``a @ b``; the counters are the tiles' sums."""
+    holds). As the compiler runs one N tile (:func:`hw.sparsity.row_tiles`): the channels
+    sorted by N and cut where N changes, at whole column folds where the dataflow spreads them
+    over the columns (OS, WS) and exactly where it streams them (IS); each run a
+    :func:`run_gemm` at its largest N (dense where that is M), one after the other. The output
+    is in the original channel order and equals ``a @ b``; the counters are the runs' sums."""
     if not cfg.sparse_m:
         raise ConfigError("run_gemm_rows: the array has dense PEs: set sparse_m = M")
     a2, b2 = np.asarray(a), np.asarray(b)
     if a2.ndim != 2 or b2.ndim != 2:
         raise ValueError(f"run_gemm_rows: a {a2.shape} and b {b2.shape}: need 2-D operands")
     m = cfg.sparse_m
-    order, tiles = row_tiles(channel_n(b2, m, axis=0, channel_axis=1), m, n_tile or cfg.cols)
+    fold = cfg.cols if cfg.dataflow in (Dataflow.OS, Dataflow.WS) else 1
+    order, tiles = row_tiles(channel_n(b2, m, axis=0, channel_axis=1), m, fold)
     out = None
     total = np.zeros(len(fields(ArrayCounters)), np.int64)
     for first, size, nm in tiles:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from compiler.options import CONV_LOWERINGS, MAP_MODES, MAX_STAGES, ORDERS, PLACEMENTS, SRAM_LAYOUTS
-from npulab.choices import RUN_FORMATS, TIMING_MODES
+from npulab.choices import ARRAY_PRECISIONS, RUN_FORMATS, TIMING_MODES
 from npulab.cli.common import (
     DEFAULT_MODEL, UserError, add_config_args, add_energy_args, add_op_args,
     add_topology_format_arg, check_bare_gemm, resolve_config, topology_gemm,
@@ -108,10 +108,11 @@ def add_parser(sub) -> None:
                           "(with --tech's table) or energy-delay product, and on an array with "
                           "array.reconfigurable=true the dataflow too (default: the tiler's "
                           "latency heuristic)")
-    run.add_argument("--precision", choices=("int8", "int16", "fp16"),
-                     help="data type of the network: NVDLA builds (default int8; int16/fp16 "
-                          "need nv_full); on a systolic chip the array's precision (as --set "
-                          "array.precision=...)")
+    run.add_argument("--precision", choices=ARRAY_PRECISIONS,
+                     help="data type of the network: NVDLA builds int8, int16 or fp16 (default "
+                          "int8; int16/fp16 need nv_full); on a systolic chip the array's "
+                          "precision (as --set array.precision=...; int4 and binary are packed "
+                          "two and eight per byte in the chip's memories)")
     run.add_argument("--format", "-f", choices=RUN_FORMATS, default="table", help="stdout format")
     run.add_argument("--output", "-o", metavar="DIR",
                      help="also write summary.json, layers.csv, report.txt, report.html and "

@@ -56,7 +56,7 @@ def test_fused_attention_moves_q_k_v_and_o_only_as_the_closed_form_says(heads, s
     ls, c = _layer(program, run, "scores")
     assert ls.fused == "attention:scores"
     plan = attention_plan(graph.ops[3], graph.ops[5], chip)
-    reads, writes = plan.dram_bytes(1)
+    reads, writes = plan.dram_bytes(8)   # int8 operands
     assert c["dram_ifmap_read_bytes"] + c["dram_filter_read_bytes"] == reads
     assert c["dram_psum_read_bytes"] == c["dram_psum_write_bytes"] == 0
     assert c["dram_ofmap_write_bytes"] == writes == heads * sq * dv

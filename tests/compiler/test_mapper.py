@@ -61,7 +61,11 @@ def _conv(hw, cin, cout, kern, stride=1, pad=0, groups=1, batch=1, name="c"):
 def reference(p, chip, gt, mu, nt, ku, order, df, input_resident=False, output_resident=False):
     """Counters, latency estimate and energy of one mapping, in plain Python over every tile."""
     arr = replace(chip.array, dataflow=df)
-    eb, ab = p.elem_bytes, p.acc_bytes
+    bits, ab = p.elem_bits, p.acc_bytes
+
+    def nb(x):          # bytes of x operands, packed below a byte (hw.packing)
+        return -(-x * bits // 8)
+
     ideal = chip.dram.is_ideal
     burst = 1 if ideal else chip.dram.request_bytes
     mtiles = p.m_tiles(mu)
@@ -81,10 +85,11 @@ def reference(p, chip, gt, mu, nt, ku, order, df, input_resident=False, output_r
     n_sizes = Counter(s for _, s in ntl)
     passes = []
     for unit in (burst, 1):
-        a = _a_pass(p, mtiles, k_sizes, eb, unit)
-        b = sum(kc * nc * _b_bytes(p, ks * p.k_unit, ns, eb, unit)
+        a = _a_pass(p, mtiles, k_sizes, bits, unit)
+        b = sum(kc * nc * _b_bytes(p, ks * p.k_unit, ns, bits, unit)
                 for ks, kc in k_sizes.items() for ns, nc in n_sizes.items())
-        c = sum(nc * _c_bytes(p, mt, ns, eb, unit) for mt in mtiles for ns, nc in n_sizes.items())
+        c = sum(nc * _c_bytes(p, mt, ns, bits, unit) for mt in mtiles
+                for ns, nc in n_sizes.items())
         acc = sum(nc * _burst(mt[1] * p.unit_pixels * ns * ab, unit)
                   for mt in mtiles for ns, nc in n_sizes.items())
         passes.append((a, b, c, acc))
@@ -106,8 +111,8 @@ def reference(p, chip, gt, mu, nt, ku, order, df, input_resident=False, output_r
     bwinv = 0.0 if ideal else 1 / stream_bytes_per_cycle(chip.dram, chip.dma.max_outstanding,
                                                           chip.clock_mhz)
     max_rows = max(t[2] for t in mtiles)
-    a_fp = (max_rows * p.in_w * ku if p.lowering == "direct" else mu * ku) * eb
-    b_fp = ku * p.k_unit * nt * eb
+    a_fp = max_rows * p.in_w * nb(ku) if p.lowering == "direct" else mu * nb(ku)
+    b_fp = ku * p.k_unit * nt * bits / 8
     in_bytes = 0
     if input_resident:
         in_bytes = p.input_bytes
@@ -116,7 +121,7 @@ def reference(p, chip, gt, mu, nt, ku, order, df, input_resident=False, output_r
     else:
         first = 2 * setup + math.ceil((gt * a_fp + gt * b_fp) * bwinv)
     last = 0 if output_resident else setup + math.ceil(
-        gt * mu * p.unit_pixels * nt * eb * bwinv)
+        gt * mu * p.unit_pixels * nb(nt) * bwinv)
     mem = max(math.ceil(bus * bwinv), setup * loads + math.ceil(load_bus * bwinv),
               setup * stores + math.ceil(store_bus * bwinv))
     latency = max(sums["comp"] + first + last, mem)
@@ -366,12 +371,21 @@ def test_pruned_search_is_close_to_exhaustive_and_never_worse_than_the_grid(op, 
     # weights kept in unstructured-sparse formats (CompileOptions.weight_format, below)
     Gemm(name="fc_csr", m=50, n=300, k=200, weight_density=0.3),
     replace(_conv(12, 10, 16, 3, pad=1, name="conv_bitmask"), weight_density=0.2),
+    # operands packed below a byte in the chip's memories (hw.packing): int4 and binary,
+    # odd extents whose rows are padded to whole bytes, grouped channels that fill bytes
+    Gemm(name="fc_packed_int4", m=50, n=301, k=203, batch=2),
+    _conv(12, 8, 16, 3, pad=1, groups=2, name="conv_packed_int4"),
+    Gemm(name="fc_packed_binary", m=40, n=300, k=200),
+    _conv(10, 8, 16, 3, pad=1, name="conv_packed_binary"),
 ])
 def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.metrics import compute_metrics
     from npulab.simulate import simulate
     ideal = dram == "ideal"
     chip = _chip(8, 8, 8, rows=8, cols=8, ideal=ideal)
+    if "_packed_" in op.name:
+        chip = replace(chip, array=replace(chip.array, precision=op.name.split("_")[-1],
+                                           acc_bits=None))
     if getattr(op, "weight_nm", None):
         chip = replace(chip, array=replace(chip.array, sparse_m=4))
     if not ideal:

@@ -853,3 +853,23 @@ def test_sparsity_from_weights_finds_row_wise_n_m():
     facts = {op.name: (op.weight_nm, op.weight_nm_rows) for op in g.ops}
     assert facts["mm"] == facts["gm"] == ((2, 4), ((2, 24), (1, 8)))
     assert facts["c"] == ((1, 4), None)
+
+
+def test_sparsity_from_weights_finds_sparse_channels_beside_dense_ones():
+    """8 output channels keep every weight and 24 are 1:4: no layer-wise N:M exists, so the
+    import takes the group size whose channels keep the fewest weights on average and gives
+    the layer weight_nm = (M, M) with the mix; the dense channels then run dense."""
+    from hw.sparsity import prune_n_m
+    rng = np.random.default_rng(6)
+    w = rng.normal(size=(64, 32)).astype(np.float32) + 5.0        # no zeros
+    w[:, 8:] = prune_n_m(w[:, 8:], 1, 4, axis=0)[0]
+    nodes = [helper.make_node("MatMul", ["h", "w"], ["mm"])]
+    graph = helper.make_graph(
+        nodes, "dense_and_sparse", [helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("mm", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for groups in ((4,), None):
+        g, _ = import_onnx(model, sparsity_from_weights=True, nm_groups=groups)
+        op = g.ops[0]
+        assert (op.weight_nm, op.weight_nm_rows) == ((4, 4), ((4, 8), (1, 24))), groups

@@ -53,24 +53,34 @@ ops = st.one_of(gemms, convs)
 kibs = st.sampled_from([2, 4, 8, 16, 64])
 
 
-@settings(max_examples=60, deadline=None)
-@given(op=ops, a=kibs, b=kibs, c=kibs, dataflow=st.sampled_from(["os", "ws", "is"]),
-       lowering=st.sampled_from(["direct", "im2col"]), order=st.sampled_from([None, *ORDERS]))
-def test_emitted_program_moves_exactly_the_tilers_bytes_and_fits(op, a, b, c, dataflow, lowering, order):
-    chip = _chip(a, b, c, dataflow)
+def _run_and_check_bytes(op, chip, lowering: str, order):
+    """Compile and run ``op`` alone on ``chip``; the tiler's reuse formula is what the loop nest
+    really moves. ``(program, execution, tile problem)``, or None when no tiling fits (a
+    one-line error naming the op)."""
+    from compiler.backends.systolic import tile_problem
     options = CompileOptions(conv_lowering=lowering, loop_order=order, keep_on_chip=False)
     try:
         program = compile_graph(Graph("t", (op,)), chip, options)
     except TilingError as exc:
         assert "no tiling fits" in str(exc) and op.name in str(exc)
-        return
+        return None
     result = execute(program, chip)
+    p = tile_problem(op, chip, options)
+    assert _layer_bytes(program, result) == choose_tiling(p, chip, order=order).dram_bytes
+    return program, result, p
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, a=kibs, b=kibs, c=kibs, dataflow=st.sampled_from(["os", "ws", "is"]),
+       lowering=st.sampled_from(["direct", "im2col"]), order=st.sampled_from([None, *ORDERS]))
+def test_emitted_program_moves_exactly_the_tilers_bytes_and_fits(op, a, b, c, dataflow, lowering, order):
+    chip = _chip(a, b, c, dataflow)
+    ran = _run_and_check_bytes(op, chip, lowering, order)
+    if ran is None:
+        return
+    program, result, _ = ran
     layer = program.layers[0]
     tiling = layer.tiling
-    # The tiler's reuse formula is what the loop nest really moves.
-    from compiler.backends.systolic import tile_problem
-    choice = choose_tiling(tile_problem(op, chip, options), chip, order=order)
-    assert _layer_bytes(program, result) == choice.dram_bytes
     # Every tile fits one buffer of its scratchpad.
     eb, ab = 1, 4
     for i in range(layer.first, layer.last):
@@ -185,3 +195,40 @@ def test_tiling_is_deterministic():
     b = compile_graph(Graph("t", (op,)), chip)
     assert a.layers[0].tiling == b.layers[0].tiling
     assert all((a.columns[k] == b.columns[k]).all() for k in a.columns)
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=ops, a=kibs, b=kibs, c=kibs, dataflow=st.sampled_from(["os", "ws", "is"]),
+       lowering=st.sampled_from(["direct", "im2col"]), order=st.sampled_from([None, *ORDERS]),
+       precision=st.sampled_from(["int4", "binary"]))
+def test_packed_operands_move_exactly_the_tilers_bytes(op, a, b, c, dataflow, lowering, order,
+                                                      precision):
+    """int4 and binary operands packed two and eight per byte (hw.packing): the tiler's bytes
+    are what the program moves, every tile cuts a packed row at a whole byte, and the output
+    is written once: its rows (pixels) of packed operands padded to whole bytes."""
+    from hw.packing import granule, nbytes
+    chip = _chip(a, b, c, dataflow)
+    chip = replace(chip, array=replace(chip.array, precision=precision, acc_bits=None))
+    bits = chip.array.precision.bits
+    ran = _run_and_check_bytes(op, chip, lowering, order)
+    if ran is None:
+        return
+    program, result, p = ran
+    t = program.layers[0].tiling
+    g = granule(bits)
+    k_units = t.k_tile // p.k_unit
+    assert k_units % g == 0 or k_units >= p.k_units
+    assert t.n_tile % g == 0 or t.n_tile >= p.n
+    shape = op.gemm_shape()
+    if p.lowering == "direct":
+        out = shape.m * nbytes(shape.count * shape.n, bits)
+    else:
+        out = shape.count * shape.m * nbytes(shape.n, bits)
+    assert result.layers[0]["dram_ofmap_write_bytes"] == out
+    assert result.layers[0]["dram_filter_read_bytes"] >= nbytes(shape.count * shape.k
+                                                                * shape.n, bits)
+    for i in range(program.layers[0].first, program.layers[0].last):
+        if program.kind[i] == Kind.LOAD and program.operand[i] == Operand.IFMAP:
+            assert program.transfer_bytes(i) <= chip.ifmap_sram.tile_capacity_bytes
+        if program.kind[i] == Kind.LOAD and program.operand[i] == Operand.FILTER:
+            assert program.transfer_bytes(i) <= chip.filter_sram.tile_capacity_bytes

@@ -149,13 +149,12 @@ def test_memory_section_errors_name_key_and_value(override, fragments):
         assert fragment in str(info.value)
 
 
-def test_a_chip_refuses_sub_byte_int4_with_one_line_and_takes_the_byte_formats():
-    """int4 runs in the array models (hw.systolic); a chip's memories and transfers hold
-    whole-byte operands, so a chip config with int4 is a one-line error naming the key; the
-    byte-wide formats (bf16, fp8) load."""
-    with pytest.raises(ConfigError) as err:
-        load_chip_config(overrides=["array.precision=int4"])
-    msg = str(err.value)
-    assert "array.precision = 'int4'" in msg and "whole-byte" in msg and "\n" not in msg
+def test_a_chip_takes_every_array_precision_packed_or_whole_bytes():
+    """Every array precision loads on a chip: the byte-wide ones (bf16, fp8) and the sub-byte
+    int4 and binary, packed two and eight per byte (hw.packing: the chip's element size)."""
+    from hw.packing import Packed
+    assert load_chip_config(overrides=["array.precision=int4"]).elem_size == Packed(4)
+    assert load_chip_config(overrides=["array.precision=binary"]).elem_size == Packed(1)
+    assert load_chip_config(overrides=["array.precision=int16"]).elem_size == 2
     for p in ("bf16", "fp8_e4m3", "fp8_e5m2"):
         assert load_chip_config(overrides=[f"array.precision={p}"]).array.precision.value == p

@@ -148,7 +148,11 @@ def test_row_wise_sparsity_text_and_mixes_are_checked():
             sp.check_mix(bad, 4)
 
 
-def test_row_tiles_sort_channels_and_run_each_tile_at_its_largest_n():
-    order, tiles = sp.row_tiles([1, 4, 2, 2, 1, 3], 4, 4)
+def test_row_tiles_sort_channels_and_cut_where_n_changes():
+    order, tiles = sp.row_tiles([1, 4, 2, 2, 1, 3], 4, 1)       # exact cuts (IS)
     assert order.tolist() == [1, 5, 2, 3, 0, 4]
-    assert tiles == [(0, 4, None), (4, 2, (1, 4))]
+    assert tiles == [(0, 1, None), (1, 1, (3, 4)), (2, 2, (2, 4)), (4, 2, (1, 4))]
+    # on 4-column folds: the fold holding N = 4, 3, 2, 2 runs dense, the rest at 1:4
+    assert sp.row_tiles([1, 4, 2, 2, 1, 3], 4, 4)[1] == [(0, 4, None), (4, 2, (1, 4))]
+    # cuts inside a tile start from the tile's first channel
+    assert sp.row_cuts(((2, 50), (1, 78)), 32, 96, 32) == [(32, 64), (64, 128)]

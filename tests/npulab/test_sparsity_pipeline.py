@@ -177,6 +177,23 @@ def test_row_wise_boundaries_inside_a_fold_run_that_fold_at_the_larger_n():
     assert run.totals["dram_read_bytes"] == M * K + 32 * K + 96 * K // 4 * 10 // 8
 
 
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
+def test_the_compiler_runs_the_register_models_row_wise_cuts(dataflow):
+    """One N tile of every channel: the program's computes are hw.sparsity.row_tiles' runs
+    (what run_gemm_rows runs on the register model), N for N."""
+    from hw.sparsity import row_tiles
+    chip = load_chip_config(overrides=["array.sparse_m=4", f"array.dataflow={dataflow}"])
+    ns = [2] * 50 + [1] * 70 + [4] * 8
+    mix = ((4, 8), (2, 50), (1, 70))
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(4, 4), weight_nm_rows=mix),))
+    prog, computes = _program(g, chip)
+    assert prog.layers[0].tiling.n_tile == N
+    fold = 1 if dataflow == "is" else chip.array.cols
+    _, tiles = row_tiles(ns, 4, fold)
+    runs = [(size, 4 if nm is None else nm[0]) for _, size, nm in tiles]
+    assert sorted({(n, nn) for _, n, _, nn in computes}) == sorted(set(runs))
+
+
 def test_input_stationary_cuts_row_wise_tiles_exactly():
     """IS streams the output channels in time: the computes cut at the exact channel where N
     changes, and still equal the timing engine per compute."""
@@ -212,6 +229,14 @@ def test_row_wise_mistakes_are_one_line_errors(capsys):
         Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((3, 4), (1, 4)))
     with pytest.raises(IRError, match="each N in 1..4"):
         Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((2, 4), (0, 4)))
+    with pytest.raises(IRError, match="counts 1001 output channels; the op has 8"):
+        Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((2, 1000), (1, 1)))
+    with pytest.raises(IRError, match="counts 17 output channels; the op has 16"):
+        Conv2d(name="c", in_h=4, in_w=4, in_channels=8, out_channels=16, kernel_h=1,
+               kernel_w=1, weight_nm=(2, 4), weight_nm_rows=((2, 8), (1, 9)))
+    # a share of the op (a core's, a rank's) keeps the mix
+    op = Gemm(name="g", m=4, n=8, k=8, weight_nm=(2, 4), weight_nm_rows=((2, 6), (1, 2)))
+    assert op.rows_for(4) == {"weight_nm": (2, 4), "weight_nm_rows": ((2, 3), (1, 1))}
     assert main(["run", "--gemm", "8,8,32", "--sparsity", "2-1:4", "--set", "array.sparse_m=4",
                  "-q"]) == 2
     err = capsys.readouterr().err

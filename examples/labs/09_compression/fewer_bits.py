@@ -8,9 +8,10 @@ the real integer or fp8 arithmetic), rescales, and reports the output's SQNR aga
 GEMM (``compiler.quantize``). The weights are seeded Gaussians, not a trained network's.
 
 Speed and energy: the same schemes on the default chip (``npulab.simulate``, native timing:
-tiles through the scratchpads, cycle-level DRAM; energy from the 16 nm table). A chip's
-memories hold whole-byte operands, so int4 activations (W4A4) run on the array alone: the
-script times the layer's GEMM on the timing engine with dual-MAC int4 PEs instead.
+tiles through the scratchpads, cycle-level DRAM; energy from the 16 nm table). W4A4 runs on
+the same chip with an int4 array of dual-MAC PEs (two MACs per PE per cycle), its operands
+packed two per byte in the scratchpads and DRAM (``hw.packing``). A last table times every
+GEMM on the array alone (the timing engine, no memories).
 
 Writes ``fewer_bits.csv`` (one row per layer and scheme) into the output folder.
 
@@ -46,7 +47,7 @@ SCHEMES = {
     "w4a8": ("int4", "int8", None, {"weight_bits": 4}),
     "2:4": ("int8", "int8", (2, 4), {"sparsity": "2:4"}),
     "2:4+w4": ("int4", "int8", (2, 4), {"sparsity": "2:4", "weight_bits": 4}),
-    "w4a4": ("int4", "int4", None, None),       # no chip takes int4 operands yet
+    "w4a4": ("int4", "int4", None, {"precision": "int4", "macs_per_pe": 2}),
 }
 TOKENS = 16          # rows of the seeded input the accuracy runs multiply
 TECH = "16nm"
@@ -89,7 +90,7 @@ def chip_run(graph, chip, scheme: str) -> dict | None:
     how = dict(how)
     if "precision" in how:
         chip = replace(chip, array=replace(chip.array, precision=how.pop("precision"),
-                                           acc_bits=None))
+                                           acc_bits=None, macs_per_pe=how.pop("macs_per_pe", 1)))
     if "sparsity" in how:
         chip = replace(chip, array=replace(chip.array, sparse_m=4))
     result = simulate(graph, chip, options=CompileOptions(**how))

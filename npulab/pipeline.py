@@ -188,6 +188,7 @@ def _check(spec: ChipSpec, options: RunOptions) -> None:
 
 def _systolic(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
     from npulab.simulate import simulate
+    _check_act_zeros(graph, options.compile.act_zeros)
     return simulate(graph, spec, options.timing, progress=progress,
                     options=options.compile)
 
@@ -196,6 +197,24 @@ def _nvdla(graph: Graph, spec: ChipSpec, options: RunOptions, progress):
     from npulab.nvdla_run import simulate_nvdla
     return simulate_nvdla(graph, spec, options.precision or "int8",
                           skip_unsupported=options.skip_unsupported, progress=progress)
+
+
+def _check_act_zeros(graph: Graph, spec) -> None:
+    """Every ``PATTERN=RATIO`` of ``act_zeros`` names at least one matrix layer of ``graph``
+    (a pattern that matches none would be lost without a word)."""
+    if spec is None:
+        return
+    import fnmatch
+    from compiler.options import parse_act_zeros
+    names = [op.name for op in graph.ops if op.gemm_shape() is not None]
+    if not names:
+        raise OptionError("compile.act_zeros", spec, f"{{}}: {literal(graph.name)} has no "
+                          f"matrix layer (Conv2d, Gemm) whose MACs zeros could gate")
+    for pattern, _ in parse_act_zeros(spec):
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            some = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+            raise OptionError("compile.act_zeros", spec, f"{{}}: {literal(pattern)} matches no "
+                              f"matrix layer of {literal(graph.name)} ({literal(some)})")
 
 
 #: The runner of each engine kind: ``runner(graph, spec, options, progress) -> RunResult``.

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from compiler.ir import Conv2d, Graph
+from compiler.ir import Conv2d, Gemm, Graph
 from npulab.choices import TIMING_MODES
 from compiler.backends.multicore import share_graph, with_sums
 from compiler.backends.systolic import compile_graph, split_score
@@ -50,7 +50,7 @@ from hw.spec import ChipSpec, chip_spec
 from hw.systolic.config import Dataflow
 from hw.systolic.mapping import map_gemm
 from hw.systolic.scalesim_compat import scalesim_timing
-from hw.sparsity import filter_read_bits, mix_label, whole_groups
+from hw.sparsity import array_nm, filter_read_bits, mix_label, whole_groups
 from hw.systolic.timing import gemm_timing
 from hw.vector.config import OPS as VECTOR_OP_KINDS
 from hw.vector.timing import T_CYCLES, TileTiming
@@ -149,13 +149,14 @@ class RunResult(RunRecord):
 
 
 @functools.lru_cache(maxsize=4096)
-def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int) -> tuple[int, ...]:
+def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int,
+                  nm: tuple[int, int] | None = None) -> tuple[int, ...]:
     """``(cycles, busy, folds, ifmap, filter, ofmap writes, ofmap reads)`` of one op shape on
-    the array, memoised: networks and long topologies repeat layer shapes, and identical
-    layers (same shape, same array, same timing mode) are timed once (the result depends on
-    nothing else)."""
+    the array (``nm``: its weights N:M compressed on sparse PEs, compute timing), memoised:
+    networks and long topologies repeat layer shapes, and identical layers (same shape, same
+    array, same timing mode) are timed once (the result depends on nothing else)."""
     if timing == "compute":
-        c = gemm_timing(cfg, m, n, k, count)
+        c = gemm_timing(cfg, m, n, whole_groups(k, nm), count, nm=nm)
         return (c.cycles, c.pe_busy_cycles, c.folds, c.ifmap_reads, c.filter_reads,
                 c.ofmap_writes, c.ofmap_reads)
     s = scalesim_timing(cfg, m, n, k)
@@ -164,19 +165,27 @@ def _array_timing(cfg, timing: str, count: int, m: int, n: int, k: int) -> tuple
 
 
 def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
-    """The op alone on the array: the timing engine (``compute``) or SCALE-Sim's formulas."""
+    """The op alone on the array: the timing engine (``compute``) or SCALE-Sim's formulas.
+    The op's own sparsity counts as in a native run: N:M weights on the array's sparse PEs
+    (compute timing; SCALE-Sim's formulas are dense), zero activations gating MAC energy."""
     shape = op.gemm_shape()
     cfg = chip.array
+    stored = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
+    nm = (array_nm(getattr(op, "weight_nm", None), cfg.sparse_m)
+          if timing == "compute" and stored else None)
     cycles, busy, folds, ifmap, filt, ofw, ofr = _array_timing(
-        cfg, timing, shape.count, shape.m, shape.n, shape.k)
+        cfg, timing, shape.count, shape.m, shape.n, shape.k, nm)
     return LayerResult(
         name=op.name, op=type(op).__name__, engine="array", gemm_count=shape.count,
         gemm_m=shape.m, gemm_n=shape.n, gemm_k=shape.k, macs=shape.macs, cycles=cycles,
-        pe_busy_cycles=busy, utilization_pct=100.0 * shape.macs / (cfg.macs_per_cycle * cycles),
+        pe_busy_cycles=busy,
+        utilization_pct=100.0 * (busy if nm else shape.macs) / (cfg.macs_per_cycle * cycles),
         mapping_efficiency_pct=_mapping_efficiency(cfg, shape, folds),
         ifmap_sram_reads=ifmap, filter_sram_reads=filt, ofmap_sram_writes=ofw,
         ofmap_sram_reads=ofr, folds=folds,
-        actions=array_actions(cfg, shape.macs, ifmap, filt, ofw, ofr),
+        tiling=f"sparse {nm[0]}:{nm[1]}" if nm else None,
+        actions=array_actions(cfg, busy if nm else shape.macs, ifmap, filt, ofw, ofr, nm=nm,
+                              act_zeros=getattr(op, "act_zeros", None) or 0.0),
     )
 
 

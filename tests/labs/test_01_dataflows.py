@@ -14,28 +14,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from math import ceil
-from pathlib import Path
 
 import numpy as np
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "01_dataflows"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab01_{name}", LAB / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "01_dataflows"
 
 
-dataflows = _load("dataflows")
-vcd_summary = _load("vcd_summary")
-trace = _load("trace")
+dataflows = load_script(LAB, "dataflows")
+vcd_summary = load_script(LAB, "vcd_summary")
+trace = load_script(LAB, "trace")
 
 R = C = 16
 

@@ -14,24 +14,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "02_roofline"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab02_{name}", LAB / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "02_roofline"
 
 
-roofline = _load("roofline")
+roofline = load_script(LAB, "roofline")
 
 PEAK = 32 * 32 * 1e9                     # MACs/s: 1024 PEs, one MAC per cycle, 1 GHz
 DDR4 = 64 / 8 * 2 / 0.63e-9              # bytes/s: 64-bit bus, double data rate, tCK 0.63 ns

@@ -16,29 +16,20 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "03_quantization"
-
-
-def _load(name: str, alias: str):
-    spec = importlib.util.spec_from_file_location(alias, LAB / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[alias] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "03_quantization"
 
 
-precisions = _load("precisions", "lab03_precisions")
+precisions = load_script(LAB, "precisions")
 # requant.py imports its sibling as ``precisions`` (the script folder is on sys.path when run).
 sys.modules.setdefault("precisions", precisions)
-requant = _load("requant", "lab03_requant")
+requant = load_script(LAB, "requant")
 
 SIZE, C, K, SEED = 10, 64, 32, 11
 

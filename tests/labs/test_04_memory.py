@@ -9,19 +9,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-from pathlib import Path
 
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "04_memory"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab04_{name}", LAB / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+LAB = LABS / "04_memory"
 
 
 # Reuse multipliers of A and B, and whether partial sums spill, per loop order (outermost
@@ -40,7 +32,7 @@ HAND = {
 
 @pytest.mark.parametrize("gemm, sram_kib", [((256, 1024, 1024), 128), ((384, 768, 1536), 64)])
 def test_gemm_dram_bytes_equal_hand_formula(gemm, sram_kib):
-    tiling = _load("tiling")
+    tiling = load_script(LAB, "tiling")
     m, n, k = gemm
     for order, (a_by, b_by, spill) in HAND.items():
         tile, measured, cycles, chip = tiling.run(m, n, k, order, [f"sram.capacity_kib={sram_kib}"])
@@ -65,7 +57,7 @@ def test_gemm_dram_bytes_equal_hand_formula(gemm, sram_kib):
                                            ("gpt2_block", {"seq_len": 16}),
                                            ("resnet18", {"image_size": 32})])
 def test_double_buffering_never_increases_cycles(model, params):
-    db = _load("double_buffer")
+    db = load_script(LAB, "double_buffer")
     for sets in ([], ["sram.capacity_kib=64"]):
         _, runs = db.run_pair(model, params, sets)
         on, off = runs[True].totals, runs[False].totals
@@ -114,7 +106,7 @@ def test_sweep_pareto_front_equals_brute_force(tmp_path):
     assert pareto == _non_dominated(points, objectives)
     assert {r["id"] for r in points if r["pareto"] == "true"} == pareto
     # the lab's show_sweep.py recomputes the same front
-    assert _load("show_sweep").non_dominated(points, objectives) == pareto
+    assert load_script(LAB, "show_sweep").non_dominated(points, objectives) == pareto
 
 
 def test_the_sheet_quotes_the_peak_bandwidth_the_tool_prints():

@@ -11,19 +11,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "05_scaling_out"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab05_{name}", LAB / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+LAB = LABS / "05_scaling_out"
 
 
 @pytest.mark.parametrize("nbytes", [8 << 20, 248_879_616, 1 << 30])
@@ -49,7 +41,7 @@ def test_ring_allreduce_matches_alpha_beta(nbytes, p):
 @pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (4, 32), (3, 5), (6, 4)])
 def test_pipeline_bubble_formula(schedule, p, m):
     from compiler.parallel.pipeline import simulate_pipeline
-    pipe = _load("pipeline")
+    pipe = load_script(LAB, "pipeline")
     tf, tb = 1.0, 2.0
     res = pipe.summarize(p, m, schedule, tf, tb)
     assert res["makespan"] == pytest.approx((m + p - 1) * (tf + tb))
@@ -86,7 +78,7 @@ def test_planner_gpipe_bubble_with_equal_stages(p, m):
 
 @pytest.mark.parametrize("system, link", [("dgx-a100", None), ("switch:8", 25.0)])
 def test_dp_step_at_least_compute(system, link):
-    strat = _load("strategies")
+    strat = load_script(LAB, "strategies")
     _, _, rows = strat.plan_all(system, "gpt2-small", ["dp=8", "dp=8,overlap_dp=false",
                                                        "dp=4", "dp=2,pp=4"],
                                 global_batch=32, seq_len=None, link_gbps=link)

@@ -11,29 +11,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from hw.systolic.config import ArrayConfig
 from npulab.cli import main as npulab
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "06_verification"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab06_{name}", LAB / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "06_verification"
 
 
-my_mutation = _load("my_mutation")
-vcd_peek = _load("vcd_peek")
-synth_scaling = _load("synth_scaling")
+my_mutation = load_script(LAB, "my_mutation")
+vcd_peek = load_script(LAB, "vcd_peek")
+synth_scaling = load_script(LAB, "synth_scaling")
 
 
 def _signed8(x: int) -> int:

@@ -14,27 +14,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
-import sys
-from pathlib import Path
 
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "07_transformer"
+LAB = LABS / "07_transformer"
 D_MODEL, HEADS = 768, 12
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"lab07_{name}", LAB / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load("where_time_goes")
+lab = load_script(LAB, "where_time_goes")
 
 
 @pytest.fixture(scope="module")

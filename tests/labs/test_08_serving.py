@@ -11,24 +11,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "08_serving"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("lab08_serving", LAB / "serving.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "08_serving"
 
 
-lab = _load()
+lab = load_script(LAB, "serving")
 D, F, KV = 4096, 11008, 1024
 
 

@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,19 +19,12 @@ from dataclasses import replace
 from hw.energy import load_technology
 from hw.systolic.timing import gemm_timing
 from npulab import load_chip_config, simulate
+from labload import LABS, load_script
 
-LAB = Path(__file__).resolve().parents[2] / "examples" / "labs" / "09_compression"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("lab09_compression", LAB / "fewer_bits.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+LAB = LABS / "09_compression"
 
 
-lab = _load()
+lab = load_script(LAB, "fewer_bits")
 SHAPE = (576, 64)          # a smaller GEMM than the sheet's, the same code path
 
 

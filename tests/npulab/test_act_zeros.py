@@ -93,3 +93,30 @@ def test_bad_ratios_are_one_line_errors():
         CompileOptions(weight_format=["csr"])
     assert parse_act_zeros(0.25) == (("*", 0.25),)
     assert parse_act_zeros("a*=0,b=1") == (("a*", 0.0), ("b", 1.0))
+
+
+def test_an_act_zeros_pattern_that_matches_no_layer_is_a_one_line_error(capsys):
+    """A pattern naming no matrix layer would be dropped without a word: the run refuses it,
+    naming the pattern and some layers it could have meant."""
+    from npulab.cli import main
+    argv = ["run", "--model", "resnet18", "--image-size", "32", "-q"]
+    assert main(argv + ["--act-zeros", "layer1*=0.5,layre2*=0.4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "layre2* matches no matrix layer of resnet18" in err, err
+    assert "conv1, layer1.0.conv1" in err
+    assert main(["run", "--op", "softmax:64,64", "--act-zeros", "0.5", "-q"]) == 2
+    assert "has no matrix layer" in capsys.readouterr().err
+    assert main(argv + ["--act-zeros", "layer1*=0.5"]) == 0
+
+
+@pytest.mark.parametrize("timing", ["compute", "scalesim"])
+def test_the_arrays_alone_charge_each_layers_own_zeros(timing):
+    """Compute and SCALE-Sim timing (no tiling options) still read the IR's act_zeros: the MAC
+    energy of the gated MACs is left out, as in a native run."""
+    chip = load_chip_config()
+    base = npulab.simulate(_graph(), chip, timing=timing)
+    own = npulab.simulate(_graph(fc=0.5), chip, timing=timing)
+    assert [x.actions.act_zeros for x in own.layers] == [0.0, 0.5]
+    assert own.totals["cycles"] == base.totals["cycles"]
+    fc_base, fc_own = _energy(base)[1]["mac"], _energy(own)[1]["mac"]
+    assert fc_own == pytest.approx(fc_base / 2, rel=1e-12)

@@ -247,3 +247,16 @@ def test_row_wise_mistakes_are_one_line_errors(capsys):
     assert err.count("\n") == 1 and "row-wise N:M" in err, err
     assert main(["run", "--gemm", "64,128,256", "--sparsity", "1-2:4", "--set",
                  "array.sparse_m=4", "-q", "--format", "json"]) == 0
+
+
+def test_compute_timing_runs_the_layers_own_n_m_on_sparse_pes():
+    """--timing compute (the array alone) times an op's own weight_nm on the chip's sparse
+    PEs, as the timing engine does; SCALE-Sim's formulas stay dense."""
+    chip = load_chip_config(overrides=["array.sparse_m=4"])
+    g = Graph("g", (Gemm(name="g", m=M, n=N, k=K, weight_nm=(2, 4)),))
+    run = npulab.simulate(g, chip, timing="compute")
+    gold = gemm_timing(chip.array, M, N, K, nm=(2, 4))
+    assert run.totals["cycles"] == gold.cycles and run.totals["pe_busy_cycles"] == M * N * K // 2
+    assert run.layers[0].tiling == "sparse 2:4" and run.layers[0].utilization_pct <= 100
+    dense = npulab.simulate(g, load_chip_config(), timing="compute")
+    assert dense.totals["pe_busy_cycles"] == M * N * K

@@ -383,6 +383,16 @@ def _performed(macs: int, busy: int, tiling) -> int:
     return busy if tiling is not None and tiling.nm is not None else macs
 
 
+def _performed_total(layers, chip: ChipConfig) -> int:
+    """The MACs the PEs performed over ``layers``: their PE-busy cycles (on N:M sparse PEs the
+    kept weights' MACs), or on PEs with several MACs each the layers' performed MACs (their
+    actions; a lane padding K is no MAC)."""
+    if chip.array.macs_per_pe == 1:
+        return sum(layer.pe_busy_cycles or 0 for layer in layers)
+    return sum(layer.actions.macs for layer in layers
+               if layer.engine == "array" and layer.actions is not None)
+
+
 def _sparse_label(t) -> str:
     """The tiling column's N:M: `` sparse 2:4``, row-wise `` sparse rows 1-2:4``."""
     if t.nm is None:
@@ -408,10 +418,8 @@ def _totals(layers: list[LayerResult], chip: ChipConfig, ops=None) -> dict:
         "macs": macs,
         "pe_busy_cycles": sum(layer.pe_busy_cycles for layer in run),
         # the MACs the PEs performed: all of them dense, the kept ones on N:M sparse PEs
-        # PE-busy cycles x MACs per PE: the MAC slots used (dual-MAC PEs: two a cycle)
-        "utilization_pct": (100.0 * sum(layer.pe_busy_cycles for layer in run)
-                            * chip.array.macs_per_pe / (chip.peak_macs_per_cycle * cycles)
-                            if cycles else 0.0),
+        "utilization_pct": (100.0 * _performed_total(run, chip)
+                            / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0),
         "ifmap_sram_reads": sum(layer.ifmap_sram_reads for layer in run),
         "filter_sram_reads": sum(layer.filter_sram_reads for layer in run),
         "ofmap_sram_writes": sum(layer.ofmap_sram_writes for layer in run),
@@ -602,7 +610,7 @@ def _memory_totals(totals: dict, layers, run: ExecutionResult, chip: ChipConfig)
     out.update(
         cycles=cycles, latency_s=latency_s,
         effective_tops=2 * totals["macs"] / latency_s / 1e12 if cycles else 0.0,
-        utilization_pct=(100.0 * totals["pe_busy_cycles"] * chip.array.macs_per_pe
+        utilization_pct=(100.0 * _performed_total(layers, chip)
                          / (chip.peak_macs_per_cycle * cycles) if cycles else 0.0),
         compute_cycles=t["compute_cycles"], stall_dram_cycles=t["stall_dram_cycles"],
         stall_link_cycles=t["stall_link_cycles"], stall_sram_cycles=t["stall_sram_cycles"],

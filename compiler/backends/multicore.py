@@ -55,7 +55,7 @@ from compiler.fusion import find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.ir.vector import Eltwise, Pool, _Elementwise, _Rows
 from hw.chip import ChipConfig
-from hw.packing import size_bytes
+from hw.packing import granule, size_bytes
 from hw.program import Kind, Location, Operand
 from hw.systolic.mapping import K_CYCLES
 from hw.systolic.timing import tile_counters
@@ -186,7 +186,7 @@ def choose_split(op, chip: ChipConfig, k_split: bool = True, score=None) -> Spli
                                 k_split and isinstance(op, Gemm) and few, chip)
         if score is None or len(ranked) == 1:
             return ranked[0]
-        keys = [(score(op, _share(op, sp), sp), i)
+        keys = [(score(op, _share(op, sp, g=granule(chip.array.precision.bits)), sp), i)
                 for i, sp in enumerate(ranked[:MAPPER_SPLITS])]
         return ranked[min(keys)[1]]
     parts = min(chip.cores, _vector_units(op))
@@ -248,20 +248,29 @@ def _vector_units(op) -> int:
     return 1
 
 
-def _share(op, split: Split, fraction: float | None = None):
+def _part(extent: int, parts: int, g: int) -> int:
+    """One of ``parts`` shares of an innermost dimension of ``extent`` operands: whole bytes of
+    operands packed ``g`` per byte (:func:`hw.packing.granule`; 1: a plain ceiling share)."""
+    share = -(-extent // parts)
+    return min(extent, -(-share // g) * g)
+
+
+def _share(op, split: Split, fraction: float | None = None, g: int = 1):
     """``op``'s share under ``split`` (one core's part). ``fraction`` (of the elements) shares
-    an element-wise op like the op it follows in a fused group."""
+    an element-wise op like the op it follows in a fused group. ``g``: operands per byte of a
+    chip whose operands are packed (:mod:`hw.packing`): shares of a matrix op's innermost
+    dimensions (N, K; a conv's output channels) are whole bytes."""
     if split.cores == 1 and fraction is None:
         return op
     if isinstance(op, Gemm):
-        n = -(-op.n // split.n)
+        n = _part(op.n, split.n, g)
         return replace(op, batch=-(-op.batch // split.g), m=-(-op.m // split.m), n=n,
-                       k=-(-op.k // split.k), **op.rows_for(n))
+                       k=_part(op.k, split.k, g), **op.rows_for(n))
     if isinstance(op, Conv2d):
-        out_channels = (op.out_channels // op.groups * -(-op.groups // split.g)
-                        if op.groups > 1 else -(-op.out_channels // split.n))
-        out = replace(op, groups=-(-op.groups // split.g),
-                      in_channels=op.in_channels // op.groups * -(-op.groups // split.g),
+        cin, cout = op.in_channels // op.groups, op.out_channels // op.groups
+        groups = _part(op.groups, split.g, g // math.gcd(g, math.gcd(cin, cout)))
+        out_channels = cout * groups if op.groups > 1 else _part(op.out_channels, split.n, g)
+        out = replace(op, groups=groups, in_channels=cin * groups,
                       out_channels=out_channels, **op.rows_for(out_channels))
         if split.m > 1 and op.batch >= split.m:
             return replace(out, batch=-(-op.batch // split.m))
@@ -306,6 +315,7 @@ def share_graph(graph: Graph, chip: ChipConfig, score=None) -> tuple[Graph, dict
     then chooses among the best splits too)."""
     if chip.cores == 1:
         return graph, {op.name: ONE for op in graph.ops}
+    pack = granule(chip.array.precision.bits)      # packed operands: shares of whole bytes
     by_name = {op.name: op for op in graph.ops}
     groups = {g.anchor: g for g in find_groups(graph).values()}
     splits: dict[str, Split] = {}
@@ -317,24 +327,25 @@ def share_graph(graph: Graph, chip: ChipConfig, score=None) -> tuple[Graph, dict
         group = next((g for g in groups.values() if op.name in g.members), None)
         if group is None:
             splits[op.name] = choose_split(op, chip, score=score)
-            shares[op.name] = _share(op, splits[op.name])
+            shares[op.name] = _share(op, splits[op.name], g=pack)
             continue
         members = [by_name[m] for m in group.members]
         split = _group_split(group.kind, members, chip, score)
         if split is None:                    # unfused: each op split on its own
             for m in members:
                 splits[m.name] = choose_split(m, chip, score=score)
-                shares[m.name] = _share(m, splits[m.name])
+                shares[m.name] = _share(m, splits[m.name], g=pack)
             unfused.add(group.anchor)
             continue
-        anchor_share = _share(members[0], split)
+        anchor_share = _share(members[0], split, g=pack)
         fraction = (anchor_share.output_elements / members[0].output_elements
                     if members[0].output_elements else 1.0)
         for m in members:
             splits[m.name] = split
             shares[m.name] = (anchor_share if m is members[0]
                               else _share(m, split, None if m.gemm_shape() is not None
-                                          or not isinstance(m, _Elementwise) else fraction))
+                                          or not isinstance(m, _Elementwise) else fraction,
+                                          g=pack))
     out = Graph(graph.name, tuple(shares[op.name] for op in graph.ops), batch=graph.batch,
                 tokens=graph.tokens)
     # groups must survive the split: any that does not runs unsplit (a K split is never in a

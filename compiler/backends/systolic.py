@@ -79,7 +79,7 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     nm, nm_rows = _row_wise(options, op, shape.n, chip.array.sparse_m, nm, b_is_weight)
     w_bits = options.w_bits_of(op) or 0
     b_bits = w_bits if 0 < w_bits < bits else 0     # stored narrower, widened on load
-    if _direct(op, options, bits):
+    if isinstance(op, Conv2d) and options.conv_lowering == "direct":
         return TileProblem(
             name=op.name, lowering="direct", count=shape.count, m=shape.m, n=shape.n, k=shape.k,
             elem_bytes=eb, acc_bytes=ab, batch=op.batch, out_h=op.out_h, out_w=op.out_w,
@@ -94,16 +94,6 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
         b_bits=b_bits, nm=nm, nm_rows=nm_rows, act_zeros=options.act_zeros_of(op),
         b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or bits, options))
-
-
-def _direct(op, options: CompileOptions, bits: int) -> bool:
-    """``op`` is a convolution lowered direct (NHWC patches read in place). A grouped one whose
-    groups' channels, packed below a byte, do not fill whole bytes shares bytes between groups
-    in every pixel: it runs im2col, each group's patches its own rows (:mod:`hw.packing`)."""
-    if not isinstance(op, Conv2d) or options.conv_lowering != "direct":
-        return False
-    per_group = (op.in_channels // op.groups, op.out_channels // op.groups)
-    return op.groups == 1 or all(c * bits % 8 == 0 for c in per_group)
 
 
 def _row_wise(options: CompileOptions, op, channels: int, sparse_m: int, nm, b_is_weight: bool):
@@ -438,7 +428,8 @@ def _tile(problem: TileProblem, chip: ChipConfig, options: CompileOptions, input
     """The op's tiling: the tiler's, or the mapper's when ``options.map`` is set (on a
     multi-core chip at the rate one of the ``used`` cores streams at, as it chose the split:
     :func:`compiler.backends.multicore.share_bytes_per_cycle`)."""
-    if options.map is None:
+    if options.map is None or problem.packed_groups:
+        # (a conv whose groups share packed bytes takes every group per tile: the tiler's)
         return _tiled(problem, chip, input_resident, output_resident, options.loop_order,
                       options.objective)
     rate = share_bytes_per_cycle(chip, used) if chip.multicore else None
@@ -496,6 +487,8 @@ def split_score(chip: ChipConfig, options: CompileOptions | None):
 
 
 def _split_key(op, share, split, *, chip: ChipConfig, options: CompileOptions):
+    if tile_problem(share, chip, options).packed_groups:
+        return 0.0, 0.0     # the tiler maps it (_tile): every split ties, the estimate's first
     return _mapper_key(share, split.cores, split.k,
                        -(-op.output_elements // split.cores) if split.k > 1 else 0, chip,
                        options)

@@ -208,6 +208,16 @@ class TileProblem:
         return eb.bits if isinstance(eb, Packed) else 8 * eb
 
     @property
+    def packed_groups(self) -> bool:
+        """A direct convolution whose groups' channels, packed below a byte, do not fill whole
+        bytes: groups share bytes of every NHWC pixel, so each tile takes every group and every
+        channel (whole pixels), and its bytes are counted per tile of all groups, not per
+        group (:mod:`hw.packing`)."""
+        g = self.granule
+        return (g > 1 and self.lowering == "direct" and self.count > 1
+                and bool(self.in_channels % g or self.n % g))
+
+    @property
     def granule(self) -> int:
         """Operands per byte when packed (2 for int4, 8 for binary), else 1: tiles cut a
         tensor's innermost dimension at multiples of it, or take the whole row
@@ -383,6 +393,8 @@ def grid_candidates(p: TileProblem, arr, dataflow: Dataflow) -> tuple[list, list
                          | {p.out_h * i for i in _candidates(p.batch, 1)})
     k_cands = _candidates(p.k_units, max(1, -(-gk // p.k_unit)))
     n_cands = _candidates(p.n, gn)
+    if p.packed_groups:
+        return m_cands, [p.n], [p.k_units]
     return (m_cands, packed_sizes(p.n, n_cands, p.granule),
             packed_sizes(p.k_units, k_cands, p.granule))
 
@@ -451,7 +463,9 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
         m_trips = sum(m_sizes.values())
         for ku in k_cands:
             kt = ku * k_unit
-            if p.lowering == "direct":
+            if p.packed_groups:     # per group, so that count of them hold whole pixels
+                a_fp = -(-max_rows * p.in_w * nbytes(p.count * ku, bits) // p.count)
+            elif p.lowering == "direct":
                 a_fp = max_rows * p.in_w * nbytes(ku, bits)
             else:
                 a_fp = mu * nbytes(kt, bits)
@@ -471,7 +485,8 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
                 n_items, n_trips = n_split[nt]
                 trips = {"m": m_trips, "n": n_trips, "k": k_trips}
                 single = m_trips == n_trips == k_trips == 1
-                g_opts = _candidates(p.count, 1) if single else [1]
+                g_opts = ([p.count] if p.packed_groups
+                          else _candidates(p.count, 1) if single else [1])
                 for gt in g_opts:
                     if ((gt * a_fp > cap_a and not input_resident) or gt * b_fp > cap_b
                             or gt * c_fp > cap_c):
@@ -515,8 +530,10 @@ def choose_tiling(p: TileProblem, chip: ChipConfig, *, input_resident: bool = Fa
         tiles = g_trips * trips["m"] * trips["n"] * trips["k"]
         for o in orders:
             ra, rb, psum = _order_factors(o, trips)
+            # bytes per GEMM times the groups; packed groups: per tile of all of them
             bus, dram = (_traffic_of(ra, rb, psum, trips["k"], input_resident,
-                                     output_resident, *ps) * p.count for ps in passes)
+                                     output_resident, *ps) * (1 if p.packed_groups else p.count)
+                         for ps in passes)
             est = max(compute, math.ceil(bus / bw) if finite_bw else 0)
             key = (est, dram, tiles) if objective == "latency" else (dram, est, tiles)
             key += (ORDERS.index(o), -mu, -nt, -ku, -gt)
@@ -581,6 +598,8 @@ def _traffic_of(ra: int, rb: int, psum: bool, k_trips: int, input_resident: bool
 def _a_tile(p: TileProblem, rows: int, ksz: int, bits: int, burst: int) -> int:
     """DRAM bytes of one A tile of ``rows`` input/A rows and ``ksz`` K units (packed rows
     padded to whole bytes, :mod:`hw.packing`)."""
+    if p.packed_groups:         # every group's channels: whole pixels
+        return _burst(rows * p.in_w * nbytes(p.count * ksz, bits), burst)
     if p.lowering == "direct":
         if ksz == p.in_channels and p.count == 1:
             return _burst(rows * p.in_w * nbytes(ksz, bits), burst)
@@ -605,8 +624,8 @@ def _a_pass_shapes(p: TileProblem, shapes: Counter, k_sizes, bits: int, burst: i
 
 
 def _b_bytes(p: TileProblem, kt: int, nt: int, bits: int, burst: int) -> int:
-    if p.b_is_weight:       # weights are stored pre-tiled (as stored): one block
-        return _burst(p.b_tile(kt, nt), burst)
+    if p.b_is_weight:       # weights are stored pre-tiled (as stored): one block per group
+        return _burst((p.count if p.packed_groups else 1) * p.b_tile(kt, nt), burst)
     if nt == p.n:
         return _burst(kt * nbytes(nt, bits), burst)
     return kt * _burst(nbytes(nt, bits), burst)
@@ -614,6 +633,8 @@ def _b_bytes(p: TileProblem, kt: int, nt: int, bits: int, burst: int) -> int:
 
 def _c_bytes(p: TileProblem, mtile, nt: int, bits: int, burst: int) -> int:
     pixels = mtile[1] * p.unit_pixels
+    if p.packed_groups:         # every group's channels: whole pixels
+        return _burst(pixels * nbytes(p.count * nt, bits), burst)
     if nt == p.n and p.count == 1:
         return _burst(pixels * nbytes(nt, bits), burst)
     return pixels * _burst(nbytes(nt, bits), burst)

@@ -69,6 +69,7 @@ class VectorPlan:
     b_once_bytes: int = 0
     pool: tuple[int, int, int, int, int] | None = None
     pool_channels: int = 0
+    reduce: bool = False        # one result per row (a reduction)
 
 
 def _capacity(chip: ChipConfig, name: str) -> int:
@@ -85,9 +86,10 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
         kh, sh = op.kernel_h, op.stride_h
         # channels per tile: all, unless the input rows of one output row do not fit (packed:
         # a whole number of bytes of channels)
-        channels = min(op.channels, cap_a * 8 // (kh * op.in_w * bits),
-                       cap_c * 8 // (op.out_w * bits))
-        if channels < op.channels:
+        channels = op.channels
+        if (kh * op.in_w * nbytes(channels, bits) > cap_a
+                or op.out_w * nbytes(channels, bits) > cap_c):
+            channels = min(cap_a * 8 // (kh * op.in_w * bits), cap_c * 8 // (op.out_w * bits))
             channels -= channels % g
         if channels < 1:
             raise ValueError(f"pool {op.name!r}: the {kh} input rows of one channel of one "
@@ -97,6 +99,10 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
         out_per_row = op.out_w * nbytes(channels, bits)
         fit = min((cap_a - in_row * max(0, kh - sh)) // max(1, in_row * sh),
                   cap_c // out_per_row, op.out_h)
+        if fit < 1:
+            raise ValueError(f"pool {op.name!r}: the {kh} input rows of {channels} channels of "
+                             f"one output row ({kh * in_row} B) do not fit {chip.name}'s ifmap "
+                             f"buffer ({cap_a} B)")
         return VectorPlan(work, rows, op.out_w * channels, int(fit), op.out_w * channels, 0,
                           out_per_row, pool=(kh, sh, op.pad_top, op.in_h, in_row),
                           pool_channels=channels)
@@ -121,9 +127,10 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
     whole = min(cap_a // nbytes(cols, a_bits),
                 cap_b // nbytes(cols, stream_b) if stream_b else rows,
                 cap_c // out_per_row)
+    reduce = isinstance(op, Reduce)
     if whole >= 1:
         return VectorPlan(work, rows, cols, min(rows, whole), cols, a_bits, out_per_row,
-                          b_bits, b_stream, b_once)
+                          b_bits, b_stream, b_once, reduce=reduce)
     out_elem_bits = 0 if isinstance(op, Reduce) else out_bits
     chunk = min(cap_a * 8 // a_bits, cap_b * 8 // stream_b if stream_b else cols,
                 cap_c * 8 // out_elem_bits if out_elem_bits else cols, cols)
@@ -132,7 +139,7 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
         raise ValueError(f"vector op {op.name!r}: not even one element fits {chip.name}'s "
                          f"scratchpad buffers")
     return VectorPlan(work, rows, cols, 1, int(chunk), a_bits, out_per_row, b_bits,
-                      b_stream, b_once)
+                      b_stream, b_once, reduce=reduce)
 
 
 def _split(work: VectorWork) -> VectorWork:
@@ -212,7 +219,7 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
         return
     # chunked rows: every pass re-reads the row from DRAM; the last pass writes the output
     share = _split(p.work)
-    reduce_out = p.out_per_row < nbytes(p.cols, 8)     # one result per row (a reduction)
+    reduce_out = p.reduce
     out_bits = 0 if reduce_out else 8 * p.out_per_row // p.cols
     out_row = p.out_per_row
     t = 0

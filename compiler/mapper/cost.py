@@ -61,7 +61,8 @@ ORDER_DIMS = np.array([[0, 1, 2], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0], [2
 (PI_COUNT, PI_IN_RES, PI_OUT_RES, PI_SETUP, PI_FIRST_A, PI_OP_BITS, PI_ACC_BITS, PI_MACS,
  PI_IN_BYTES, PI_IDEAL, PI_OBJECTIVE, PI_EB, PI_REG_BITS) = range(13)
 PI_NM_N, PI_NM_M, PI_W_NUM, PI_W_DEN = 15, 16, 17, 18
-P_INT = 19
+PI_LANES = 19       # MACs per PE (dual-MAC int4, binary words): K runs in steps of that many
+P_INT = 20
 (PF_BWINV, PF_CLOCK, PF_STATIC_W, PF_MAC, PF_REG, PF_IF_R, PF_IF_W, PF_FI_R, PF_FI_W, PF_OF_R,
  PF_OF_W, PF_DRAM, PF_B_BYTES) = range(13)
 P_FLOAT = 13
@@ -116,6 +117,7 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
     obj_code = pint[PI_OBJECTIVE]
     eb_bits = pint[PI_EB]       # bits per operand; packed rows padded to whole bytes
     nm_n, nm_m = pint[PI_NM_N], pint[PI_NM_M]
+    lanes = max(1, pint[PI_LANES])
     bwinv = pflt[PF_BWINV]
     detail = det_i.shape[0] > 0
     buf = np.zeros(8, np.int64)
@@ -128,7 +130,9 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
         output_stationary = geo[G_OUTPUT_STATIONARY] != 0
         # N:M weights: activations' edge carries groups of M shared by N (timing engine)
         lg, ls, tg, ts = 1, 1, 1, 1
-        if nm_m > 0:
+        if lanes > 1:       # both edges carry a word of lanes operands per PE
+            lg, tg = lanes, lanes
+        elif nm_m > 0:
             if geo[G_LEFT] == _IFMAP:
                 lg, ls = nm_m, nm_n
             else:
@@ -158,6 +162,8 @@ def evaluate(cg, cm, cn, ck, cdf, g, m, n, k, a, b, c, dfs, order_ok, pint, pflt
                             continue
                         # a K tile of an N:M op runs its whole groups compressed
                         kr = ksz if nm_m == 0 else (ksz + nm_m - 1) // nm_m * nm_n
+                        if lanes > 1:       # a step of operand words: ceil(K / lanes)
+                            kr = (ksz + lanes - 1) // lanes
                         ext[_M], ext[_N], ext[_K] = msz, nsz, kr
                         sr, sc, t = ext[geo[G_ROWS_DIM]], ext[geo[G_COLS_DIM]], ext[geo[G_TIME_DIM]]
                         _timing_kernel(output_stationary, rows, cols, gsz, sr, sc, t, lg, ls, tg,

@@ -86,6 +86,7 @@ def mapper_parameters(p: TileProblem, chip: ChipConfig, tech, objective: str, *,
     pint[C.PI_IDEAL] = int(chip.dram.is_ideal)
     pint[C.PI_OBJECTIVE] = OBJECTIVES.index(objective)
     pint[C.PI_EB] = p.elem_bits
+    pint[C.PI_LANES] = arr.macs_per_pe
     pint[C.PI_W_NUM], pint[C.PI_W_DEN] = p.filter_read_bits(arr.precision.bits)
     for df, code in DATAFLOW_CODES.items():
         pint[C.PI_REG_BITS + code] = rates.register_bits_per_mac_by_dataflow[df.value]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.backends.systolic_tiling import (
-    TileProblem, _candidates, grid_candidates, packed_sizes, tile_capacities,
+    TileProblem, TilingError, _candidates, grid_candidates, packed_sizes, tile_capacities,
 )
 from hw.chip import ChipConfig
 from hw.systolic.config import Dataflow
@@ -162,6 +162,10 @@ def _m_tiles(p: TileProblem, mu: int) -> Counter:
 def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: bool = False,
                 output_resident: bool = False) -> MappingSpace:
     """The mapping space of ``p`` on ``chip`` for ``dataflows`` (see the module docstring)."""
+    if p.packed_groups:
+        raise TilingError(f"{p.name or 'op'}: its groups' {p.elem_bits}-bit channels share "
+                          f"bytes, so every tile takes all {p.count} groups, which the "
+                          f"mapper's space does not hold; npulab run tiles it")
     bits, ab = p.elem_bits, p.acc_bytes
 
     def nb(x):      # bytes of x packed operands (rows padded to whole bytes: hw.packing)

@@ -383,9 +383,10 @@ def test_executor_and_metrics_count_what_the_mapper_predicted(op, dram):
     from npulab.simulate import simulate
     ideal = dram == "ideal"
     chip = _chip(8, 8, 8, rows=8, cols=8, ideal=ideal)
-    if "_packed_" in op.name:
-        chip = replace(chip, array=replace(chip.array, precision=op.name.split("_")[-1],
-                                           acc_bits=None))
+    if "_packed_" in op.name:       # and PEs doing 2 int4 or 8 binary MACs a cycle
+        precision = op.name.split("_")[-1]
+        chip = replace(chip, array=replace(chip.array, precision=precision, acc_bits=None,
+                                           macs_per_pe=2 if precision == "int4" else 8))
     if getattr(op, "weight_nm", None):
         chip = replace(chip, array=replace(chip.array, sparse_m=4))
     if not ideal:

@@ -41,6 +41,7 @@ __all__ = [
     "rsqrt", "sqrt", "ACTIVATIONS",
     "BINARY", "binary", "REDUCTIONS", "reduce", "softmax", "layernorm", "rmsnorm",
     "pool2d", "global_pool", "pool_input_rows", "requantize", "Requant",
+    "quantize_multiplier", "requantize_fixed",
 ]
 
 # Saturation bounds held in float32; 2**31 - 1 is not a float32, so int32 saturates at the
@@ -455,6 +456,72 @@ def requantize(acc, scale, zero_point: int = 0, dtype: str = "int8", relu: bool 
     if _flag(func, "relu", relu):
         y = np.maximum(y, np.float32(0))
     return np.clip(y + np.float32(zero_point), lo, hi).astype(_INT_TYPES[dtype])
+
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def quantize_multiplier(scale) -> tuple[int, int]:
+    """``(multiplier, shift)`` with ``scale ~= multiplier * 2**(shift - 31)``: a Q0.31 int32
+    multiplier in [2**30, 2**31) and a power-of-two shift, as TFLite's ``QuantizeMultiplier``
+    derives them (``frexp``, the fraction rounded to 31 bits). ``scale`` in (0, 2**31)."""
+    func = "quantize_multiplier"
+    value = _number(func, "scale", scale)
+    if not 0 < float(value) < 2.0 ** 31:
+        _fail(func, "scale", scale, "must be finite, > 0 and < 2**31")
+    frac, exp = math.frexp(float(scale))
+    q = round(frac * (1 << 31))
+    if q == 1 << 31:                # the fraction rounded up to 1.0
+        q, exp = q // 2, exp + 1
+    return int(q), int(exp)
+
+
+def requantize_fixed(acc, multiplier: int, shift: int, zero_point: int = 0,
+                     dtype: str = "int8", relu: bool = False) -> np.ndarray:
+    """int32 accumulators to int8/int16 in integer arithmetic only: multiply, shift, round,
+    saturate, the rule of gemmlowp and TFLite's int8 kernels (``MultiplyByQuantizedMultiplier``),
+    which a hardware lane implements with one 32x32 multiplier and a shifter.
+
+    ``acc * 2**max(shift, 0)`` (saturated to int32) is multiplied by the Q0.31
+    ``multiplier`` and its high half taken, rounding to nearest with ties toward +infinity
+    (``SaturatingRoundingDoublingHighMul``: a nudge of 2**30, or 1 - 2**30 below zero, then
+    division truncating toward zero; the one overflowing case, both operands -2**31, gives
+    2**31 - 1); then it is divided by ``2**max(-shift, 0)``, rounding to nearest with ties
+    away from zero (``RoundingDivideByPOT``).
+    ``zero_point`` is added and, with ``relu``, the result is clamped below at the zero point
+    (the quantised 0.0); then it is saturated to ``dtype``. :func:`quantize_multiplier` derives
+    ``(multiplier, shift)`` from a real scale."""
+    func = "requantize_fixed"
+    acc = _ints(func, "acc", acc).astype(np.int64)
+    if dtype not in _INT_TYPES:
+        _fail(func, "dtype", dtype, "must be 'int8' or 'int16'")
+    lo, hi = (int(v) for v in _INT_RANGE[dtype])
+    if not _is_int(multiplier) or not 0 <= multiplier <= _INT32_MAX:
+        _fail(func, "multiplier", multiplier, "must be an integer in [0, 2**31 - 1]")
+    if not _is_int(shift) or not -31 <= shift <= 30:
+        _fail(func, "shift", shift, "must be an integer in [-31, 30]")
+    if not _is_int(zero_point) or not lo <= zero_point <= hi:
+        _fail(func, "zero_point", zero_point, f"must be an integer in [{lo}, {hi}]")
+    if ((acc < _INT32_MIN) | (acc > _INT32_MAX)).any():
+        _fail(func, "acc", "values", "must be int32")
+    left, right = max(shift, 0), max(-shift, 0)
+    x = np.clip(acc << left, _INT32_MIN, _INT32_MAX)     # the shifted operand stays int32
+    # SaturatingRoundingDoublingHighMul: (x * m + nudge) / 2**31, truncated toward zero
+    ab = x * np.int64(multiplier)
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    total = ab + nudge
+    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
+    high = np.where((x == _INT32_MIN) & (multiplier == _INT32_MIN), _INT32_MAX, high)
+    # RoundingDivideByPOT: x / 2**right, rounding half away from zero
+    if right:
+        mask = (1 << right) - 1
+        remainder = high & mask
+        threshold = (mask >> 1) + (high < 0)
+        high = (high >> right) + (remainder > threshold)
+    y = high + zero_point
+    if _flag(func, "relu", relu):
+        y = np.maximum(y, zero_point)
+    return np.clip(y, lo, hi).astype(_INT_TYPES[dtype])
 
 
 @dataclass(frozen=True)

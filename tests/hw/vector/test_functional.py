@@ -443,3 +443,76 @@ def test_bad_arguments_fail_in_one_line_naming_function_argument_and_rule(call, 
     func, name, rule = words
     assert message.startswith(f"{func}: {name} = "), message
     assert rule in message, message
+
+
+# ---- fixed-point requantization (gemmlowp / TFLite: multiply, shift, round, saturate) -------
+
+def _round_half_away(q):
+    from fractions import Fraction
+    n = abs(q)
+    r = int(n + Fraction(1, 2))
+    return r if q >= 0 else -r
+
+
+def _round_half_up(q):
+    import math as _m
+    from fractions import Fraction
+    return _m.floor(q + Fraction(1, 2))
+
+
+def _fixed_gold(x: int, m: int, shift: int, zp: int, lo: int, hi: int, relu: bool) -> int:
+    """The rule in exact rational arithmetic: x * m / 2**31 rounded to nearest, ties up
+    (saturating the one overflow), then that / 2**-shift rounded to nearest, ties away from
+    zero; plus the zero point, clamped."""
+    from fractions import Fraction
+    left, right = max(shift, 0), max(-shift, 0)
+    x = min(max(x << left, -2 ** 31), 2 ** 31 - 1)
+    high = 2 ** 31 - 1 if x == m == -2 ** 31 else _round_half_up(Fraction(x * m, 2 ** 31))
+    y = _round_half_away(Fraction(high, 2 ** right)) + zp
+    if relu:
+        y = max(y, zp)
+    return min(max(y, lo), hi)
+
+
+@pytest.mark.parametrize("scale, zp, dtype, relu", [
+    (0.0123, 3, "int8", False), (0.75, -5, "int8", True), (1 / 3, 0, "int16", False),
+    (2.5, 0, "int8", False), (1e-6, 0, "int16", True), (0.5, 0, "int8", False)])
+def test_fixed_point_requantize_equals_exact_rounding(scale, zp, dtype, relu):
+    """Every accumulator of a seeded sample (and the int32 edges, and the ties a power-of-two
+    scale makes) against the rule in exact rational arithmetic."""
+    m, shift = F.quantize_multiplier(scale)
+    assert 2 ** 30 <= m < 2 ** 31
+    assert abs(m * 2.0 ** (shift - 31) - scale) <= scale * 2.0 ** -30
+    rng = np.random.default_rng(11)
+    acc = np.concatenate([rng.integers(-2 ** 31, 2 ** 31, 3000), rng.integers(-3000, 3000, 3000),
+                          [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 3, -3, 5, -5]]).astype(np.int64)
+    lo, hi = (-128, 127) if dtype == "int8" else (-32768, 32767)
+    got = F.requantize_fixed(acc, m, shift, zp, dtype, relu)
+    gold = [_fixed_gold(int(x), m, shift, zp, lo, hi, relu) for x in acc]
+    np.testing.assert_array_equal(got.astype(np.int64), gold)
+    # near the float rule (Gemmini's): they differ only where rounding ties or the Q0.31
+    # multiplier's last bit fall differently, by at most one step
+    small = acc[3000:6000]
+    ref = F.requantize(small, scale, zp, dtype, relu).astype(np.int64)
+    assert np.abs(F.requantize_fixed(small, m, shift, zp, dtype, relu) - ref).max() <= 1
+
+
+def test_fixed_point_requantize_ties_and_errors_in_one_line():
+    # x / 2 in the multiply (multiplier 2**30, shift 0): ties go up, as gemmlowp's nudge does
+    m, shift = F.quantize_multiplier(0.5)
+    assert (m, shift) == (2 ** 30, 0)
+    got = F.requantize_fixed(np.array([1, 3, -1, -3, 255, -257]), m, shift, dtype="int16")
+    assert got.tolist() == [1, 2, 0, -1, 128, -128]
+    # / 2 in the shift (multiplier 2**31 - 1 ~ 1.0, shift -1): ties go away from zero
+    got = F.requantize_fixed(np.array([1, 3, -1, -3]), 2 ** 31 - 1, -1, dtype="int16")
+    assert got.tolist() == [1, 2, -1, -2]
+    for kwargs, message in ((dict(multiplier=-1), "multiplier = -1"),
+                            (dict(shift=31), "shift = 31"),
+                            (dict(dtype="int32"), "dtype"),
+                            (dict(zero_point=200), "zero_point = 200")):
+        args = dict(acc=[1], multiplier=m, shift=shift) | kwargs
+        with pytest.raises(ValueError, match=message) as err:
+            F.requantize_fixed(**args)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="scale"):
+        F.quantize_multiplier(0.0)

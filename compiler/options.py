@@ -262,10 +262,7 @@ def parse_weight_format(spec, where: str = "weight_format") -> tuple[str, float 
 
 
 @lru_cache(maxsize=64)
-def _parse_weight_format(spec, where: str) -> tuple[str, float | None]:
-    if not isinstance(spec, str):
-        raise ValueError(f"{where} = {spec!r}: must be FORMAT or FORMAT:DENSITY, FORMAT one of "
-                         f"{', '.join(WEIGHT_FORMATS)}")
+def _parse_weight_format(spec: str, where: str) -> tuple[str, float | None]:
     fmt, colon, density = spec.partition(":")
     if fmt not in WEIGHT_FORMATS:
         raise ValueError(f"{where} = {spec!r}: format {fmt!r} must be one of "

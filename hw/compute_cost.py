@@ -26,7 +26,7 @@ from hw.memory.sram import vector_access_cycles
 from hw.memory_path import _READ, _SRAMS, _WRITE
 from hw.packing import nbytes
 from hw.program import Program
-from hw.sparsity import filter_read_bits, whole_groups
+from hw.sparsity import filter_read_bits, nm_or_dense, whole_groups
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.geometry import GemmOperand, geometry
 from hw.systolic.mapping import (
@@ -83,10 +83,9 @@ class ComputeCosts:
         out = np.asarray(self.array_id, np.int64)[cols["layer"][commands]]
         ns = cols["nm_n"][commands]
         for i in np.flatnonzero(ns).tolist():
-            a, n = int(out[i]), int(ns[i])
-            m = self.nm[a][1]
-            out[i] = self._variant(self.arrays[a].dataflow.value, None if n >= m else (n, m),
-                                   self.store[a])
+            a = int(out[i])
+            out[i] = self._variant(self.arrays[a].dataflow.value,
+                                   nm_or_dense(int(ns[i]), self.nm[a][1]), self.store[a])
         return out.tolist()
 
     def _access(self, cfg, lanes: int, stride: int) -> int:

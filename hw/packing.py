@@ -5,12 +5,10 @@ tensor's innermost dimension; a byte-wide operand or wider takes whole bytes. A 
 ``elements`` operands of ``bits`` each takes ``ceil(elements * bits / 8)`` bytes
 (:func:`nbytes`), in DRAM and in the scratchpads alike.
 
-The DMA moves whole bytes. A tile therefore starts on a byte: the compiler cuts a tensor's
-innermost dimension at multiples of :func:`granule` elements (2 for int4, 8 for binary, 1 for
-8 bits and wider). A tensor whose innermost dimension does not fill whole bytes
-(:func:`fills_bytes` false: three int4 channels per pixel, say) is moved in whole rows only;
-the DMA then moves the bytes a run of whole rows covers (:func:`span`), at most one byte more
-than its bits.
+In the chip's layout each row of a tensor (a pixel's channels for NHWC) starts on a byte: a
+row whose operands do not fill whole bytes (three int4 channels, say) ends with a padded one.
+The DMA moves whole bytes, so the compiler cuts a row at multiples of :func:`granule` operands
+(2 for int4, 8 for binary, 1 for 8 bits and wider) or takes it whole.
 
 For 8-bit operands and wider every function here is plain ``elements * bytes``, so nothing
 changes for them.
@@ -20,8 +18,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["nbytes", "span", "granule", "fills_bytes", "Packed", "elem_size", "size_bytes",
-           "bits_of"]
+__all__ = ["nbytes", "granule", "Packed", "elem_size", "size_bytes", "bits_of"]
 
 
 def nbytes(elements: int, bits: int) -> int:
@@ -29,23 +26,10 @@ def nbytes(elements: int, bits: int) -> int:
     return -(-elements * bits // 8)
 
 
-def span(start: int, count: int, bits: int) -> tuple[int, int]:
-    """``(byte offset, bytes)`` the DMA moves for the ``count`` operands that start at
-    element ``start`` of a packed tensor: the bytes the run covers (whole bytes)."""
-    first = start * bits // 8
-    return first, -(-(start + count) * bits // 8) - first
-
-
 def granule(bits: int) -> int:
     """Operands per byte when narrower than a byte (2 for int4, 8 for binary), else 1: the
     multiple a tile's cut along the innermost dimension must be to start on a byte."""
     return 8 // math.gcd(8, bits)
-
-
-def fills_bytes(extent: int, bits: int) -> bool:
-    """Rows of ``extent`` operands of ``bits`` each end on a byte, so a tile may take part of
-    a row (cut at :func:`granule`); otherwise tiles take whole rows."""
-    return extent * bits % 8 == 0
 
 
 class Packed:

@@ -33,7 +33,7 @@ __all__ = ["FORMATS", "storage_bytes", "encode", "encoded_bytes", "index_bits",
            "parse_nm", "array_nm", "detect_nm", "weight_bits", "whole_groups",
            "stored_weight_bytes", "ellpack_tiles_expected", "filter_read_bits",
            "channel_n", "nm_mix", "check_mix", "parse_nm_rows", "parse_sparsity", "scale_mix",
-           "array_mix", "mix_label", "row_cuts", "row_tiles"]
+           "array_mix", "mix_label", "row_cuts", "row_tiles", "nm_or_dense"]
 
 FORMATS = ("dense", "bitmask", "csr", "csc", "ellpack", "nm")
 
@@ -298,6 +298,12 @@ def array_mix(mix, m: int, sparse_m: int) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out.items(), reverse=True))
 
 
+def nm_or_dense(n: int, m: int) -> tuple[int, int] | None:
+    """The N:M a run of row-wise N:M channels with N of ``m`` runs with: ``(n, m)``, or None
+    (dense) when ``n`` keeps every weight."""
+    return None if n >= m else (n, m)
+
+
 def row_cuts(mix, n0: int, size: int, fold: int) -> list[tuple[int, int]]:
     """Row-wise N:M as a compiler cuts it: the output channels ``[n0, n0 + size)``, sorted by
     N largest first (``mix``: ``(N, channels)`` pairs in that order), as ``(first, end)`` runs,
@@ -324,8 +330,7 @@ def row_tiles(ns, m: int, fold: int) -> tuple[np.ndarray, list[tuple]]:
     order = np.argsort(-ns, kind="stable")
     tiles = []
     for first, end in row_cuts(nm_mix(ns), 0, ns.size, fold):
-        n = int(ns[order[first]])
-        tiles.append((first, end - first, None if n >= m else (n, m)))
+        tiles.append((first, end - first, nm_or_dense(int(ns[order[first]]), m)))
     return order, tiles
 
 

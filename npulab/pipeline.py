@@ -29,8 +29,7 @@ from compiler.options import CompileOptions
 from hw.configfile import load_chip
 from hw.spec import ENGINE_KINDS, ChipSpec, chip_spec
 from hw.sparsity import array_mix, array_nm, parse_sparsity
-from npulab.choices import ARRAY_PRECISIONS
-from npulab.choices import TIMING_MODES
+from npulab.choices import ARRAY_PRECISIONS, TIMING_MODES
 from npulab.option_error import OptionError, literal
 
 __all__ = ["RunOptions", "run", "RUNNERS", "register_runner", "resolve_device", "OptionError",

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from compiler.ir import Conv2d, Gemm, Graph
+from compiler.ir import Conv2d, Graph
 from npulab.choices import TIMING_MODES
 from compiler.backends.multicore import share_graph, with_sums
 from compiler.backends.systolic import compile_graph, split_score
@@ -170,9 +170,8 @@ def _array_layer(op, chip: ChipConfig, timing: str) -> LayerResult:
     (compute timing; SCALE-Sim's formulas are dense), zero activations gating MAC energy."""
     shape = op.gemm_shape()
     cfg = chip.array
-    stored = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
     nm = (array_nm(getattr(op, "weight_nm", None), cfg.sparse_m)
-          if timing == "compute" and stored else None)
+          if timing == "compute" and op.stored_weights else None)
     cycles, busy, folds, ifmap, filt, ofw, ofr = _array_timing(
         cfg, timing, shape.count, shape.m, shape.n, shape.k, nm)
     return LayerResult(

@@ -49,7 +49,7 @@ from hw.packing import nbytes, size_bytes
 from hw.sparsity import array_mix, array_nm, scale_mix, stored_weight_bytes
 from hw.program import Kind, LayerSchedule, Location, Operand, ProgramBuilder, Program, Tiling
 from hw.systolic.config import Dataflow
-from hw.systolic.geometry import geometry
+from hw.systolic.geometry import GemmDim, geometry
 
 __all__ = ["compile_graph", "tile_problem"]
 
@@ -73,10 +73,10 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
     eb, bits = chip.elem_size, chip.array.precision.bits
     ab = -(-chip.array.acc_bits // 8)   # accumulators occupy whole bytes
     shape = op.gemm_shape()
-    b_is_weight = not (isinstance(op, Gemm) and (len(op.inputs) >= 2 or op.kv_cache))
+    stored = op.stored_weights
     # N:M sparse stored weights run compressed on sparse PEs (dense elsewhere)
-    nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if b_is_weight else None
-    nm, nm_rows = _row_wise(options, op, shape.n, chip.array.sparse_m, nm, b_is_weight)
+    nm = array_nm(options.weight_nm(op), chip.array.sparse_m) if stored else None
+    nm, nm_rows = _row_wise(options, op, shape.n, chip.array.sparse_m, nm, stored)
     w_bits = options.w_bits_of(op) or 0
     b_bits = w_bits if 0 < w_bits < bits else 0     # stored narrower, widened on load
     if isinstance(op, Conv2d) and options.conv_lowering == "direct":
@@ -87,21 +87,21 @@ def tile_problem(op, chip: ChipConfig, options: CompileOptions) -> TileProblem:
             kernel_h=op.kernel_h, kernel_w=op.kernel_w, stride_h=op.stride_h,
             dilation_h=op.dilation_h, pad_top=op.pad_top, nm=nm, nm_rows=nm_rows, b_bits=b_bits,
             act_zeros=options.act_zeros_of(op),
-            b_store=_stored_weights(op, shape, nm is None, b_bits or bits, options))
+            b_store=_stored_weights(op, shape, stored and nm is None, b_bits or bits, options))
     return TileProblem(
         name=op.name, lowering="im2col" if isinstance(op, Conv2d) else "gemm", count=shape.count,
         m=shape.m, n=shape.n, k=shape.k, elem_bytes=eb, acc_bytes=ab,
         b_is_weight=not (isinstance(op, Gemm) and len(op.inputs) >= 2),
         b_bits=b_bits, nm=nm, nm_rows=nm_rows, act_zeros=options.act_zeros_of(op),
-        b_store=_stored_weights(op, shape, b_is_weight and nm is None, b_bits or bits, options))
+        b_store=_stored_weights(op, shape, stored and nm is None, b_bits or bits, options))
 
 
-def _row_wise(options: CompileOptions, op, channels: int, sparse_m: int, nm, b_is_weight: bool):
+def _row_wise(options: CompileOptions, op, channels: int, sparse_m: int, nm, stored: bool):
     """``(nm, nm_rows)`` of ``op`` (:class:`TileProblem`): row-wise N:M (the options' or the
     op's ``weight_nm_rows``) dealt over its ``channels`` output channels and run on PEs with
     groups of ``sparse_m`` (:func:`hw.sparsity.array_mix`); layer-wise when every channel runs
     with one N, dense when that N keeps every weight."""
-    rows = options.weight_nm_rows(op) if b_is_weight and sparse_m else None
+    rows = options.weight_nm_rows(op) if stored and sparse_m else None
     if rows is None:
         return nm, None
     m = options.weight_nm(op)[1]
@@ -557,9 +557,9 @@ def _emit(pb: ProgramBuilder, layer: int, p: TileProblem, choice: TileChoice, ch
     gtiles = tile_sizes(p.count, choice.group_tile)
     trips = {"m": len(mtiles), "n": len(ntiles), "k": len(ktiles)}
     flow = choice.dataflow or chip.array.dataflow
-    # row-wise N:M: a compute per N, cut at column folds where the array spreads N over its
-    # columns (OS, WS), exactly where it streams N in time (IS)
-    fold = chip.array.cols if flow in (Dataflow.OS, Dataflow.WS) else 1
+    # row-wise N:M: a compute per N, cut at the folds where the array spreads N in space (OS,
+    # WS: its columns), exactly where it streams N in time (IS)
+    fold = geometry(flow).per_dim(chip.array.rows, chip.array.cols, 1)[GemmDim.N]
     segments = functools.partial(p.n_segments, fold=fold)
     psum_addr = None
     if trips["k"] > 1:

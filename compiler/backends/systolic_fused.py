@@ -243,7 +243,7 @@ def add_norm_plan(add: Binary, norm: Norm, chip: ChipConfig, store_sum: bool) ->
     work = VectorWork(f"{a.name}+{n.name}", per_element=combined_work([a, n]).per_element,
                       per_row=n.per_row, reductions=n.reductions, passes=n.passes)
     return VectorPlan(work, norm.rows, cols, min(norm.rows, fit), cols, bits, row,
-                      bits, True, weights)
+                      bits, True, weights, out_bits=bits)
 
 
 # ---------------------------------------------------------------------------------------------

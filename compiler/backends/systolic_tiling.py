@@ -49,8 +49,8 @@ from dataclasses import dataclass
 
 from compiler.options import ORDERS
 from hw.chip import ChipConfig
-from hw.packing import Packed, granule, nbytes
-from hw.sparsity import filter_read_bits, row_cuts, weight_bits, whole_groups
+from hw.packing import bits_of, granule, nbytes
+from hw.sparsity import filter_read_bits, nm_or_dense, row_cuts, weight_bits, whole_groups
 from hw.systolic.config import Dataflow
 from hw.systolic.geometry import geometry
 from hw.systolic.mapping import K_CYCLES
@@ -122,26 +122,22 @@ class TileProblem:
         stored (:attr:`b_bits`; N:M compressed: ``N / M`` of them with their indices; row-wise
         N:M: the largest over its N tiles, what a tile buffer must hold)."""
         if self.nm_rows is not None:
-            return max((self._b_ratio(self._nm_of(n)) for n, _ in self.nm_rows),
+            m = self.nm[1]
+            return max((self._b_ratio(nm_or_dense(n, m)) for n, _ in self.nm_rows),
                        key=lambda r: r[0] / r[1])
         return self._b_ratio(self.nm)
-
-    def _nm_of(self, n: int) -> tuple[int, int] | None:
-        """The N:M an N tile of row-wise N:M runs with (None: dense, N = M)."""
-        m = self.nm[1]
-        return None if n >= m else (n, m)
 
     def tile_nm(self, n0: int) -> tuple[int, int] | None:
         """The N:M the N tile starting at output channel ``n0`` runs with: :attr:`nm`, or for
         row-wise N:M the N of channel ``n0``, the largest the tile holds (None: dense)."""
         if self.nm_rows is None:
             return self.nm
-        first = 0
+        first, m = 0, self.nm[1]
         for n, channels in self.nm_rows:
             first += channels
             if n0 < first:
-                return self._nm_of(n)
-        return self._nm_of(self.nm_rows[-1][0])
+                return nm_or_dense(n, m)
+        return nm_or_dense(self.nm_rows[-1][0], m)
 
     def n_segments(self, n0: int, nsz: int, fold: int) -> list[tuple[int, int, tuple | None]]:
         """The N tile ``[n0, n0 + nsz)`` as the computes that run it: ``(first, size, nm)``.
@@ -160,18 +156,15 @@ class TileProblem:
         return -(-count * whole_groups(kt, nm) * nt * num // den)
 
     def _b_ratio(self, nm) -> tuple[int, int]:
+        bits = self.b_bits or self.elem_bits        # as stored, or the operand's
         if nm is not None:
             n, m = nm
-            return n * weight_bits(self.b_bits or self.elem_bits, nm), 8 * m
+            return n * weight_bits(bits, nm), 8 * m
         if self.b_store is not None:
             _, stored, elements = self.b_store
             g = math.gcd(stored, elements) or 1
             return stored // g, elements // g
-        if self.b_bits:
-            return self.b_bits, 8
-        if isinstance(self.elem_bytes, Packed):
-            return self.elem_bytes.bits, 8
-        return self.elem_bytes, 1
+        return bits, 8
 
     def filter_read_bits(self, value_bits: int) -> tuple[int, int]:
         """``(num, den)``: a layer's ``reads`` filter-port reads carry
@@ -186,8 +179,8 @@ class TileProblem:
         per-element size, what a buffer must hold; :meth:`b_bytes_of` a segment's own).
         A second activation packed narrower than a byte has its rows of ``nt`` padded to whole
         bytes (:mod:`hw.packing`)."""
-        if not self.b_is_weight and isinstance(self.elem_bytes, Packed):
-            return count * kt * nbytes(nt, self.elem_bytes.bits)
+        if not self.b_is_weight:
+            return count * kt * nbytes(nt, self.elem_bits)
         return self.b_size(count * self.array_k(kt) * nt)
 
     def b_size(self, elements: int) -> int:
@@ -204,8 +197,7 @@ class TileProblem:
     @property
     def elem_bits(self) -> int:
         """Bits per operand (4 for int4, 1 for binary: packed, :mod:`hw.packing`)."""
-        eb = self.elem_bytes
-        return eb.bits if isinstance(eb, Packed) else 8 * eb
+        return bits_of(self.elem_bytes)
 
     @property
     def packed_groups(self) -> bool:

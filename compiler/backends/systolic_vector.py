@@ -49,9 +49,10 @@ class VectorPlan:
 
     ``rows`` of ``cols`` elements (its view), ``tile_rows`` rows per tile, or, when one row does
     not fit, ``chunk`` elements of a row per tile (``chunk == cols`` otherwise). Sizes: the main
-    input's bits per element (``a_bits``), the output's bytes per row (``out_per_row``), the
-    bits per element of the second operand the engine reads (``b_bits``), loaded with each tile
-    when ``b_stream`` or once (``b_once_bytes``) and kept. Rows of operands packed narrower
+    input's bits per element (``a_bits``), the output's bytes per row (``out_per_row``) and
+    bits per element (``out_bits``; 0: one result per row, a reduction), the bits per element
+    of the second operand the engine reads (``b_bits``), loaded with each tile when
+    ``b_stream`` or once (``b_once_bytes``) and kept. Rows of operands packed narrower
     than a byte are padded to whole bytes (:mod:`hw.packing`). ``pool``: ``(kernel_h,
     stride_h, pad_top, in_h, in_row_bytes)`` of a pooling op, whose tiles are output rows of one
     image and ``pool_channels`` of its channels (all of them unless one row of them does not
@@ -69,7 +70,7 @@ class VectorPlan:
     b_once_bytes: int = 0
     pool: tuple[int, int, int, int, int] | None = None
     pool_channels: int = 0
-    reduce: bool = False        # one result per row (a reduction)
+    out_bits: int = 0
 
 
 def _capacity(chip: ChipConfig, name: str) -> int:
@@ -103,9 +104,9 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
             raise ValueError(f"pool {op.name!r}: the {kh} input rows of {channels} channels of "
                              f"one output row ({kh * in_row} B) do not fit {chip.name}'s ifmap "
                              f"buffer ({cap_a} B)")
-        return VectorPlan(work, rows, op.out_w * channels, int(fit), op.out_w * channels, 0,
+        return VectorPlan(work, rows, op.out_w * channels, int(fit), op.out_w * channels, bits,
                           out_per_row, pool=(kh, sh, op.pad_top, op.in_h, in_row),
-                          pool_channels=channels)
+                          pool_channels=channels, out_bits=bits)
     a_bits, out_bits = bits, bits
     b_bits, b_stream, b_once = 0, False, 0
     if isinstance(op, Cast):
@@ -120,26 +121,27 @@ def vector_plan(op, chip: ChipConfig) -> VectorPlan:
     elif isinstance(op, Norm) and op.affine:
         b_bits = op.weight_elements // op.cols * bits
         b_once = nbytes(op.weight_elements, bits)
-    out_per_row = nbytes(1 if isinstance(op, Reduce) else cols, out_bits)
+    if isinstance(op, Reduce):
+        out_per_row, out_bits = nbytes(1, out_bits), 0
+    else:
+        out_per_row = nbytes(cols, out_bits)
     if b_once > cap_b:        # a broadcast operand too large to keep: streamed with the tiles
         b_stream, b_once = True, 0
     stream_b = b_bits if b_stream else 0
     whole = min(cap_a // nbytes(cols, a_bits),
                 cap_b // nbytes(cols, stream_b) if stream_b else rows,
                 cap_c // out_per_row)
-    reduce = isinstance(op, Reduce)
     if whole >= 1:
         return VectorPlan(work, rows, cols, min(rows, whole), cols, a_bits, out_per_row,
-                          b_bits, b_stream, b_once, reduce=reduce)
-    out_elem_bits = 0 if isinstance(op, Reduce) else out_bits
+                          b_bits, b_stream, b_once, out_bits=out_bits)
     chunk = min(cap_a * 8 // a_bits, cap_b * 8 // stream_b if stream_b else cols,
-                cap_c * 8 // out_elem_bits if out_elem_bits else cols, cols)
+                cap_c * 8 // out_bits if out_bits else cols, cols)
     chunk -= chunk % g         # chunks start on a byte (hw.packing)
     if chunk < 1:
         raise ValueError(f"vector op {op.name!r}: not even one element fits {chip.name}'s "
                          f"scratchpad buffers")
     return VectorPlan(work, rows, cols, 1, int(chunk), a_bits, out_per_row, b_bits,
-                      b_stream, b_once, reduce=reduce)
+                      b_stream, b_once, out_bits=out_bits)
 
 
 def _split(work: VectorWork) -> VectorWork:
@@ -188,8 +190,7 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
     operands padded to whole bytes, tiles cut them at whole bytes (:mod:`hw.packing`)."""
     if p.pool is not None:
         kh, sh, pad, in_h, _ = p.pool
-        bits = 8 * p.out_per_row // p.cols if p.pool_channels == op.channels else None
-        bits = _pool_bits(op, p) if bits is None else bits
+        bits = p.a_bits
         pixel, c = nbytes(op.channels, bits), p.pool_channels
         t = 0
         for image in range(op.batch):
@@ -219,9 +220,8 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
         return
     # chunked rows: every pass re-reads the row from DRAM; the last pass writes the output
     share = _split(p.work)
-    reduce_out = p.reduce
-    out_bits = 0 if reduce_out else 8 * p.out_per_row // p.cols
-    out_row = p.out_per_row
+    out_bits, out_row = p.out_bits, p.out_per_row
+    reduce_out = out_bits == 0
     t = 0
     for row in range(p.rows):
         for pas in range(p.work.passes):
@@ -240,11 +240,6 @@ def _tiles(op, p: VectorPlan, a_addr: int, b_addr: int, c_addr: int):
                 yield _Tile(flat_box(a_addr + row * a_row + c0 * p.a_bits // 8, a_n), b_box,
                             share, 1, n, a_n, b_n, c_box, (0, t, pas, 0))
                 t += 1
-
-
-def _pool_bits(op, p: VectorPlan) -> int:
-    """Bits per element of a pooling op's tiles (its plan's output row over its channels)."""
-    return 8 * p.out_per_row // (op.out_w * p.pool_channels)
 
 
 def emit_vector_op(pb: ProgramBuilder, layer: int, op, plan: VectorPlan, chip: ChipConfig, *,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hw.packing import Packed, size_bytes
+from hw.packing import bits_of, size_bytes
 
 from compiler.ir.base import (
     MAX_ELEMENTS, MAX_OP_MACS, GemmShape, IRError, _check_inputs, _check_name, _check_non_negative,
@@ -87,10 +87,16 @@ class _StoredWeights(_OpSizes):
         mix = scale_mix(self.weight_nm_rows, channels)
         return {"weight_nm": (mix[0][0], self.weight_nm[1]), "weight_nm_rows": mix}
 
+    @property
+    def stored_weights(self) -> bool:
+        """Its second operand is weights stored in memory (a conv's, a linear layer's), not a
+        KV cache nor a second producer's output: what N:M sparsity, a sparse storage format
+        and a weight density describe."""
+        return not (getattr(self, "kv_cache", False) or len(self.inputs) > 1)
+
     def weight_bytes(self, elem_bytes: int) -> int:
         """Bytes of the weights: at ``w_bits`` when stored narrower (rounded up to a byte)."""
-        bits = elem_bytes.bits if isinstance(elem_bytes, Packed) else 8 * elem_bytes
-        if self.w_bits is None or self.w_bits >= bits:
+        if self.w_bits is None or self.w_bits >= bits_of(elem_bytes):
             return size_bytes(self.weight_elements, elem_bytes)
         return -(-self.weight_elements * self.w_bits // 8)
 
@@ -180,11 +186,11 @@ class Gemm(_StoredWeights):
         _check_act_zeros(self, "Gemm")
         _check_ratio(self, "Gemm", "weight_density", "the fraction of its weights that are "
                      "nonzero")
-        if self.weight_density is not None and (self.kv_cache or len(self.inputs) > 1):
+        if self.weight_density is not None and not self.stored_weights:
             raise IRError(f"Gemm {self.name!r}: weight_density = {self.weight_density!r} "
                           f"describes stored weights, not a KV cache or a second producer's "
                           f"output")
-        if self.weight_nm is not None and (self.kv_cache or len(self.inputs) > 1):
+        if self.weight_nm is not None and not self.stored_weights:
             raise IRError(f"Gemm {self.name!r}: weight_nm = {self.weight_nm!r} describes stored "
                           f"weights, not a KV cache or a second producer's output")
         _check_size(self.name, "Gemm", "MACs", self.macs, MAX_OP_MACS, "per op")

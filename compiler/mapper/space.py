@@ -30,6 +30,7 @@ bytes) are precomputed here per tile-size pair with the tiler's formulas (``_a_p
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from compiler.backends.systolic_tiling import (
     TileProblem, TilingError, _candidates, grid_candidates, packed_sizes, tile_capacities,
 )
 from hw.chip import ChipConfig
+from hw.packing import nbytes
 from hw.systolic.config import Dataflow
 
 __all__ = ["MappingSpace", "build_space", "distinct_trip_sizes"]
@@ -167,10 +169,8 @@ def build_space(p: TileProblem, chip: ChipConfig, dataflows, *, input_resident: 
                           f"bytes, so every tile takes all {p.count} groups, which the "
                           f"mapper's space does not hold; npulab run tiles it")
     bits, ab = p.elem_bits, p.acc_bytes
-
-    def nb(x):      # bytes of x packed operands (rows padded to whole bytes: hw.packing)
-        return -(-x * bits // 8)
-
+    # bytes of x operands, packed rows padded to whole bytes (elementwise on the tables)
+    nb = functools.partial(nbytes, bits=bits)
     b_num, b_den = p.b_ratio
     burst = chip.dram.request_bytes if not chip.dram.is_ideal else 1
     cap_a, cap_b, cap_c = tile_capacities(p, chip, output_resident)

@@ -117,6 +117,7 @@ from hw.systolic._pe_kernels import (
     _stationary_macs_sparse,
 )
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
+from hw.systolic.geometry import GemmDim, geometry
 from hw.systolic.mapping import (
     K_BUSY, K_CYCLES, K_FOLDS, K_HAZARDS, K_LEFT_READS, K_PSUM_READS, K_TOP_READS, K_WRITES,
     N_KERNEL_COUNTERS, ArrayCounters, check_nm, counters_from_kernel, fold_geometry, map_gemm,
@@ -742,7 +743,7 @@ def run_gemm_rows(cfg: ArrayConfig, a, b) -> RegisterResult:
     if a2.ndim != 2 or b2.ndim != 2:
         raise ValueError(f"run_gemm_rows: a {a2.shape} and b {b2.shape}: need 2-D operands")
     m = cfg.sparse_m
-    fold = cfg.cols if cfg.dataflow in (Dataflow.OS, Dataflow.WS) else 1
+    fold = geometry(cfg.dataflow).per_dim(cfg.rows, cfg.cols, 1)[GemmDim.N]
     order, tiles = row_tiles(channel_n(b2, m, axis=0, channel_axis=1), m, fold)
     out = None
     total = np.zeros(len(fields(ArrayCounters)), np.int64)

@@ -11,17 +11,15 @@ import pytest
 import npulab
 from compiler.ir import Conv2d, Gemm, Graph
 from hw.configfile import load_chip_config
-from hw.packing import Packed, elem_size, fills_bytes, granule, nbytes, size_bytes, span
+from hw.packing import Packed, bits_of, elem_size, granule, nbytes, size_bytes
 from hw.spec import chip_spec
 from hw.systolic.timing import gemm_timing
 
 
 def test_packing_counts_whole_bytes():
     assert [nbytes(201, b) for b in (1, 4, 8, 16)] == [26, 101, 201, 402]
-    assert span(3, 4, 4) == (1, 3)          # operands 3..6 cover bytes 1..3
-    assert span(2, 4, 4) == (1, 2)
     assert [granule(b) for b in (1, 4, 8, 16)] == [8, 2, 1, 1]
-    assert fills_bytes(6, 4) and not fills_bytes(3, 4) and fills_bytes(16, 1)
+    assert [bits_of(elem_size(b)) for b in (1, 4, 8, 16)] == [1, 4, 8, 16]
     assert elem_size(8) == 1 and elem_size(16) == 2 and elem_size(4) == Packed(4)
     assert size_bytes(201, elem_size(4)) == 101 and size_bytes(201, 2) == 402
     # a packed size refuses arithmetic, so no byte count is silently truncated

@@ -177,8 +177,13 @@ class ExecutionResult:
     trace: Trace = field(repr=False)
 
 
-def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResult:
+def execute(program: Program, chip: ChipConfig, progress=None,
+            durations=None) -> ExecutionResult:
     """Run ``program`` on ``chip`` (see the module docstring for the timing contract).
+
+    ``durations``, if given, are every command's cycles (int[len(program)]), instead of what
+    the cost models above give: the RTL core's (:func:`hw.core.timing.durations`). The
+    schedule (engines in order, dependencies) is the same; the counters are the models'.
 
     ``progress``, if given, is called as ``progress(done, total, layer_name)`` once per layer
     of ``program.layers`` (``total`` = their number) as layers complete: a layer is complete
@@ -189,6 +194,12 @@ def execute(program: Program, chip: ChipConfig, progress=None) -> ExecutionResul
                          f"name) or None")
     dram = None if chip.dram.is_ideal else DramModel(chip.dram)
     run = _ChipRun(program, chip, dram, progress)
+    if durations is not None:
+        fixed = np.asarray(durations)
+        if fixed.shape != (len(program),) or fixed.dtype.kind not in "iu" or (fixed < 0).any():
+            raise ValueError(f"execute: durations: must be {len(program)} integers >= 0, one "
+                             f"per command")
+        run.fixed = fixed.tolist()
     _run_together([run], [])
     return run.result()
 
@@ -444,6 +455,7 @@ class _ChipRun(MemoryPath):
         self.idle = None
         self.first_latency: dict = {}
         self.refresh_stretch = 1.0
+        self.fixed = None       # per-command cycles given to execute(durations=...)
 
     def _report(self, li: int) -> None:
         progress, layers = self.progress, self.program.layers
@@ -608,6 +620,10 @@ class _ChipRun(MemoryPath):
                     for c in byte_cols:
                         row[c] += nbytes
                     row[count_col] += 1
+        if self.fixed is not None:
+            t1 = t0 + self.fixed[i]
+            if kind == _K_COMPUTE:
+                self.array_free = t1
         start[i], finish[i] = t0, t1
         self.dram_finish[i] = t_dram if kind == _K_HOST_IN or kind == _K_HOST_OUT else t1
         self.engine_free[e] = t1

@@ -178,6 +178,9 @@ class Program:
     dep_idx: np.ndarray
     notes: list[str] = field(default_factory=list)
     works: list = field(default_factory=list)
+    # DRAM address of each tensor: op outputs by op name, "<input>" for the graph's input,
+    # "<op>.weights" for an op's stored weights (what a run with real values lays out)
+    tensors: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.columns["engine"].shape[0])
@@ -207,6 +210,7 @@ class ProgramBuilder:
         self.layers: list[LayerSchedule] = []
         self.notes: list[str] = []
         self.works: list = []
+        self.tensors: dict = {}
         self._work_index: dict = {}
         # a multi-core chip's compiler.backends.multicore.Placement: routes every transfer
         self.placement = None
@@ -290,4 +294,4 @@ class ProgramBuilder:
         return Program(model=self.model, layers=list(self.layers), columns=columns,
                        dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
                        dep_idx=np.asarray(self._deps, dtype=np.int64), notes=list(self.notes),
-                       works=list(self.works))
+                       works=list(self.works), tensors=dict(self.tensors))

@@ -246,6 +246,8 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         # pre-tiled weights (edge slack), as stored: a sparse format may exceed dense
         b_addr = addr[b_src] if b_src is not None else alloc.alloc(
             max(op.weight_bytes(eb), problem.b_tile(problem.k, problem.n, problem.count)) * 2)
+        if b_src is None:
+            pb.tensors[f"{op.name}.weights"] = b_addr
         held = (splits is not None and isinstance(op, Gemm) and op.w_in_l2
                 and place.hold(b_addr, op.weight_bytes(eb) * 2, whole[op.name].weight_bytes(eb)))
         a_ready = [ready.get(src)]
@@ -289,6 +291,7 @@ def compile_graph(graph: Graph, chip: ChipConfig, options: CompileOptions | None
         pb.layers = [replace(ls, cores=splits[ls.name].cores,
                              macs=whole[ls.name].macs if ls.name in whole else 0)
                      for ls in pb.layers]
+    pb.tensors.update(addr)
     return pb.build()
 
 

@@ -39,7 +39,7 @@ shared by all lanes. A remainder of zero is a tie, which goes to the even quotie
 
 from __future__ import annotations
 
-from amaranth import Array, C, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Array, C, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -1,0 +1,225 @@
+"""The core's top level in Amaranth 0.5: sequencer, scratchpads, engines, CSRs.
+
+Block diagram (in words)
+------------------------
+Four command queues (one memory per engine, the words of :mod:`hw.core.lower`) feed four
+engines: the load DMA, the array (not yet in the core: its queue must be empty), the store DMA
+and the vector engine (:mod:`.engines`). An engine takes the word at its queue's head when it is
+idle and, for every engine e, ``done[e] >= wait_e``: the word's dependencies are counts of
+commands done per engine, compared in the cycle the engine is free, so a command starts in the
+very cycle its engine and its last dependency finish, as the executor (:mod:`hw.executor`)
+schedules it. Each finished command writes its start and end cycle into its engine's trace
+memory.
+
+The three scratchpads are each two halves (ping and pong), one memory per half with one read
+port (synchronous) and one write port with byte enables, ``row`` bytes wide. Engines reach
+them through per-half multiplexers; two engines on one port of one half in the same cycle set
+the sticky ``conflict`` flag (the lowering's dependencies make it impossible; the formal check
+and every co-simulation hold it low).
+
+External ports: the load DMA's read stream (``mem_rd``, ``mem_rd_data``) and the store DMA's
+write stream (``mem_wr``), see :mod:`.engines`; and the CSR bus (``csr``): a register
+address, a write strobe and data, and the read data of the addressed register in the same
+cycle. Registers (32 bits, :data:`CSR`):
+
+====  ===========  =====================================================================
+0x00  CONTROL      write 1: start the program (clears the counters, traces and flags)
+0x01  STATUS       bit 0 running, bit 1 done, bit 2 conflict
+0x02  CYCLES       cycles since the start; when done, the cycle the last command ended
+0x04  DONE0..3     commands each engine has finished (0x04 + engine)
+0x08  TRACE_SEL    write ``engine << 16 | command``: selects a trace entry
+0x09  TRACE_START  the selected command's start cycle
+0x0A  TRACE_END    its end cycle (the cycle its engine was free again)
+0x0C  QLEN0..3     commands in each engine's queue (0x0C + engine; read/write)
+====  ===========  =====================================================================
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.core.lower import CoreProgram
+from hw.core.rtl.engines import (
+    LoadDma, StoreDma, VectorEngine, mem_read_signature, mem_write_signature, word_layout,
+)
+from hw.program import Engine
+
+__all__ = ["Core", "CSR", "SEQUENCER_MUTATIONS", "csr_layout"]
+
+#: CSR addresses.
+CSR = {"CONTROL": 0x00, "STATUS": 0x01, "CYCLES": 0x02, "DONE": 0x04, "TRACE_SEL": 0x08,
+       "TRACE_START": 0x09, "TRACE_END": 0x0A, "QLEN": 0x0C}
+_ENGINES = len(Engine)
+
+
+def csr_layout() -> data.StructLayout:
+    return data.StructLayout({"addr": 8, "we": 1, "wdata": 32})
+
+
+class Core(wiring.Component):
+    """One core for a lowered program (its queues are the command memories' contents).
+    ``mutation``: a broken vector lane (:data:`hw.vector.rtl.lane.MUTATIONS`) or sequencer
+    (:data:`SEQUENCER_MUTATIONS`)."""
+
+    def __init__(self, program: CoreProgram, mutation: str | None = None):
+        self.program = program
+        self.geo = geo = program.geometry
+        self.mutation = mutation
+        self.row = max(geo.row_bytes)
+        self.depths = [max(1, len(q)) for q in program.queues]
+        super().__init__({
+            "csr": In(csr_layout()), "csr_rdata": Out(32),
+            "mem_rd": Out(mem_read_signature(self.row)), "mem_rd_data": In(8 * self.row),
+            "mem_wr": Out(mem_write_signature(self.row)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        geo = self.geo
+        lane_mutation = None if self.mutation in SEQUENCER_MUTATIONS else self.mutation
+        m.submodules.load = load = LoadDma(geo.row_bytes, geo.setup)
+        m.submodules.store = store = StoreDma(geo.row_bytes, geo.setup)
+        m.submodules.vector = vector = VectorEngine(geo.row_bytes, geo.lanes, lane_mutation)
+        engines = {Engine.LOAD: load, Engine.STORE: store, Engine.VECTOR: vector}
+        wiring.connect(m, wiring.flipped(self.mem_rd), load.mem_rd)
+        wiring.connect(m, wiring.flipped(self.mem_wr), store.mem_wr)
+        m.d.comb += load.mem_rd_data.eq(self.mem_rd_data)
+
+        # --- control state
+        run, done_flag, conflict = Signal(), Signal(), Signal()
+        cycle = Signal(32)
+        done = [Signal(16, name=f"done{e}") for e in range(_ENGINES)]
+        pc = [Signal(16, name=f"pc{e}") for e in range(_ENGINES)]
+        qlen = [Signal(16, name=f"qlen{e}", init=len(self.program.queues[e]))
+                for e in range(_ENGINES)]
+        started = [Signal(32, name=f"started{e}") for e in range(_ENGINES)]
+        begin = Signal()
+        csr = self.csr
+        m.d.comb += begin.eq(csr.we & (csr.addr == CSR["CONTROL"]) & csr.wdata[0])
+        finished = Signal()         # every queue empty and every engine idle
+        with m.If(run & ~finished):
+            m.d.sync += cycle.eq(cycle + 1)
+
+        # --- queues, dependency check, start
+        traces = []
+        idle_all = []
+        for e in range(_ENGINES):
+            words = self.program.queues[e]
+            qmem = Memory(shape=word_layout(), depth=self.depths[e],
+                          init=[_word_init(w) for w in words])
+            m.submodules[f"queue{e}"] = qmem
+            port = qmem.read_port(domain="comb")
+            m.d.comb += port.addr.eq(pc[e])
+            word = port.data
+            tmem = Memory(shape=unsigned(64), depth=self.depths[e], init=[])
+            m.submodules[f"trace{e}"] = tmem
+            traces.append(tmem)
+            tw = tmem.write_port()
+            eng = engines.get(Engine(e))
+            waits = [word[f"wait{j}"] for j in range(_ENGINES)]
+            if self.mutation == "start-early" and e == Engine.STORE:
+                waits[Engine.VECTOR] = waits[Engine.VECTOR] - 1
+            ready = run & (pc[e] < qlen[e])
+            for j in range(_ENGINES):
+                ready = ready & (done[j] >= waits[j])
+            if eng is None:               # the array: not in the core yet
+                idle_all.append(pc[e] >= qlen[e])
+                continue
+            go = ready & ~eng.busy
+            m.d.comb += [eng.start.eq(go), eng.cmd.eq(word)]
+            with m.If(go):
+                m.d.sync += [pc[e].eq(pc[e] + 1), started[e].eq(cycle)]
+            with m.If(run & eng.last):
+                m.d.sync += done[e].eq(done[e] + 1)
+                m.d.comb += [tw.en.eq(1), tw.addr.eq(done[e]),
+                             tw.data.eq(started[e] | ((cycle + 1) << 32))]
+            idle_all.append((pc[e] >= qlen[e]) & ~eng.busy)
+        all_idle = run
+        for idle in idle_all:
+            all_idle = all_idle & idle
+        m.d.comb += finished.eq(all_idle)
+        with m.If(finished):
+            m.d.sync += [run.eq(0), done_flag.eq(1)]
+
+        # --- scratchpads: two halves each, one read and one write port per half
+        reads = [(store.rd, store.rdata), (vector.rd, vector.rdata), (vector.rd_b, vector.b_data)]
+        writes = [load.wr, vector.wr]
+        for s, row in enumerate(geo.row_bytes):
+            halves = []
+            for h in range(2):
+                mem = Memory(shape=unsigned(8 * row), depth=geo.half_rows[s], init=[])
+                m.submodules[f"spad{s}_{h}"] = mem
+                rp = mem.read_port()
+                wp = mem.write_port(granularity=8)
+                halves.append(rp)
+                n_rd = 0
+                for req, _ in reads:
+                    hit = req.en & (req.spad == s) & (req.half == h)
+                    with m.If(hit):
+                        m.d.comb += rp.addr.eq(req.row)
+                    n_rd = n_rd + hit
+                n_wr = 0
+                for req in writes:
+                    hit = req.en & (req.spad == s) & (req.half == h)
+                    with m.If(hit):
+                        m.d.comb += [wp.addr.eq(req.row), wp.data.eq(req.data[:8 * row]),
+                                     wp.en.eq(req.mask[:row])]
+                    n_wr = n_wr + hit
+                with m.If((n_rd > 1) | (n_wr > 1)):
+                    m.d.sync += conflict.eq(1)
+            # each reader gets the half it asked for in the previous cycle
+            for k, (req, rdata) in enumerate(reads):
+                was, was_half = Signal(name=f"rd{k}_was_s{s}"), Signal(name=f"rd{k}_half_s{s}")
+                m.d.sync += [was.eq(req.en & (req.spad == s)), was_half.eq(req.half)]
+                with m.If(was):
+                    m.d.comb += rdata.eq(Mux(was_half, halves[1].data, halves[0].data))
+
+        # --- CSRs
+        sel_e, sel_i = Signal(2), Signal(16)
+        trace_rd = []
+        for e in range(_ENGINES):
+            p = traces[e].read_port(domain="comb")
+            m.d.comb += p.addr.eq(sel_i)
+            trace_rd.append(p.data)
+        with m.If(csr.we):
+            with m.If(csr.addr == CSR["TRACE_SEL"]):
+                m.d.sync += [sel_e.eq(csr.wdata[16:18]), sel_i.eq(csr.wdata[:16])]
+            for e in range(_ENGINES):
+                with m.If(csr.addr == CSR["QLEN"] + e):
+                    m.d.sync += qlen[e].eq(csr.wdata[:16])
+        with m.If(begin):
+            m.d.sync += [run.eq(1), done_flag.eq(0), conflict.eq(0), cycle.eq(0)]
+            m.d.sync += [d.eq(0) for d in done] + [p.eq(0) for p in pc]
+        rd = self.csr_rdata
+        with m.Switch(csr.addr):
+            with m.Case(CSR["STATUS"]):
+                m.d.comb += rd.eq(run | (done_flag << 1) | (conflict << 2))
+            with m.Case(CSR["CYCLES"]):
+                m.d.comb += rd.eq(cycle)
+            for e in range(_ENGINES):
+                with m.Case(CSR["DONE"] + e):
+                    m.d.comb += rd.eq(done[e])
+                with m.Case(CSR["QLEN"] + e):
+                    m.d.comb += rd.eq(qlen[e])
+            with m.Case(CSR["TRACE_START"]):
+                for e in range(_ENGINES):
+                    with m.If(sel_e == e):
+                        m.d.comb += rd.eq(trace_rd[e][:32])
+            with m.Case(CSR["TRACE_END"]):
+                for e in range(_ENGINES):
+                    with m.If(sel_e == e):
+                        m.d.comb += rd.eq(trace_rd[e][32:])
+        return m
+
+
+def _word_init(word: dict) -> dict:
+    return dict(word)
+
+
+#: Deliberately broken sequencers the co-simulation must catch: ``name: what is wrong``.
+SEQUENCER_MUTATIONS = {
+    "start-early": "the store engine waits for one vector command fewer than its word says",
+}

@@ -1,0 +1,336 @@
+"""The core's engines in Amaranth 0.5: the two DMA engines and the vector engine.
+
+Every engine has the same handshake with the sequencer (:mod:`.core`): in the cycle ``start``
+is high, ``cmd`` holds its command word (:func:`word_layout`) and the engine takes it; ``last``
+is high in the command's final cycle, after which the engine takes the next one. Every engine
+reaches the scratchpads through one read request (``rd``: the row of a half of a scratchpad,
+its data in ``rdata`` the next cycle) and one write request (``wr``: a row with byte enables),
+routed by the core. Buses are ``row`` bytes wide, the widest scratchpad row; a narrower
+scratchpad takes the low bytes.
+
+The cycles each command takes (:mod:`hw.core.timing` states them and the co-simulation holds
+the two equal):
+
+* ``LOAD``: ``setup`` cycles (the descriptor), then one *piece* per cycle: the part of a chunk
+  of the DRAM box that falls in one scratchpad row. The memory port is a request stream
+  (``mem_rd``: byte address and length, at most a row), answered in the cycle it is accepted
+  (``mem_rd_data``, the bytes from lane 0); a memory that is not ready stalls the engine. Each
+  piece is written to its row with byte enables, so any box lands packed from byte 0 of the
+  half, whatever its alignment.
+* ``STORE``: the same walk over the box, reading each piece's row one cycle ahead (the read of
+  the first piece overlaps the last setup cycle) and writing it to the memory port
+  (``mem_wr``: address, length and bytes from lane 0).
+* ``VECTOR``: one beat per cycle from the cycle after its start, through the lanes
+  (:class:`hw.vector.rtl.lane.VectorLanes`): a beat reads one ifmap row (``lanes`` int8) and,
+  for an add, one filter row; results are written to the ofmap half ``1 + LATENCY`` cycles
+  after their beat is read. Element-wise ops take ``ceil(elements / lanes)`` beats; pooling one
+  beat per real (unpadded) window element per block of ``lanes`` channels.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.core.lower import FIELDS, SIGNED, VOP
+from hw.vector.rtl.lane import LATENCY, VectorLanes
+
+__all__ = ["word_layout", "read_layout", "write_layout", "mem_read_signature",
+           "mem_write_signature", "LoadDma", "StoreDma", "VectorEngine"]
+
+_ROW_BITS = 16
+
+
+def word_layout() -> data.StructLayout:
+    """A command word (:data:`hw.core.lower.FIELDS`)."""
+    return data.StructLayout({k: signed(b) if k in SIGNED else unsigned(b)
+                              for k, b in FIELDS.items()})
+
+
+def read_layout() -> data.StructLayout:
+    return data.StructLayout({"en": 1, "spad": 2, "half": 1, "row": _ROW_BITS})
+
+
+def write_layout(row: int) -> data.StructLayout:
+    return data.StructLayout({"en": 1, "spad": 2, "half": 1, "row": _ROW_BITS,
+                              "data": 8 * row, "mask": row})
+
+
+def mem_read_signature(row: int) -> stream.Signature:
+    """The load DMA's requests: a byte address and a length of at most ``row`` bytes."""
+    return stream.Signature(data.StructLayout({"addr": 32, "bytes": _ROW_BITS + 1}))
+
+
+def mem_write_signature(row: int) -> stream.Signature:
+    """The store DMA's writes: address, length and the bytes from lane 0."""
+    return stream.Signature(data.StructLayout({"addr": 32, "bytes": _ROW_BITS + 1,
+                                               "data": 8 * row}))
+
+
+def _engine_signature(row: int, extra: dict) -> dict:
+    return {"start": In(1), "cmd": In(word_layout()), "busy": Out(1), "last": Out(1),
+            "rd": Out(read_layout()), "rdata": In(8 * row), "wr": Out(write_layout(row)),
+            **extra}
+
+
+class _BoxWalk:
+    """The piece walk over a DMA box, shared by both DMA engines: registers and the piece the
+    walk is at (module docstring). ``spad_row`` is the row bytes of the scratchpad the command
+    names (a power of two), a signal."""
+
+    def __init__(self, m: Module, cmd, start, row_bits: Signal, max_row: int):
+        self.n2, self.n1 = Signal(16), Signal(16)
+        self.stride2, self.stride1 = Signal(32), Signal(32)
+        self.chunk = Signal(16)
+        self.i2, self.i1 = Signal(16), Signal(16)
+        self.addr2, self.addr1 = Signal(32), Signal(32)   # block and chunk bases
+        self.off = Signal(16)                              # bytes into the chunk
+        self.ptr = Signal(_ROW_BITS + 8)                   # byte address in the half
+        self.spad, self.half = Signal(2), Signal(1)
+        with m.If(start):
+            m.d.sync += [self.n2.eq(cmd.n2), self.n1.eq(cmd.n1), self.stride2.eq(cmd.stride2),
+                         self.stride1.eq(cmd.stride1), self.chunk.eq(cmd.chunk),
+                         self.i2.eq(0), self.i1.eq(0), self.addr2.eq(cmd.dram_addr),
+                         self.addr1.eq(cmd.dram_addr), self.off.eq(0), self.ptr.eq(0),
+                         self.spad.eq(cmd.spad), self.half.eq(cmd.half)]
+        # the piece: up to the end of the chunk and of the scratchpad row
+        row_bytes = Signal(_ROW_BITS)
+        m.d.comb += row_bytes.eq(1 << row_bits)
+        self.byte = Signal(range(max_row))                 # byte of the piece in its row
+        m.d.comb += self.byte.eq(self.ptr & (row_bytes - 1))
+        room = row_bytes - self.byte
+        left = self.chunk - self.off
+        self.length = Signal(_ROW_BITS + 1)
+        m.d.comb += self.length.eq(Mux(left < room, left, room))
+        self.row = Signal(_ROW_BITS)
+        m.d.comb += self.row.eq(self.ptr >> row_bits)
+        self.addr = Signal(32)
+        m.d.comb += self.addr.eq(self.addr1 + self.off)
+        chunk_end = self.off + self.length == self.chunk
+        self.final = Signal()
+        m.d.comb += self.final.eq(chunk_end & (self.i1 + 1 == self.n1) & (self.i2 + 1 == self.n2))
+        self._chunk_end = chunk_end
+
+    def advance(self, m: Module):
+        """Statements that step the walk past the current piece."""
+        m.d.sync += self.ptr.eq(self.ptr + self.length)
+        with m.If(self._chunk_end):
+            m.d.sync += self.off.eq(0)
+            with m.If(self.i1 + 1 == self.n1):
+                m.d.sync += [self.i1.eq(0), self.i2.eq(self.i2 + 1),
+                             self.addr2.eq(self.addr2 + self.stride2),
+                             self.addr1.eq(self.addr2 + self.stride2)]
+            with m.Else():
+                m.d.sync += [self.i1.eq(self.i1 + 1), self.addr1.eq(self.addr1 + self.stride1)]
+        with m.Else():
+            m.d.sync += self.off.eq(self.off + self.length)
+
+
+def _row_bits_of(spad, rows: tuple[int, int, int]):
+    """log2 of the row bytes of scratchpad ``spad`` (a signal)."""
+    bits = [r.bit_length() - 1 for r in rows]
+    return Mux(spad == 0, bits[0], Mux(spad == 1, bits[1], bits[2]))
+
+
+def _mask(length, shift, width: int):
+    """``length`` ones from bit ``shift``, ``width`` bits."""
+    length = length[:width.bit_length()]
+    return (((Const(1, width + 1) << length) - 1)[:width + 1] << shift)[:width]
+
+
+class LoadDma(wiring.Component):
+    """DRAM -> scratchpad (module docstring). ``rows``: each scratchpad's row bytes;
+    ``setup``: descriptor cycles (>= 2)."""
+
+    def __init__(self, rows: tuple[int, int, int], setup: int):
+        self.rows, self.setup = rows, setup
+        self.row = max(rows)
+        super().__init__(_engine_signature(self.row, {
+            "mem_rd": Out(mem_read_signature(self.row)), "mem_rd_data": In(8 * self.row)}))
+
+    def elaborate(self, platform):
+        m = Module()
+        cyc = Signal(range(self.setup + 1))
+        row_bits = Signal(4)
+        with m.If(self.start):
+            m.d.sync += [self.busy.eq(1), cyc.eq(1), row_bits.eq(_row_bits_of(self.cmd.spad,
+                                                                               self.rows))]
+        walk = _BoxWalk(m, self.cmd, self.start, row_bits, self.row)
+        moving = self.busy & (cyc == self.setup)
+        with m.If(self.busy & (cyc < self.setup)):
+            m.d.sync += cyc.eq(cyc + 1)
+        m.d.comb += [self.mem_rd.valid.eq(moving), self.mem_rd.payload.addr.eq(walk.addr),
+                     self.mem_rd.payload.bytes.eq(walk.length)]
+        fire = moving & self.mem_rd.ready
+        bits = 8 * self.row
+        m.d.comb += [
+            self.wr.en.eq(fire), self.wr.spad.eq(walk.spad), self.wr.half.eq(walk.half),
+            self.wr.row.eq(walk.row),
+            self.wr.data.eq((self.mem_rd_data << (walk.byte << 3))[:bits]),
+            self.wr.mask.eq(_mask(walk.length, walk.byte, self.row)),
+        ]
+        with m.If(fire):
+            walk.advance(m)
+            with m.If(walk.final):
+                m.d.comb += self.last.eq(1)
+                m.d.sync += self.busy.eq(0)
+        return m
+
+
+class StoreDma(wiring.Component):
+    """Scratchpad -> DRAM (module docstring); arguments as :class:`LoadDma`."""
+
+    def __init__(self, rows: tuple[int, int, int], setup: int):
+        self.rows, self.setup = rows, setup
+        self.row = max(rows)
+        super().__init__(_engine_signature(self.row, {
+            "mem_wr": Out(mem_write_signature(self.row))}))
+
+    def elaborate(self, platform):
+        m = Module()
+        cyc = Signal(range(self.setup + 1))
+        row_bits = Signal(4)
+        with m.If(self.start):
+            m.d.sync += [self.busy.eq(1), cyc.eq(1), row_bits.eq(_row_bits_of(self.cmd.spad,
+                                                                               self.rows))]
+        walk = _BoxWalk(m, self.cmd, self.start, row_bits, self.row)
+        with m.If(self.busy & (cyc < self.setup)):
+            m.d.sync += cyc.eq(cyc + 1)
+        # stage 1: the piece whose row was read last cycle, sent to memory
+        s1 = Signal()
+        s1_addr, s1_len, s1_row = Signal(32), Signal(_ROW_BITS + 1), Signal(_ROW_BITS)
+        s1_byte = Signal(range(self.row))
+        s1_final = Signal()
+        stall = s1 & ~self.mem_wr.ready
+        # stage 0: the walk reads its piece's row, from the last setup cycle on
+        reading = self.busy & (cyc >= self.setup - 1) & ~stall & ~(s1 & s1_final)
+        m.d.comb += [self.rd.en.eq(reading | stall), self.rd.spad.eq(walk.spad),
+                     self.rd.half.eq(walk.half), self.rd.row.eq(Mux(stall, s1_row, walk.row))]
+        with m.If(~stall):
+            m.d.sync += s1.eq(reading & ~(s1 & s1_final))
+            with m.If(reading):
+                m.d.sync += [s1_addr.eq(walk.addr), s1_len.eq(walk.length),
+                             s1_byte.eq(walk.byte), s1_row.eq(walk.row),
+                             s1_final.eq(walk.final)]
+                walk.advance(m)
+        m.d.comb += [self.mem_wr.valid.eq(s1), self.mem_wr.payload.addr.eq(s1_addr),
+                     self.mem_wr.payload.bytes.eq(s1_len),
+                     self.mem_wr.payload.data.eq(self.rdata >> (s1_byte << 3))]
+        with m.If(s1 & self.mem_wr.ready & s1_final):
+            m.d.comb += self.last.eq(1)
+            m.d.sync += [self.busy.eq(0), s1.eq(0), s1_final.eq(0)]
+        return m
+
+
+class VectorEngine(wiring.Component):
+    """The vector engine: a walk that reads beats from the scratchpads, the lanes, and the
+    write-back into the ofmap half (module docstring). ``rows``: the scratchpads' row bytes;
+    ``lanes``: the ifmap row bytes."""
+
+    def __init__(self, rows: tuple[int, int, int], lanes: int, mutation: str | None = None):
+        self.rows, self.lanes, self.mutation = rows, lanes, mutation
+        self.row = max(rows)
+        super().__init__(_engine_signature(self.row, {"rd_b": Out(read_layout()),
+                                                      "b_data": In(8 * self.row)}))
+
+    def elaborate(self, platform):
+        m = Module()
+        L, out_row = self.lanes, self.rows[2]
+        m.submodules.lanes = lanes = VectorLanes(L, 8, mutation=self.mutation)
+        cmd = Signal(word_layout())
+        with m.If(self.start):
+            m.d.sync += [cmd.eq(self.cmd), self.busy.eq(1)]
+        pool = (cmd.vop == VOP["maxpool"]) | (cmd.vop == VOP["avgpool"])
+        m.d.comb += [lanes.cfg.op.eq(cmd.vop), lanes.cfg.multiplier.eq(cmd.multiplier),
+                     lanes.cfg.shift.eq(cmd.shift), lanes.cfg.zero_point.eq(cmd.zero_point),
+                     lanes.cfg.relu.eq(cmd.relu), lanes.out.ready.eq(1)]
+
+        # --- the beat walk (one beat per cycle while `walking`)
+        walking = Signal()
+        beat = Signal(20)                   # element-wise: beat index
+        cb, oy, ox, ky, kx = (Signal(12, name=n) for n in ("cb", "oy", "ox", "ky", "kx"))
+
+        def bounds(w, oy_, ox_):
+            # a window's real rows [ky_lo, ky_hi) and columns [kx_lo, kx_hi) (no padding)
+            y0 = ((w.r0 + oy_) * w.sh).as_signed() - w.pad_t
+            x0 = (ox_ * w.sw).as_signed() - w.pad_l
+            ky_lo = Mux(y0 < 0, -y0, 0)
+            ky_hi = Mux(w.in_h - y0 < w.kh, w.in_h - y0, w.kh)
+            kx_lo = Mux(x0 < 0, -x0, 0)
+            kx_hi = Mux(w.in_w - x0 < w.kw, w.in_w - x0, w.kw)
+            return y0, x0, ky_lo, ky_hi, kx_lo, kx_hi
+
+        y0, x0, ky_lo, ky_hi, kx_lo, kx_hi = bounds(cmd, oy, ox)
+        window_end = (ky + 1 >= ky_hi) & (kx + 1 >= kx_hi)
+        last_ox = ox + 1 == cmd.out_w
+        last_oy = oy + 1 == cmd.rows
+        n_ox = Mux(last_ox, 0, ox + 1)
+        n_oy = Mux(last_ox, Mux(last_oy, 0, oy + 1), oy)
+        _, _, n_ky_lo, _, n_kx_lo, _ = bounds(cmd, n_oy, n_ox)
+        n_beats = (cmd.elems + L - 1) >> (L.bit_length() - 1)
+        final = Mux(pool, window_end & last_ox & last_oy & (cb + 1 == cmd.blocks),
+                    beat + 1 == n_beats)
+
+        _, _, ky_first, _, kx_first, _ = bounds(self.cmd, Const(0, 12), Const(0, 12))
+        with m.If(self.start):
+            m.d.sync += [walking.eq(1), beat.eq(0), cb.eq(0), oy.eq(0), ox.eq(0),
+                         ky.eq(ky_first), kx.eq(kx_first)]
+        # read address of this beat: pixel (y, x) of the tile's rows, block cb
+        y = (y0 + ky - cmd.top).as_unsigned()
+        x = (x0 + kx).as_unsigned()
+        pix_row = Signal(_ROW_BITS)
+        m.d.comb += pix_row.eq((y * cmd.in_w + x) * cmd.blocks + cb)
+        src_row = Mux(pool, pix_row, beat)
+        m.d.comb += [self.rd.en.eq(walking), self.rd.spad.eq(0), self.rd.half.eq(cmd.src_half),
+                     self.rd.row.eq(src_row)]
+        # the filter row of an add (the same beat's row of the second operand)
+        m.d.comb += [self.rd_b.en.eq(walking & (cmd.vop == VOP["add"])), self.rd_b.spad.eq(1),
+                     self.rd_b.half.eq(cmd.b_half), self.rd_b.row.eq(beat)]
+        with m.If(walking):
+            with m.If(final):
+                m.d.sync += walking.eq(0)
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(window_end):
+                m.d.sync += [ox.eq(n_ox), oy.eq(n_oy), ky.eq(n_ky_lo), kx.eq(n_kx_lo)]
+                with m.If(last_ox & last_oy):
+                    m.d.sync += cb.eq(cb + 1)
+            with m.Elif(kx + 1 >= kx_hi):
+                m.d.sync += [ky.eq(ky + 1), kx.eq(kx_lo)]
+            with m.Else():
+                m.d.sync += kx.eq(kx + 1)
+
+        # --- stage R: the beat's data arrives (rdata); its output place rides along
+        out_off = Signal(_ROW_BITS + 8)      # byte offset of this beat's result in the half
+        m.d.comb += out_off.eq(Mux(pool, ((oy * cmd.out_w + ox) * cmd.blocks + cb) * L,
+                                   beat * L))
+        produces = walking & Mux(pool, window_end, 1)
+        valid_bytes = Mux(pool, L, Mux(cmd.elems - beat * L < L, cmd.elems - beat * L, L))
+        r_valid, r_last, r_final = Signal(), Signal(), Signal()
+        r_off, r_bytes = Signal(_ROW_BITS + 8), Signal(_ROW_BITS)
+        m.d.sync += [r_valid.eq(walking), r_last.eq(produces), r_final.eq(walking & final),
+                     r_off.eq(out_off), r_bytes.eq(valid_bytes)]
+        for i in range(L):
+            m.d.comb += [lanes.inp.payload.a[i].eq(self.rdata.word_select(i, 8).as_signed()),
+                         lanes.inp.payload.b[i].eq(self.b_data.word_select(i, 8).as_signed())]
+        m.d.comb += [lanes.inp.valid.eq(r_valid), lanes.inp.payload.last.eq(r_last)]
+        # the place of each result, delayed as the lanes delay it
+        pipe = [(r_last, r_off, r_bytes, r_final)]
+        for s in range(LATENCY):
+            v, o, b, f = Signal(name=f"p{s}_v"), Signal(_ROW_BITS + 8, name=f"p{s}_off"), \
+                Signal(_ROW_BITS, name=f"p{s}_bytes"), Signal(name=f"p{s}_final")
+            pv, po, pb, pf = pipe[-1]
+            m.d.sync += [v.eq(pv), o.eq(po), b.eq(pb), f.eq(pf)]
+            pipe.append((v, o, b, f))
+        w_valid, w_off, w_bytes, w_final = pipe[-1]
+        byte = w_off[:max(1, out_row.bit_length() - 1)]
+        m.d.comb += [
+            self.wr.en.eq(w_valid & lanes.out.valid), self.wr.spad.eq(2),
+            self.wr.half.eq(cmd.dst_half), self.wr.row.eq(w_off >> (out_row.bit_length() - 1)),
+            self.wr.data.eq((Cat(*lanes.out.payload) << (byte << 3))[:8 * self.row]),
+            self.wr.mask.eq(_mask(w_bytes, byte, self.row)),
+        ]
+        with m.If(w_final):
+            m.d.comb += self.last.eq(1)
+            m.d.sync += self.busy.eq(0)
+        return m

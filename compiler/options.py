@@ -63,6 +63,8 @@ class CompileOptions:
         Fuse ops whose intermediate tensors then never reach DRAM (default True;
         :mod:`compiler.fusion`): GEMM/conv epilogues, FlashAttention-style attention, residual
         add + norm, pooling into its conv. Applies where the chip has a (non-ideal) vector engine.
+        A tuple of :data:`compiler.fusion.PATTERNS` fuses only those (``("epilogue",)``:
+        epilogues, but a pool runs as its own op, as the RTL core needs).
     placement:
         On a chip with several cores: ``"split"`` (default) splits every op over all the cores
         (:mod:`compiler.backends.multicore`); ``"pipeline"`` runs consecutive layers in stages,
@@ -109,7 +111,7 @@ class CompileOptions:
     objective: str = "latency"
     map: str | None = None
     tech: str = DEFAULT_TECHNOLOGY
-    fusion: bool = True
+    fusion: bool | tuple = True
     placement: str = "split"
     stages: int | None = None
     sparsity: str | None = None
@@ -135,7 +137,13 @@ class CompileOptions:
             raise ValueError(f"objective = {self.objective!r} is the tiler's; with map = "
                              f"{self.map!r} the mapper's objective is the map mode")
         if not isinstance(self.fusion, bool):
-            raise ValueError(f"fusion = {self.fusion!r}: must be true or false")
+            from compiler.fusion import PATTERNS
+
+            if (not isinstance(self.fusion, (tuple, list))
+                    or not all(p in PATTERNS for p in self.fusion)):
+                raise ValueError(f"fusion = {self.fusion!r}: must be true, false or a tuple of "
+                                 f"{', '.join(PATTERNS)}")
+            object.__setattr__(self, "fusion", tuple(self.fusion))
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement = {self.placement!r}: must be one of "
                              f"{', '.join(PLACEMENTS)}")

@@ -41,7 +41,7 @@ from compiler.backends.systolic_vector import emit_vector_op, is_vector_op, vect
 from compiler.backends.systolic_tiling import (
     TileChoice, TileProblem, TilingError, choose_tiling, loop_nest, tile_sizes,
 )
-from compiler.fusion import FusedGroup, find_groups
+from compiler.fusion import PATTERNS, FusedGroup, find_groups
 from compiler.ir import Binary, Conv2d, Gemm, Graph
 from compiler.options import MAP_MODES, CompileOptions
 from hw.chip import ChipConfig
@@ -323,7 +323,8 @@ def _fusable_groups(graph: Graph, chip: ChipConfig, options: CompileOptions) -> 
     by_name = {op.name: op for op in graph.ops}
     readers = graph.readers()
     out: dict[str, FusedGroup] = {}
-    for group in {g.anchor: g for g in find_groups(graph).values()}.values():
+    patterns = options.fusion if isinstance(options.fusion, tuple) else PATTERNS
+    for group in {g.anchor: g for g in find_groups(graph, patterns).values()}.values():
         members = group.members
         try:
             if group.kind == "attention":

@@ -70,7 +70,9 @@ FIELDS = {
     "vop": 3, "src_half": 1, "b_half": 1, "dst_half": 1, "elems": 20,
     "in_h": 12, "in_w": 12, "top": 12, "r0": 12, "rows": 12, "out_w": 12,
     "kh": 5, "kw": 5, "sh": 5, "sw": 5, "pad_t": 5, "pad_l": 5, "blocks": 8,
-    "multiplier": 31, "shift": 6, "zero_point": 8, "relu": 1,
+    "multiplier": 31, "shift": 6, "zero_point": 8, "relu": 1, "src": 2,
+    # compute: a tile of m x k times k x n into the accumulators (acc: add to partial sums)
+    "m": 16, "n": 16, "k": 16, "a_half": 1, "c_half": 1, "acc": 1,
 }
 SIGNED = frozenset({"shift", "zero_point"})
 _ENGINES = len(Engine)
@@ -85,6 +87,7 @@ class CoreGeometry:
     half_rows: tuple[int, int, int]
     lanes: int
     setup: int
+    array: object = None          # the chip's ArrayConfig
 
 
 @dataclass
@@ -155,7 +158,7 @@ def geometry(chip: ChipConfig) -> CoreGeometry:
         _fail(f"chip {name!r}: sram.ofmap rows of {rows[2]} bytes: the RTL core needs at least "
               f"vector.lanes = {lanes}")
     halves = tuple(chip.sram(n).tile_capacity_bytes // r for n, r in zip(SPADS, rows))
-    return CoreGeometry(rows, halves, lanes, chip.dma.descriptor_setup_cycles)
+    return CoreGeometry(rows, halves, lanes, chip.dma.descriptor_setup_cycles, chip.array)
 
 
 def _word(**values) -> dict:
@@ -173,10 +176,19 @@ def _check_range(word: dict, where: str) -> None:
             _fail(f"{where}: field {key} = {value}: must fit {bits} bits ({lo}..{hi})")
 
 
-def lower(program: Program, graph: Graph, chip: ChipConfig) -> CoreProgram:
+#: The default requantization of an epilogue: a scale of 1/2 (``multiplier = 2**30``).
+DEFAULT_QUANT = (1 << 30, 0, 0)
+
+
+def lower(program: Program, graph: Graph, chip: ChipConfig,
+          quant: dict | None = None) -> CoreProgram:
     """The command queues that run ``program`` (compiled from ``graph`` for ``chip``) on the
-    core (module docstring)."""
+    core (module docstring). ``quant``: per op name of a requantizing epilogue's anchor (the
+    matrix op), ``(multiplier, shift, zero_point)`` as
+    :func:`hw.vector.functional.quantize_multiplier` gives them (default
+    :data:`DEFAULT_QUANT`)."""
     geo = geometry(chip)
+    quant = dict(quant or {})
     cols = program.columns
     n = len(program)
     kinds, engines, operands = (cols[c].tolist() for c in ("kind", "engine", "operand"))
@@ -193,6 +205,7 @@ def lower(program: Program, graph: Graph, chip: ChipConfig) -> CoreProgram:
     next_half: dict[tuple[int, int], int] = {}
     words: list[dict | None] = [None] * n
     plans: dict[int, tuple] = {}
+    c_tile: dict[int, tuple] = {}      # layer -> the C tile its computes accumulate into
     for i in range(n):
         kind, lay = kinds[i], layers[i]
         sched = program.layers[lay]
@@ -211,8 +224,20 @@ def lower(program: Program, graph: Graph, chip: ChipConfig) -> CoreProgram:
                       f"OFMAP tiles")
             src = [d for d in deps[i] if kinds[d] == Kind.VECTOR and layers[d] == lay]
             if len(src) != 1:
-                _fail(f"{where}: it must depend on exactly one VECTOR of its op")
+                _fail(f"{where}: it must depend on exactly one VECTOR of its op (a matrix "
+                      f"op's output goes through a requantizing epilogue: a Cast to int8 "
+                      f"after it, fused)")
             words[i] = _transfer(Op.STORE, cols, i, 2, half_of[src[0]])
+        elif kind == Kind.COMPUTE:
+            words[i] = _compute(program, cols, i, deps[i], kinds, operands, half_of, next_half,
+                                c_tile, geo, chip, where)
+            half_of[i] = words[i]["c_half"]
+        elif kind == Kind.VECTOR and operands[i] == Operand.OFMAP:
+            comp = [d for d in deps[i] if kinds[d] == Kind.COMPUTE]
+            if len(comp) != 1:
+                _fail(f"{where}: an epilogue must follow exactly one COMPUTE")
+            half_of[i] = half_of[comp[0]]
+            words[i] = _epilogue(program, graph, lay, cols, i, half_of[i], quant, geo, where)
         elif kind == Kind.VECTOR:
             op = ops.get(sched.name)
             half = _take_half(next_half, lay, 2)
@@ -225,8 +250,9 @@ def lower(program: Program, graph: Graph, chip: ChipConfig) -> CoreProgram:
                         dst_half=half)
             words[i] = _vector(op, where, cols, i, base, geo, chip, plans)
         else:
-            _fail(f"{where}: the RTL core runs LOAD, STORE and VECTOR commands (set "
-                  f"chip.model_input and chip.model_output to 'dram')")
+            _fail(f"{where}: the RTL core runs LOAD, STORE, COMPUTE and VECTOR commands (set "
+                  f"chip.model_input and chip.model_output to 'dram'; compile with "
+                  f"keep_on_chip=False)")
         _check_range(words[i], where)
     added = _buffer_hazards(program, kinds, deps, half_of, words)
     if added:
@@ -241,6 +267,71 @@ def lower(program: Program, graph: Graph, chip: ChipConfig) -> CoreProgram:
         queues[engines[i]].append(w)
         index[engines[i]].append(i)
     return CoreProgram(program, geo, queues, index, added)
+
+
+def _compute(program, cols, i, deps, kinds, operands, half_of, next_half, c_tile, geo, chip,
+             where) -> dict:
+    lay = int(cols["layer"][i])
+    m, n, k, count = (int(cols[c][i]) for c in ("m", "n", "k", "count"))
+    arr = chip.array
+    if arr.dataflow.value != "ws" or arr.rows != geo.lanes or arr.cols != geo.lanes:
+        _fail(f"{where}: the RTL core's array is weight-stationary, vector.lanes x "
+              f"vector.lanes ({arr.dataflow.value}, {arr.rows} x {arr.cols})")
+    if arr.overflow.value != "wrap" or arr.sparse_m or arr.macs_per_pe != 1:
+        _fail(f"{where}: the RTL core's array is dense int8 with wrapping accumulators")
+    if count != 1 or int(cols["nm_n"][i]):
+        _fail(f"{where}: count = {count}: the RTL core computes one GEMM per command, dense")
+    lanes = geo.lanes
+    for name, value in (("k", k), ("n", n)):
+        if value % lanes:
+            _fail(f"{where}: {name} = {value}: the RTL core reads whole rows: tiles' K and N "
+                  f"must be multiples of vector.lanes = {lanes}")
+    if int(cols["left_stride"][i]) != 1 or int(cols["top_stride"][i]) != 1:
+        _fail(f"{where}: the RTL core reads contiguous edges (sram_layout = 'matched')")
+    loads = {operands[d]: d for d in deps if kinds[d] == Kind.LOAD}
+    if Operand.IFMAP not in loads or Operand.FILTER not in loads:
+        _fail(f"{where}: a compute must follow the LOADs of its A and B tiles")
+    key = tuple(int(cols[c][i]) for c in ("tile_g", "tile_m", "tile_n"))
+    prev = c_tile.get(lay)
+    if prev is not None and prev[0] == key:
+        half, acc = prev[1], 1
+    else:
+        half, acc = _take_half(next_half, lay, 2), 0
+        c_tile[lay] = (key, half)
+    if m * n * 4 > geo.half_rows[2] * geo.row_bytes[2]:
+        _fail(f"{where}: a {m} x {n} int32 tile does not fit an ofmap half")
+    return _word(op=Op.COMPUTE, m=m, n=n, k=k, a_half=half_of[loads[Operand.IFMAP]],
+                 b_half=half_of[loads[Operand.FILTER]], c_half=half, acc=acc)
+
+
+def _epilogue(program, graph, lay, cols, i, half, quant, geo, where) -> dict:
+    """A requantizing epilogue on accumulators: its group's members must be ReLU and a Cast
+    to int8 (fused with the matrix op, :mod:`compiler.fusion`)."""
+    from compiler.ir import Cast
+
+    sched = program.layers[lay]
+    ops = {op.name: op for op in graph.ops}
+    members = [ops[ls.name] for ls in program.layers
+               if ls.fused == sched.fused and ls.name != sched.name]
+    relu, cast = False, None
+    for op in members:
+        if isinstance(op, Activation) and op.fn == "relu" and cast is None:
+            relu = True
+        elif isinstance(op, Cast) and op.dst == "int8" and cast is None:
+            cast = op
+        else:
+            _fail(f"{where}: a fused {type(op).__name__} ({op.name!r}): the RTL core's "
+                  f"epilogue is ReLU and a Cast to int8")
+    if cast is None:
+        _fail(f"{where}: the epilogue has no Cast to int8: the RTL core requantizes every "
+              f"matrix op's int32 accumulators to int8")
+    if geo.row_bytes[2] != 4 * geo.lanes:
+        _fail(f"{where}: ofmap rows of {geo.row_bytes[2]} bytes: an epilogue reads one row "
+              f"of vector.lanes int32 per beat (4 x {geo.lanes})")
+    multiplier, shift, zp = quant.get(sched.name, DEFAULT_QUANT)
+    return _word(op=Op.VECTOR, vop=VOP["requant"], src=2, src_half=half, dst_half=half,
+                 elems=int(cols["m"][i]) * int(cols["n"][i]), multiplier=multiplier,
+                 shift=shift, zero_point=zp, relu=relu)
 
 
 def _take_half(next_half: dict, layer: int, spad: int) -> int:
@@ -317,7 +408,9 @@ def _touches(kind: int, w: dict):
         return [], [(w["spad"], w["half"])]
     if kind == Kind.STORE:
         return [(2, w["half"])], []
-    reads = [(0, w["src_half"])]
+    if kind == Kind.COMPUTE:
+        return [(0, w["a_half"]), (1, w["b_half"]), (2, w["c_half"])], [(2, w["c_half"])]
+    reads = [(w["src"], w["src_half"])]
     if w["vop"] == VOP["add"]:
         reads.append((1, w["b_half"]))
     return reads, [(2, w["dst_half"])]

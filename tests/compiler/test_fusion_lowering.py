@@ -166,6 +166,12 @@ def test_no_fusion_on_an_ideal_vector_engine_or_when_asked():
     assert not any(ls.fused for ls in compile_graph(graph, CHIP, UNFUSED).layers)
     assert {ls.fused.split(":")[0] for ls in compile_graph(graph, CHIP).layers
             if ls.fused} == {"attention", "add_norm", "epilogue"}
+    # a tuple of patterns fuses only those
+    only = CompileOptions(fusion=("epilogue",))
+    assert {ls.fused.split(":")[0] for ls in compile_graph(graph, CHIP, only).layers
+            if ls.fused} == {"epilogue"}
+    with pytest.raises(ValueError, match="fusion = .'fast',.: must be true, false or a tuple"):
+        CompileOptions(fusion=("fast",))
 
 
 def test_a_dropout_on_the_probabilities_runs_in_the_softmax_pass():

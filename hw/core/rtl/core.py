@@ -3,8 +3,7 @@
 Block diagram (in words)
 ------------------------
 Four command queues (one memory per engine, the words of :mod:`hw.core.lower`) feed four
-engines: the load DMA, the array (not yet in the core: its queue must be empty), the store DMA
-and the vector engine (:mod:`.engines`). An engine takes the word at its queue's head when it is
+engines: the load DMA, the array, the store DMA and the vector engine (:mod:`.engines`). An engine takes the word at its queue's head when it is
 idle and, for every engine e, ``done[e] >= wait_e``: the word's dependencies are counts of
 commands done per engine, compared in the cycle the engine is free, so a command starts in the
 very cycle its engine and its last dependency finish, as the executor (:mod:`hw.executor`)
@@ -43,7 +42,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw.core.lower import CoreProgram
 from hw.core.rtl.engines import (
-    LoadDma, StoreDma, VectorEngine, mem_read_signature, mem_write_signature, word_layout,
+    ArrayEngine, LoadDma, StoreDma, VectorEngine, mem_read_signature, mem_write_signature,
+    word_layout,
 )
 from hw.program import Engine
 
@@ -83,7 +83,9 @@ class Core(wiring.Component):
         m.submodules.load = load = LoadDma(geo.row_bytes, geo.setup)
         m.submodules.store = store = StoreDma(geo.row_bytes, geo.setup)
         m.submodules.vector = vector = VectorEngine(geo.row_bytes, geo.lanes, lane_mutation)
-        engines = {Engine.LOAD: load, Engine.STORE: store, Engine.VECTOR: vector}
+        m.submodules.array = array = ArrayEngine(geo.array, geo.row_bytes)
+        engines = {Engine.LOAD: load, Engine.ARRAY: array, Engine.STORE: store,
+                   Engine.VECTOR: vector}
         wiring.connect(m, wiring.flipped(self.mem_rd), load.mem_rd)
         wiring.connect(m, wiring.flipped(self.mem_wr), store.mem_wr)
         m.d.comb += load.mem_rd_data.eq(self.mem_rd_data)
@@ -125,9 +127,6 @@ class Core(wiring.Component):
             ready = run & (pc[e] < qlen[e])
             for j in range(_ENGINES):
                 ready = ready & (done[j] >= waits[j])
-            if eng is None:               # the array: not in the core yet
-                idle_all.append(pc[e] >= qlen[e])
-                continue
             go = ready & ~eng.busy
             m.d.comb += [eng.start.eq(go), eng.cmd.eq(word)]
             with m.If(go):
@@ -145,8 +144,9 @@ class Core(wiring.Component):
             m.d.sync += [run.eq(0), done_flag.eq(1)]
 
         # --- scratchpads: two halves each, one read and one write port per half
-        reads = [(store.rd, store.rdata), (vector.rd, vector.rdata), (vector.rd_b, vector.b_data)]
-        writes = [load.wr, vector.wr]
+        reads = [(store.rd, store.rdata), (vector.rd, vector.rdata), (vector.rd_b, vector.b_data),
+                 (array.rd, array.rdata), (array.rd_b, array.b_data), (array.rd_c, array.c_data)]
+        writes = [load.wr, vector.wr, array.wr]
         for s, row in enumerate(geo.row_bytes):
             halves = []
             for h in range(2):

@@ -37,7 +37,7 @@ from hw.core.lower import FIELDS, SIGNED, VOP
 from hw.vector.rtl.lane import LATENCY, VectorLanes
 
 __all__ = ["word_layout", "read_layout", "write_layout", "mem_read_signature",
-           "mem_write_signature", "LoadDma", "StoreDma", "VectorEngine"]
+           "mem_write_signature", "LoadDma", "StoreDma", "VectorEngine", "ArrayEngine"]
 
 _ROW_BITS = 16
 
@@ -282,8 +282,8 @@ class VectorEngine(wiring.Component):
         pix_row = Signal(_ROW_BITS)
         m.d.comb += pix_row.eq((y * cmd.in_w + x) * cmd.blocks + cb)
         src_row = Mux(pool, pix_row, beat)
-        m.d.comb += [self.rd.en.eq(walking), self.rd.spad.eq(0), self.rd.half.eq(cmd.src_half),
-                     self.rd.row.eq(src_row)]
+        m.d.comb += [self.rd.en.eq(walking), self.rd.spad.eq(cmd.src),
+                     self.rd.half.eq(cmd.src_half), self.rd.row.eq(src_row)]
         # the filter row of an add (the same beat's row of the second operand)
         m.d.comb += [self.rd_b.en.eq(walking & (cmd.vop == VOP["add"])), self.rd_b.spad.eq(1),
                      self.rd_b.half.eq(cmd.b_half), self.rd_b.row.eq(beat)]
@@ -310,8 +310,13 @@ class VectorEngine(wiring.Component):
         r_off, r_bytes = Signal(_ROW_BITS + 8), Signal(_ROW_BITS)
         m.d.sync += [r_valid.eq(walking), r_last.eq(produces), r_final.eq(walking & final),
                      r_off.eq(out_off), r_bytes.eq(valid_bytes)]
+        wide = Signal()                     # int32 accumulators (an epilogue), not int8
+        m.d.sync += wide.eq(cmd.src == 2)
         for i in range(L):
-            m.d.comb += [lanes.inp.payload.a[i].eq(self.rdata.word_select(i, 8).as_signed()),
+            byte = self.rdata.word_select(i, 8).as_signed()
+            word = self.rdata.word_select(i, 32).as_signed() if 32 * L <= len(self.rdata) \
+                else byte
+            m.d.comb += [lanes.inp.payload.a[i].eq(Mux(wide, word, byte)),
                          lanes.inp.payload.b[i].eq(self.b_data.word_select(i, 8).as_signed())]
         m.d.comb += [lanes.inp.valid.eq(r_valid), lanes.inp.payload.last.eq(r_last)]
         # the place of each result, delayed as the lanes delay it
@@ -331,6 +336,172 @@ class VectorEngine(wiring.Component):
             self.wr.mask.eq(_mask(w_bytes, byte, self.row)),
         ]
         with m.If(w_final):
+            m.d.comb += self.last.eq(1)
+            m.d.sync += self.busy.eq(0)
+        return m
+
+
+class ArrayEngine(wiring.Component):
+    """The array engine: the weight-stationary :class:`~hw.systolic.rtl.array.SystolicArray`
+    (with output de-skew) and the controller that feeds it from the scratchpads and writes
+    its outputs into the ofmap half (module docstring of :mod:`hw.core.timing`).
+
+    The controller runs the register model's handshakes (:mod:`hw.systolic.regmodel`): the
+    weight port writes one row of a fold per cycle and may start fold f+1 once fold f's
+    ``first`` has reached PE (0, C-1); the feeder streams a fold's T vectors once the port has
+    written that fold's row 0. Each scratchpad read is issued one cycle before the array needs
+    it (the SRAM's read cycle), so the array runs the model's cycles one cycle after the
+    command starts. Row m of a fold leaves the de-skew ``R + C - 1`` cycles after it entered;
+    for K folds after the first (or every fold, when the command continues a tile whose
+    partial sums are already in the half: ``acc``) it is added to the partial sums read one
+    cycle earlier."""
+
+    def __init__(self, cfg, rows: tuple[int, int, int]):
+        from hw.systolic.rtl.array import SystolicArray
+
+        self.cfg, self.rows = cfg, rows
+        self.row = max(rows)
+        self._array_cls = SystolicArray
+        super().__init__(_engine_signature(self.row, {
+            "rd_b": Out(read_layout()), "b_data": In(8 * self.row),
+            "rd_c": Out(read_layout()), "c_data": In(8 * self.row)}))
+
+    def elaborate(self, platform):
+        m = Module()
+        R, C = self.cfg.rows, self.cfg.cols
+        acc_bits = self.cfg.acc_bits
+        m.submodules.array = arr = self._array_cls(self.cfg, deskew=True)
+        cmd = Signal(word_layout())
+        with m.If(self.start):
+            m.d.sync += [cmd.eq(self.cmd), self.busy.eq(1)]
+        active = self.busy
+        row_folds = Signal(12)
+        col_folds = Signal(12)
+        m.d.comb += [row_folds.eq((cmd.k + R - 1) // R), col_folds.eq((cmd.n + C - 1) // C)]
+
+        # --- weight port: fold cursor (row fold innermost), the row it writes
+        l_rf, l_cf, l_done = Signal(12), Signal(12), Signal()
+        l_row = Signal(range(R + 1), init=R)        # R: idle
+        row0_loaded = Signal(16)
+        # --- feeder: fold cursor, step
+        f_rf, f_cf, f_done = Signal(12), Signal(12), Signal()
+        streaming, step = Signal(), Signal(16)
+        feed_fold = Signal(16)
+        # firsts presented, and how many have reached PE (0, C-1)
+        first_now = Signal()
+        hist = [Signal(name=f"first_hist{i}") for i in range(C - 1)]
+        reached_reg = Signal(16)
+        reached = reached_reg + (hist[-1] if hist else first_now)
+        m.d.sync += reached_reg.eq(reached)
+        if hist:
+            m.d.sync += hist[0].eq(first_now)
+            for a, b in zip(hist, hist[1:]):
+                m.d.sync += b.eq(a)
+        with m.If(self.start):
+            m.d.sync += [l_rf.eq(0), l_cf.eq(0), l_done.eq(0), l_row.eq(R), row0_loaded.eq(0),
+                         f_rf.eq(0), f_cf.eq(0), f_done.eq(0), streaming.eq(0), step.eq(0),
+                         feed_fold.eq(0), reached_reg.eq(0)]
+            m.d.sync += [h.eq(0) for h in hist]
+
+        # feeder decision for this (read) cycle
+        begin_feed = active & ~streaming & ~f_done & (row0_loaded > feed_fold)
+        feeding = begin_feed | (active & streaming)
+        cur_step = Mux(begin_feed, 0, step)
+        m.d.comb += first_now.eq(feeding & (cur_step == 0))
+        f_r0 = f_rf * R
+        f_ru = Mux(cmd.k - f_r0 < R, cmd.k - f_r0, R)
+        f_c0 = f_cf * C
+        f_cu = Mux(cmd.n - f_c0 < C, cmd.n - f_c0, C)
+        with m.If(feeding):
+            last_step = cur_step + 1 == cmd.m
+            m.d.sync += [streaming.eq(~last_step), step.eq(Mux(last_step, 0, cur_step + 1))]
+            with m.If(last_step):
+                m.d.sync += feed_fold.eq(feed_fold + 1)
+                with m.If(f_rf + 1 == row_folds):
+                    m.d.sync += f_rf.eq(0)
+                    with m.If(f_cf + 1 == col_folds):
+                        m.d.sync += f_done.eq(1)
+                    with m.Else():
+                        m.d.sync += f_cf.eq(f_cf + 1)
+                with m.Else():
+                    m.d.sync += f_rf.eq(f_rf + 1)
+        ifmap_row = self.rows[0].bit_length() - 1
+        m.d.comb += [self.rd.en.eq(feeding), self.rd.spad.eq(0), self.rd.half.eq(cmd.a_half),
+                     self.rd.row.eq((cur_step * cmd.k + f_r0) >> ifmap_row)]
+
+        # weight port decision
+        port_idle = l_row == R
+        begin_port = active & port_idle & ~l_done & ((row0_loaded == 0) | (reached >= row0_loaded))
+        writing = begin_port | (active & ~port_idle)
+        cur_row = Mux(begin_port, 0, l_row)
+        l_r0 = l_rf * R
+        l_ru = Mux(cmd.k - l_r0 < R, cmd.k - l_r0, R)
+        l_c0 = l_cf * C
+        l_cu = Mux(cmd.n - l_c0 < C, cmd.n - l_c0, C)
+        with m.If(writing):
+            with m.If(cur_row == 0):
+                m.d.sync += row0_loaded.eq(row0_loaded + 1)
+            with m.If(cur_row + 1 == R):
+                m.d.sync += l_row.eq(R)
+                with m.If(l_rf + 1 == row_folds):
+                    m.d.sync += l_rf.eq(0)
+                    with m.If(l_cf + 1 == col_folds):
+                        m.d.sync += l_done.eq(1)
+                    with m.Else():
+                        m.d.sync += l_cf.eq(l_cf + 1)
+                with m.Else():
+                    m.d.sync += l_rf.eq(l_rf + 1)
+            with m.Else():
+                m.d.sync += l_row.eq(cur_row + 1)
+        filter_row = self.rows[1].bit_length() - 1
+        m.d.comb += [self.rd_b.en.eq(writing & (cur_row < l_ru)), self.rd_b.spad.eq(1),
+                     self.rd_b.half.eq(cmd.b_half),
+                     self.rd_b.row.eq(((l_r0 + cur_row) * cmd.n + l_c0) >> filter_row)]
+
+        # --- presentation: the control bits registered with the read, meeting its data
+        p_x, p_w = Signal(), Signal()
+        p_first, p_ru = Signal(), Signal(range(R + 1))
+        p_wrow, p_wru, p_wcu = Signal(range(R + 1)), Signal(range(R + 1)), Signal(range(C + 1))
+        m.d.sync += [p_x.eq(feeding), p_first.eq(first_now), p_ru.eq(f_ru),
+                     p_w.eq(writing), p_wrow.eq(cur_row), p_wru.eq(l_ru), p_wcu.eq(l_cu)]
+        for i in range(R):
+            m.d.comb += [arr.x_in[i].value.eq(self.rdata.word_select(i, 8).as_signed()),
+                         arr.x_in[i].valid.eq(p_x & (i < p_ru)),
+                         arr.x_in[i].first.eq(p_x & p_first)]
+        m.d.comb += [arr.w_en.eq(p_w), arr.w_row.eq(p_wrow[:max(1, (R - 1).bit_length())])]
+        for j in range(C):
+            m.d.comb += [arr.w_in[j].value.eq(self.b_data.word_select(j, 8).as_signed()),
+                         arr.w_in[j].valid.eq(p_w & (p_wrow < p_wru) & (j < p_wcu))]
+
+        # --- outputs: the row's place rides a delay line of R + C - 1 cycles from the read
+        out_row = self.rows[2].bit_length() - 1
+        place = Signal(_ROW_BITS)
+        m.d.comb += place.eq(((cur_step * cmd.n + f_c0) << 2) >> out_row)
+        accumulate = (f_rf > 0) | cmd.acc
+        is_last = (feeding & (cur_step + 1 == cmd.m) & (f_rf + 1 == row_folds)
+                   & (f_cf + 1 == col_folds))
+        stages = [(feeding, place, accumulate, f_cu, is_last)]
+        for s in range(1 + R + C - 1):
+            v, pl, ac, cu, fin = (Signal(name=f"o{s}_v"), Signal(_ROW_BITS, name=f"o{s}_row"),
+                                  Signal(name=f"o{s}_acc"), Signal(range(C + 1), name=f"o{s}_cu"),
+                                  Signal(name=f"o{s}_last"))
+            pv, ppl, pac, pcu, pfin = stages[-1]
+            m.d.sync += [v.eq(pv), pl.eq(ppl), ac.eq(pac), cu.eq(pcu), fin.eq(pfin)]
+            stages.append((v, pl, ac, cu, fin))
+        rv, rpl, rac, _, _ = stages[-2]           # one cycle before the write: read old sums
+        m.d.comb += [self.rd_c.en.eq(rv & rac), self.rd_c.spad.eq(2),
+                     self.rd_c.half.eq(cmd.c_half), self.rd_c.row.eq(rpl)]
+        wv, wpl, wac, wcu, wfin = stages[-1]
+        words = []
+        for j in range(C):
+            old = self.c_data.word_select(j, 32).as_signed()
+            new = arr.out[j].value
+            total = Mux(wac, old + new, new)
+            words.append(total[:acc_bits])
+        m.d.comb += [self.wr.en.eq(wv), self.wr.spad.eq(2), self.wr.half.eq(cmd.c_half),
+                     self.wr.row.eq(wpl), self.wr.data.eq(Cat(*words)),
+                     self.wr.mask.eq(_mask(wcu << 2, 0, self.row))]
+        with m.If(wv & wfin):
             m.d.comb += self.last.eq(1)
             m.d.sync += self.busy.eq(0)
         return m

@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 
 from compiler.backends.systolic import compile_graph
-from compiler.ir import Activation, Binary, Gemm, Graph, Pool
+from compiler.ir import Activation, Binary, Cast, Conv2d, Gemm, Graph, Pool
+from compiler.options import CompileOptions
 from hw.core import cosim
 from hw.core.lower import CoreError, Op, core_chip, lower
-from hw.core.timing import durations, pool_beats, transfer_pieces
+from hw.core.timing import compute_cycles, durations, pool_beats, transfer_pieces
+from hw.systolic.config import ArrayConfig, Dataflow
+from hw.systolic.timing import gemm_timing
+from hw.vector import functional as F
 from hw.executor import execute
 from hw.program import Engine
 from hw.vector.rtl.cosim import pool_beats as lane_pool_beats
@@ -124,9 +128,6 @@ def test_timing_rules_against_brute_force():
 
 
 def test_what_the_core_cannot_run_is_a_one_line_error(chip):
-    graph = Graph("g", (Gemm(name="mm", m=8, n=8, k=8),))
-    with pytest.raises(CoreError, match="command 2 .*COMPUTE of 'mm'.*runs LOAD, STORE and VECTOR"):
-        lower(compile_graph(graph, chip), graph, chip)
     ddr = core_chip(overrides=["dram.preset=ddr4-3200"])
     pool = _pool_graph("max")
     with pytest.raises(CoreError, match="dram.ideal = False: the RTL core needs true"):
@@ -134,3 +135,97 @@ def test_what_the_core_cannot_run_is_a_one_line_error(chip):
     narrow = _pool_graph("max", channels=4)
     with pytest.raises(CoreError, match="4 channels per tile: the RTL core pools whole beats"):
         lower(compile_graph(narrow, chip), narrow, chip)
+
+
+# --- whole layers through the array: the issue's two programs ------------------------------
+
+_CORE = CompileOptions(fusion=("epilogue",), keep_on_chip=False, conv_lowering="im2col")
+
+
+@pytest.fixture(scope="module")
+def big_chip():
+    return core_chip(kib=4)
+
+
+def test_conv_requant_relu_pool_through_the_whole_core(big_chip):
+    conv = Conv2d(name="c", in_h=6, in_w=6, in_channels=8, out_channels=8, kernel_h=3,
+                  kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)
+    graph = Graph("cnn", (
+        conv, Activation(name="r", fn="relu", elements=288, inputs=("c",)),
+        Cast(name="q", elements=288, dst="int8", src="int32", inputs=("r",)),
+        Pool(name="p", kind="max", in_h=6, in_w=6, channels=8, kernel_h=2, kernel_w=2,
+             stride_h=2, stride_w=2, inputs=("q",))))
+    program = compile_graph(graph, big_chip, _CORE)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, size=(1, 6, 6, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, size=(72, 8), dtype=np.int8)
+    quant = {"c": F.quantize_multiplier(1 / 700) + (0,)}
+    v = cosim.verify(program, graph, big_chip, {"<input>": x, "c.weights": w}, quant=quant)
+    assert v.ok, v.mismatches
+    # K = 72 runs as three K tiles accumulating in one half of the ofmap scratchpad
+    computes = v.core.queues[Engine.ARRAY]
+    assert len(computes) == 3 and [c["acc"] for c in computes] == [0, 1, 1]
+    # an independent gold: the convolution as nested sums over the padded NHWC input
+    xp = np.pad(x.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    wk = w.astype(np.int64).reshape(3, 3, 8, 8)
+    acc = sum(np.einsum("nhwc,cd->nhwd", xp[:, ky:ky + 6, kx:kx + 6], wk[ky, kx])
+              for ky in range(3) for kx in range(3))
+    q = F.requantize_fixed(np.maximum(acc, 0), *quant["c"])
+    gold = F.to_dtype(F.pool2d(q, "max", 2, 2), "int8").astype(np.int8)
+    assert np.array_equal(cosim.tensor_of(v.run.memory, v.core.program, "p", gold.shape), gold)
+    assert len(np.unique(gold)) > 20
+
+
+def test_a_gemm_chain_through_the_whole_core(big_chip):
+    graph = Graph("chain", (
+        Gemm(name="g1", m=16, n=16, k=16),
+        Cast(name="q1", elements=256, dst="int8", src="int32", inputs=("g1",)),
+        Gemm(name="g2", m=16, n=8, k=16, inputs=("q1",)),
+        Activation(name="r2", fn="relu", elements=128, inputs=("g2",)),
+        Cast(name="q2", elements=128, dst="int8", src="int32", inputs=("r2",))))
+    program = compile_graph(graph, big_chip, _CORE)
+    rng = np.random.default_rng(4)
+    values = {"<input>": rng.integers(-128, 128, size=(16, 16), dtype=np.int8),
+              "g1.weights": rng.integers(-128, 128, size=(16, 16), dtype=np.int8),
+              "g2.weights": rng.integers(-128, 128, size=(16, 8), dtype=np.int8)}
+    quant = {"g1": (1518500250, -7, 3), "g2": (1 << 30, -6, -2)}
+    v = cosim.verify(program, graph, big_chip, values, quant=quant)
+    assert v.ok, v.mismatches
+    a = values["<input>"].astype(np.int64)
+    h = F.requantize_fixed(a @ values["g1.weights"], *quant["g1"])
+    out = F.requantize_fixed(np.maximum(h.astype(np.int64) @ values["g2.weights"], 0),
+                             *quant["g2"])
+    assert np.array_equal(cosim.tensor_of(v.run.memory, v.core.program, "q2", out.shape), out)
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 8, 8), (36, 16, 72), (5, 24, 40), (3, 8, 24)])
+def test_compute_cycles_are_the_timing_engines_plus_two(m, n, k):
+    """With whole column folds the de-skew adds nothing: the core's COMPUTE is the timing
+    engine's (= the register model's) cycles plus the read cycle and the write."""
+    cfg = ArrayConfig(rows=8, cols=8, dataflow=Dataflow.WS)
+    assert compute_cycles(m, n, k, 8, 8) == gemm_timing(cfg, m, n, k).cycles + 2
+
+
+def test_what_the_array_engine_cannot_run_is_a_one_line_error(big_chip):
+    odd = Graph("odd", (Gemm(name="g", m=8, n=8, k=12),
+                        Cast(name="q", elements=64, dst="int8", src="int32", inputs=("g",))))
+    with pytest.raises(CoreError, match="k = 12: the RTL core reads whole rows"):
+        lower(compile_graph(odd, big_chip, _CORE), odd, big_chip)
+    bare = Graph("bare", (Gemm(name="g", m=8, n=8, k=8),))
+    with pytest.raises(CoreError, match="exactly one VECTOR of its op.*requantizing epilogue"):
+        lower(compile_graph(bare, big_chip, _CORE), bare, big_chip)
+
+
+@pytest.mark.parametrize("mutation", ["round-down", "relu-at-zero"])
+def test_epilogue_mutations_are_caught(big_chip, mutation):
+    graph = Graph("one", (Gemm(name="g", m=8, n=8, k=16),
+                          Activation(name="r", fn="relu", elements=64, inputs=("g",)),
+                          Cast(name="q", elements=64, dst="int8", src="int32", inputs=("r",))))
+    program = compile_graph(graph, big_chip, _CORE)
+    rng = np.random.default_rng(6)
+    values = {"<input>": rng.integers(-128, 128, size=(8, 16), dtype=np.int8),
+              "g.weights": rng.integers(-128, 128, size=(16, 8), dtype=np.int8)}
+    quant = {"g": (1 << 30, -8, -5)}
+    assert cosim.verify(program, graph, big_chip, values, quant=quant).ok
+    assert not cosim.verify(program, graph, big_chip, values, quant=quant,
+                            mutation=mutation).ok

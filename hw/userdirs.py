@@ -1,5 +1,5 @@
 """npulab's one folder for things it builds or downloads once per user (compiled Numba kernels,
-Verilator simulators, NVIDIA's trace tests).
+Verilator simulators and cocotb builds, NVIDIA's trace tests).
 
 ``$NPULAB_CACHE`` if set, else ``$XDG_CACHE_HOME/npulab``, else ``~/.cache/npulab``. Each user
 keeps its own sub-folder (``numba/``, ``verilator/``, ``nvdla-traces/``); deleting any of them is

@@ -1,31 +1,22 @@
-"""Run a lowered program on the RTL core in Amaranth's simulator, against the executor and the
-functional models.
+"""Run a lowered program on the RTL core in Amaranth's simulator.
 
 :func:`run` drives the core as a host would: it fills an ideal memory (a numpy byte array
-answering the DMA's requests in the cycle they are made), starts the program through the CSRs,
-waits for ``STATUS.done`` and reads every command's start and end cycle back from the trace
-CSRs. :func:`verify` compiles nothing itself: given a graph, its program, the chip and the
-input values, it lowers the program, lays out DRAM (:func:`dram_image`), runs the core, and
-compares (1) every op's output tensor in DRAM with :func:`reference` (the functional models
-of :mod:`hw.vector.functional`, op by op) bit for bit, and (2) every command's start and end
-with :func:`hw.executor.execute` given the core's durations (:mod:`hw.core.timing`).
+answering the DMA's requests in the cycle they are made), optionally loads the program through
+the CSRs, starts it, waits for ``STATUS.done`` and reads every command's start and end cycle
+back from the trace CSRs. :mod:`npulab.core_verify` checks a run against the executor and the
+models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.ir import Activation, Binary, Cast, Conv2d, Gemm, Graph, Pool
-from hw.chip import ChipConfig
-from hw.core.lower import CoreProgram, lower
-from hw.core.timing import durations
-from hw.program import Engine, Program
-from hw.vector import functional as F
+from hw.core.isa import CoreProgram
+from hw.program import Engine
 
-__all__ = ["CoreRun", "Verification", "run", "verify", "dram_image", "reference", "tensor_of",
-           "im2col", "stored_outputs"]
+__all__ = ["CoreRun", "run"]
 
 CLOCK_PERIOD = 1e-8
 
@@ -43,14 +34,16 @@ class CoreRun:
 
 
 def run(core: CoreProgram, memory: np.ndarray, *, mutation: str | None = None,
-        max_cycles: int = 200_000, vcd_path=None) -> CoreRun:
-    """Run ``core``'s program with ``memory`` (uint8) as DRAM; a copy is returned changed."""
+        max_cycles: int = 200_000, vcd_path=None, load: str = "init") -> CoreRun:
+    """Run ``core``'s program with ``memory`` (uint8) as DRAM; a copy is returned changed.
+    ``load``: ``"init"`` (the queues are the memories' initial contents) or ``"csr"`` (the
+    testbench writes them through the CSRs first, as a host would)."""
     from amaranth.sim import Simulator
 
-    from hw.core.rtl.core import CSR, Core
+    from hw.core.rtl.core import CSR, Core, command_writes
 
     mem = np.array(memory, dtype=np.uint8, copy=True)
-    dut = Core(core, mutation=mutation)
+    dut = Core(core, mutation=mutation, preload=load == "init")
     n = len(core.program)
     start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
@@ -68,6 +61,14 @@ def run(core: CoreProgram, memory: np.ndarray, *, mutation: str | None = None,
         return ctx.get(dut.csr_rdata)
 
     async def bench(ctx):
+        if load == "csr":
+            for e, queue in enumerate(core.queues):
+                for k, word in enumerate(queue):
+                    await csr_write(ctx, CSR["CMD_SEL"], (e << 16) | k)
+                    for value in command_writes(word):
+                        await csr_write(ctx, CSR["CMD_DATA"], value)
+                    await csr_write(ctx, CSR["CMD_COMMIT"], 1)
+                await csr_write(ctx, CSR["QLEN"] + e, len(queue))
         await csr_write(ctx, CSR["CONTROL"], 1)
         ctx.set(dut.csr.addr, CSR["STATUS"])
         for t in range(max_cycles):
@@ -105,200 +106,3 @@ def run(core: CoreProgram, memory: np.ndarray, *, mutation: str | None = None,
         with sim.write_vcd(str(vcd_path)):
             sim.run()
     return CoreRun(mem, start, end, int(out["cycles"]), out["conflict"])
-
-
-def _nbytes(program: Program) -> int:
-    cols = program.columns
-    ends = cols["addr"] + (cols["n2"] - 1) * cols["stride2"] + (cols["n1"] - 1) * cols["stride1"] \
-        + cols["chunk_bytes"]
-    return int(ends.max()) if len(program) else 0
-
-
-def im2col(x: np.ndarray, conv: Conv2d) -> np.ndarray:
-    """The ``M x K`` matrix of a convolution's input ``x`` (NHWC): one row per output pixel,
-    its window's ``(ky, kx, channel)`` values in that order (zeros for padding)."""
-    n, h, w, c = x.shape
-    kh, kw = conv.kernel_h, conv.kernel_w
-    xp = np.pad(x, ((0, 0), (conv.pad_top, conv.pad_bottom), (conv.pad_left, conv.pad_right),
-                    (0, 0)))
-    cols = []
-    for ky in range(kh):
-        for kx in range(kw):
-            y0, x0 = ky * conv.dilation_h, kx * conv.dilation_w
-            cols.append(xp[:, y0:y0 + (conv.out_h - 1) * conv.stride_h + 1:conv.stride_h,
-                           x0:x0 + (conv.out_w - 1) * conv.stride_w + 1:conv.stride_w, :])
-    return np.concatenate(cols, axis=3).reshape(n * conv.out_h * conv.out_w, kh * kw * c)
-
-
-def _matrix_a(op, value: np.ndarray) -> np.ndarray:
-    if isinstance(op, Conv2d):
-        return im2col(value.reshape(op.batch, op.in_h, op.in_w, op.in_channels), op)
-    return value.reshape(op.m, op.k)
-
-
-def dram_image(program: Program, graph: Graph, values: dict[str, np.ndarray]) -> np.ndarray:
-    """DRAM before the run: each tensor of ``values`` (int8 arrays by tensor name: ``<input>``
-    for the graph's input, op names for second operands, ``<op>.weights`` for a matrix op's
-    ``K x N`` weights) at its address in ``program``. A convolution that reads the graph's
-    input reads it as its im2col matrix (the compiler's ``im2col`` lowering: the host writes
-    it); weights are written tile by tile where the program's filter loads read them (the
-    compiler's pre-tiled layout: each tile a row-major block)."""
-    mem = np.zeros(_nbytes(program), np.uint8)
-    ops = {op.name: op for op in graph.ops}
-    first = next((op for op in graph.ops if not op.inputs), None)
-    for name, value in values.items():
-        if name not in program.tensors:
-            raise ValueError(f"dram_image: {name!r}: not a tensor of program "
-                             f"{program.model!r} ({', '.join(sorted(program.tensors))})")
-        if name.endswith(".weights"):
-            _write_weights(mem, program, ops[name[:-len(".weights")]], value)
-            continue
-        if name == "<input>" and isinstance(first, (Gemm, Conv2d)):
-            value = _matrix_a(first, np.asarray(value))
-        raw = np.ascontiguousarray(value, dtype=np.int8).view(np.uint8).ravel()
-        addr = program.tensors[name]
-        mem[addr:addr + raw.size] = raw
-    return mem
-
-
-def _write_weights(mem: np.ndarray, program: Program, op, w: np.ndarray) -> None:
-    from hw.program import Kind, Operand
-
-    index = next(i for i, ls in enumerate(program.layers) if ls.name == op.name)
-    tiling = program.layers[index].tiling
-    cols = program.columns
-    w = np.asarray(w, dtype=np.int8)
-    for i in range(program.layers[index].first, program.layers[index].last):
-        if cols["kind"][i] != Kind.LOAD or cols["operand"][i] != Operand.FILTER:
-            continue
-        k0, n0 = int(cols["tile_k"][i]) * tiling.k_tile, int(cols["tile_n"][i]) * tiling.n_tile
-        block = w[k0:k0 + tiling.k_tile, n0:n0 + tiling.n_tile]
-        if int(cols["chunk_bytes"][i]) != block.size or int(cols["n1"][i] * cols["n2"][i]) != 1:
-            raise ValueError(f"dram_image: {op.name!r}: filter load {i} reads "
-                             f"{int(cols['chunk_bytes'][i])} bytes, its tile has {block.size}")
-        addr = int(cols["addr"][i])
-        mem[addr:addr + block.size] = np.ascontiguousarray(block).view(np.uint8).ravel()
-
-
-def tensor_of(memory: np.ndarray, program: Program, name: str, shape) -> np.ndarray:
-    """Tensor ``name`` (int8, ``shape``) read from ``memory`` at its address."""
-    addr = program.tensors[name]
-    size = int(np.prod(shape))
-    return memory[addr:addr + size].view(np.int8).reshape(shape).copy()
-
-
-def _shape(op) -> tuple:
-    if isinstance(op, Pool):
-        return (op.batch, op.out_h, op.out_w, op.channels)
-    if isinstance(op, Conv2d):
-        return (op.batch * op.out_h * op.out_w, op.out_channels)
-    if isinstance(op, Gemm):
-        return (op.m, op.n)
-    return (op.elements,)
-
-
-def _in_shape(op) -> tuple:
-    if isinstance(op, Pool):
-        return (op.batch, op.in_h, op.in_w, op.channels)
-    return (op.elements,)
-
-
-def reference(graph: Graph, values: dict[str, np.ndarray], chip: ChipConfig | None = None,
-              quant: dict | None = None) -> dict[str, np.ndarray]:
-    """Every op's output by the models: matrix ops on the register-level model
-    (:func:`hw.systolic.regmodel.run_gemm`, int32 accumulators), ReLU, add and pooling by
-    :mod:`hw.vector.functional` rounded to int8 with ``to_dtype``, a Cast to int8 of
-    accumulators by :func:`~hw.vector.functional.requantize_fixed` with ``quant[anchor]``."""
-    from hw.core.lower import DEFAULT_QUANT
-    from hw.systolic.regmodel import run_gemm
-
-    quant = dict(quant or {})
-    out = dict(values)
-    wide: dict[str, str] = {}       # int32 tensors -> the matrix op they come from
-    for op in graph.ops:
-        src_name = op.inputs[0] if op.inputs else "<input>"
-        src = out[src_name]
-        if isinstance(op, (Gemm, Conv2d)):
-            acc = run_gemm(chip.array, _matrix_a(op, src), values[f"{op.name}.weights"]).output
-            out[op.name] = acc.reshape(_shape(op)).astype(np.int64)
-            wide[op.name] = op.name
-            continue
-        if src_name in wide and isinstance(op, Activation) and op.fn == "relu":
-            out[op.name] = np.maximum(src, 0)
-            wide[op.name] = wide[src_name]
-            continue
-        if src_name in wide and isinstance(op, Cast):
-            multiplier, shift, zp = quant.get(wide[src_name], DEFAULT_QUANT)
-            out[op.name] = F.requantize_fixed(src, multiplier, shift, zp)
-            continue
-        src = src.reshape(_in_shape(op))
-        if isinstance(op, Pool):
-            kind = "max" if op.kind == "max" else "avg"
-            y = F.pool2d(src, kind, (op.kernel_h, op.kernel_w), (op.stride_h, op.stride_w),
-                         (op.pad_top, op.pad_left, op.pad_bottom, op.pad_right))
-        elif isinstance(op, Activation) and op.fn == "relu":
-            y = F.relu(src)
-        elif isinstance(op, Binary) and op.fn == "add":
-            y = F.binary("add", src, out[op.inputs[1]].reshape(src.shape))
-        else:
-            raise ValueError(f"reference: op {op.name!r} ({type(op).__name__}): no functional "
-                             f"reference for it in the core's co-simulation")
-        out[op.name] = F.to_dtype(y, "int8").astype(np.int8).reshape(_shape(op))
-    return out
-
-
-def stored_outputs(program: Program) -> list[str]:
-    """The ops whose outputs the program stores: every op but the members of a fused group
-    other than its last."""
-    names, last_of = [], {}
-    for ls in program.layers:
-        if ls.fused is None:
-            names.append(ls.name)
-        else:
-            last_of[ls.fused] = ls.name
-    return names + list(last_of.values())
-
-
-@dataclass
-class Verification:
-    """:func:`verify`'s outcome: the run, the executor's starts and ends, and the mismatches
-    found (empty: bit-exact outputs and equal cycles)."""
-
-    core: CoreProgram
-    run: CoreRun
-    expected_start: np.ndarray
-    expected_end: np.ndarray
-    mismatches: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.mismatches
-
-
-def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, np.ndarray], *,
-           quant: dict | None = None, mutation: str | None = None,
-           max_cycles: int = 200_000) -> Verification:
-    """Lower, run on the core, compare outputs and cycles (module docstring). ``values``:
-    the graph's input and every matrix op's weights (``<op>.weights``, ``K x N`` int8);
-    ``quant``: each requantizing epilogue's ``(multiplier, shift, zero_point)`` by matrix op."""
-    from hw.executor import execute
-
-    core = lower(program, graph, chip, quant)
-    result = execute(core.program, chip, durations=durations(core))
-    want = reference(graph, values, chip, quant)
-    got = run(core, dram_image(core.program, graph, values), mutation=mutation,
-              max_cycles=max_cycles)
-    found = []
-    for name in stored_outputs(core.program):
-        value = tensor_of(got.memory, core.program, name, want[name].shape)
-        if not np.array_equal(value, want[name]):
-            k = int(np.flatnonzero(value.ravel() != want[name].ravel())[0])
-            found.append(f"{name}: element {k} is {int(value.ravel()[k])}, the models give "
-                         f"{int(want[name].ravel()[k])}")
-    t_start, t_end = result.trace.start, result.trace.finish
-    for i in np.flatnonzero((got.start != t_start) | (got.end != t_end))[:5]:
-        found.append(f"command {i}: the core ran it in cycles [{got.start[i]}, {got.end[i]}), "
-                     f"the executor predicts [{t_start[i]}, {t_end[i]})")
-    if got.conflict:
-        found.append("two engines used one scratchpad port in the same cycle")
-    return Verification(core, got, np.asarray(t_start), np.asarray(t_end), found)

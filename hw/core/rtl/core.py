@@ -30,28 +30,36 @@ cycle. Registers (32 bits, :data:`CSR`):
 0x09  TRACE_START  the selected command's start cycle
 0x0A  TRACE_END    its end cycle (the cycle its engine was free again)
 0x0C  QLEN0..3     commands in each engine's queue (0x0C + engine; read/write)
+0x10  CMD_SEL      write ``engine << 16 | index``: the queue entry CMD_COMMIT writes
+0x11  CMD_DATA     write: the next 32 bits of a command word, lowest first (a shift register)
+0x12  CMD_COMMIT   write: store the word shifted in into the selected entry
 ====  ===========  =====================================================================
+
+A program is loaded through CMD_SEL, CMD_DATA and CMD_COMMIT (``ceil(W / 32)`` data writes
+per word of W bits, :func:`command_writes`) and QLEN, or built into the queue memories'
+initial contents when the core is generated for one program.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.core.lower import CoreProgram
+from hw.core.isa import CoreProgram
 from hw.core.rtl.engines import (
     ArrayEngine, LoadDma, StoreDma, VectorEngine, mem_read_signature, mem_write_signature,
     word_layout,
 )
 from hw.program import Engine
 
-__all__ = ["Core", "CSR", "SEQUENCER_MUTATIONS", "csr_layout"]
+__all__ = ["Core", "CSR", "SEQUENCER_MUTATIONS", "csr_layout", "command_writes"]
 
 #: CSR addresses.
 CSR = {"CONTROL": 0x00, "STATUS": 0x01, "CYCLES": 0x02, "DONE": 0x04, "TRACE_SEL": 0x08,
-       "TRACE_START": 0x09, "TRACE_END": 0x0A, "QLEN": 0x0C}
+       "TRACE_START": 0x09, "TRACE_END": 0x0A, "QLEN": 0x0C, "CMD_SEL": 0x10, "CMD_DATA": 0x11,
+       "CMD_COMMIT": 0x12}
 _ENGINES = len(Engine)
 
 
@@ -60,16 +68,23 @@ def csr_layout() -> data.StructLayout:
 
 
 class Core(wiring.Component):
-    """One core for a lowered program (its queues are the command memories' contents).
-    ``mutation``: a broken vector lane (:data:`hw.vector.rtl.lane.MUTATIONS`) or sequencer
+    """One core. ``program``: a lowered program; with ``preload`` its queues are the command
+    memories' initial contents (else they start empty, to be loaded through the CSRs).
+    ``depth``: entries per queue (default: the program's longest queue). ``mutation``: a
+    broken vector lane (:data:`hw.vector.rtl.lane.MUTATIONS`) or sequencer
     (:data:`SEQUENCER_MUTATIONS`)."""
 
-    def __init__(self, program: CoreProgram, mutation: str | None = None):
+    def __init__(self, program: CoreProgram, mutation: str | None = None, *,
+                 preload: bool = True, depth: int | None = None):
         self.program = program
         self.geo = geo = program.geometry
         self.mutation = mutation
+        self.preload = preload
         self.row = max(geo.row_bytes)
-        self.depths = [max(1, len(q)) for q in program.queues]
+        need = max(1, *(len(q) for q in program.queues))
+        if depth is not None and depth < need:
+            raise ValueError(f"Core: depth = {depth}: the program needs {need} entries per queue")
+        self.depths = [depth or need] * len(program.queues)
         super().__init__({
             "csr": In(csr_layout()), "csr_rdata": Out(32),
             "mem_rd": Out(mem_read_signature(self.row)), "mem_rd_data": In(8 * self.row),
@@ -95,11 +110,20 @@ class Core(wiring.Component):
         cycle = Signal(32)
         done = [Signal(16, name=f"done{e}") for e in range(_ENGINES)]
         pc = [Signal(16, name=f"pc{e}") for e in range(_ENGINES)]
-        qlen = [Signal(16, name=f"qlen{e}", init=len(self.program.queues[e]))
+        qlen = [Signal(16, name=f"qlen{e}",
+                       init=len(self.program.queues[e]) if self.preload else 0)
                 for e in range(_ENGINES)]
+        width = word_layout().size
+        staging = Signal(32 * -(-width // 32))
+        cmd_e, cmd_i = Signal(2), Signal(16)
+        csr = self.csr
+        with m.If(csr.we & (csr.addr == CSR["CMD_DATA"])):
+            m.d.sync += staging.eq(Cat(staging[32:], csr.wdata))
+        with m.If(csr.we & (csr.addr == CSR["CMD_SEL"])):
+            m.d.sync += [cmd_e.eq(csr.wdata[16:18]), cmd_i.eq(csr.wdata[:16])]
+        commit = csr.we & (csr.addr == CSR["CMD_COMMIT"])
         started = [Signal(32, name=f"started{e}") for e in range(_ENGINES)]
         begin = Signal()
-        csr = self.csr
         m.d.comb += begin.eq(csr.we & (csr.addr == CSR["CONTROL"]) & csr.wdata[0])
         finished = Signal()         # every queue empty and every engine idle
         with m.If(run & ~finished):
@@ -111,8 +135,11 @@ class Core(wiring.Component):
         for e in range(_ENGINES):
             words = self.program.queues[e]
             qmem = Memory(shape=word_layout(), depth=self.depths[e],
-                          init=[_word_init(w) for w in words])
+                          init=[_word_init(w) for w in words] if self.preload else [])
             m.submodules[f"queue{e}"] = qmem
+            wq = qmem.write_port()
+            m.d.comb += [wq.en.eq(commit & (cmd_e == e)), wq.addr.eq(cmd_i),
+                         wq.data.eq(staging[:width])]
             port = qmem.read_port(domain="comb")
             m.d.comb += port.addr.eq(pc[e])
             word = port.data
@@ -217,6 +244,15 @@ class Core(wiring.Component):
 
 def _word_init(word: dict) -> dict:
     return dict(word)
+
+
+def command_writes(word: dict) -> list[int]:
+    """The CMD_DATA values that load ``word`` (lowest 32 bits first)."""
+    from amaranth.hdl import Const
+
+    layout = word_layout()
+    value = Const.cast(layout.const(word)).value
+    return [(value >> (32 * k)) & 0xFFFFFFFF for k in range(-(-layout.size // 32))]
 
 
 #: Deliberately broken sequencers the co-simulation must catch: ``name: what is wrong``.

@@ -33,7 +33,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.core.lower import FIELDS, SIGNED, VOP
+from hw.core.isa import FIELDS, SIGNED, VOP
 from hw.vector.rtl.lane import LATENCY, VectorLanes
 
 __all__ = ["word_layout", "read_layout", "write_layout", "mem_read_signature",

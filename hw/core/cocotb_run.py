@@ -6,6 +6,7 @@ Verilator 5.006; cocotb 1.9 needs Verilator 5.022+, cocotb 2 needs 5.036+).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -27,9 +28,7 @@ def available() -> str | None:
     """None when the flow can run here, else why not (one line)."""
     if shutil.which("verilator") is None:
         return "verilator is not on PATH (Debian: apt install verilator)"
-    try:
-        import cocotb  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("cocotb") is None:
         return "cocotb is not installed (pip install 'cocotb>=1.8,<1.9' for Verilator 5.006)"
     return None
 

@@ -127,6 +127,19 @@ class _BoxWalk:
             m.d.sync += self.off.eq(self.off + self.length)
 
 
+def _dma_front(m: Module, dma):
+    """What both DMA engines share: the cycles since the start (counting up to ``setup``,
+    1 in the cycle after the start) and the box walk."""
+    cyc = Signal(range(dma.setup + 1))
+    row_bits = Signal(4)
+    with m.If(dma.start):
+        m.d.sync += [dma.busy.eq(1), cyc.eq(1),
+                     row_bits.eq(_row_bits_of(dma.cmd.spad, dma.rows))]
+    with m.If(dma.busy & (cyc < dma.setup)):
+        m.d.sync += cyc.eq(cyc + 1)
+    return cyc, _BoxWalk(m, dma.cmd, dma.start, row_bits, dma.row)
+
+
 def _row_bits_of(spad, rows: tuple[int, int, int]):
     """log2 of the row bytes of scratchpad ``spad`` (a signal)."""
     bits = [r.bit_length() - 1 for r in rows]
@@ -151,15 +164,8 @@ class LoadDma(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cyc = Signal(range(self.setup + 1))
-        row_bits = Signal(4)
-        with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), cyc.eq(1), row_bits.eq(_row_bits_of(self.cmd.spad,
-                                                                               self.rows))]
-        walk = _BoxWalk(m, self.cmd, self.start, row_bits, self.row)
+        cyc, walk = _dma_front(m, self)
         moving = self.busy & (cyc == self.setup)
-        with m.If(self.busy & (cyc < self.setup)):
-            m.d.sync += cyc.eq(cyc + 1)
         m.d.comb += [self.mem_rd.valid.eq(moving), self.mem_rd.payload.addr.eq(walk.addr),
                      self.mem_rd.payload.bytes.eq(walk.length)]
         fire = moving & self.mem_rd.ready
@@ -189,14 +195,7 @@ class StoreDma(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cyc = Signal(range(self.setup + 1))
-        row_bits = Signal(4)
-        with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), cyc.eq(1), row_bits.eq(_row_bits_of(self.cmd.spad,
-                                                                               self.rows))]
-        walk = _BoxWalk(m, self.cmd, self.start, row_bits, self.row)
-        with m.If(self.busy & (cyc < self.setup)):
-            m.d.sync += cyc.eq(cyc + 1)
+        cyc, walk = _dma_front(m, self)
         # stage 1: the piece whose row was read last cycle, sent to memory
         s1 = Signal()
         s1_addr, s1_len, s1_row = Signal(32), Signal(_ROW_BITS + 1), Signal(_ROW_BITS)

@@ -207,6 +207,12 @@ def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, n
         raise ValueError(f"verify: sim = {sim!r}: must be 'amaranth' or 'verilator'")
     from hw.executor import execute
 
+    for op in graph.ops:
+        if isinstance(op, (Gemm, Conv2d)) and f"{op.name}.weights" not in values:
+            raise ValueError(f"verify: values has no {op.name!r}.weights: give every matrix "
+                             f"op's K x N int8 weights")
+    if "<input>" not in values:
+        raise ValueError("verify: values has no '<input>': give the graph's input")
     core = lower(program, graph, chip, quant)
     result = execute(core.program, chip, durations=durations(core))
     want = reference(graph, values, chip, quant)

@@ -22,14 +22,14 @@ def core_design(lanes: int = 8, kib: float = 4.0, depth: int = 64):
     return chip, Core(empty_program(chip), preload=False, depth=depth)
 
 
-def core_rtlil(lanes: int = 8, kib: float = 4.0) -> tuple[str, str]:
+def core_rtlil(lanes: int = 8, kib: float = 4.0, depth: int = 64) -> tuple[str, str]:
     from amaranth.back import rtlil
 
     name = f"npulab_core_{lanes}x{lanes}"
-    return name, rtlil.convert(core_design(lanes, kib)[1], name=name)
+    return name, rtlil.convert(core_design(lanes, kib, depth)[1], name=name)
 
 
-def core_verilog(lanes: int = 8, kib: float = 4.0, core=None) -> str:
+def core_verilog(lanes: int = 8, kib: float = 4.0, core=None, depth: int = 64) -> str:
     """Deterministic Verilog of the core (as :func:`hw.systolic.rtl.synth.verilog_text`): of
     :func:`core_design`'s, or of ``core`` (a :class:`~hw.core.rtl.core.Core`). The top module
     is ``npulab_core_<lanes>x<lanes>``; its ports are the Core's, flattened with ``__``
@@ -42,7 +42,7 @@ def core_verilog(lanes: int = 8, kib: float = 4.0, core=None) -> str:
     from hw.systolic.rtl.synth import _STRIP, _run_yosys
 
     if core is None:
-        name, text = core_rtlil(lanes, kib)
+        name, text = core_rtlil(lanes, kib, depth)
     else:
         lanes = core.geo.lanes
         name = f"npulab_core_{lanes}x{lanes}"

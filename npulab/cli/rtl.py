@@ -128,6 +128,20 @@ def add_parser(subparsers) -> None:
                    help="use a deliberately broken PE (see npulab rtl verify --help)")
     w.add_argument("-o", "--out", metavar="DIR", required=True,
                    help="folder for <dataflow>_<R>x<C>_<precision>_m<M>_k<K>_n<N>.vcd and .gtkw")
+    c = sub.add_parser("core", formatter_class=fmt,
+                       help="write the complete core's Verilog and its cocotb testbench",
+                       description="Write the Verilog of the complete RTL core (docs/core.md: "
+                                   "sequencer, scratchpads, DMA, a LANES x LANES WS int8 array, "
+                                   "LANES vector lanes, CSRs; programs load through the CSRs) and "
+                                   "the cocotb test module that drives it.",
+                       epilog="example:\n  npulab rtl core --lanes 8 --kib 4 -o core/")
+    c.add_argument("--lanes", type=int, default=8, choices=[4, 8, 16],
+                   help="array rows = columns = vector lanes (default 8)")
+    c.add_argument("--kib", type=float, default=4.0,
+                   help="KiB per scratchpad, 0.25..64 (default 4)")
+    c.add_argument("--depth", type=int, default=64, help="commands per queue, 1..4096 (default 64)")
+    c.add_argument("-o", "--out", metavar="DIR", required=True,
+                   help="folder for npulab_core_<L>x<L>.v and cocotb_core.py")
     rtl.set_defaults(rtl_parser=rtl)
 
 
@@ -178,6 +192,8 @@ def _main(args) -> int:
     if cmd == "verify" and args.cases < 1:
         raise ConfigError(f"npulab rtl verify: --cases = {args.cases}: must be at least 1")
     from hw.files import check_output_dir, check_output_file
+    if cmd == "core":
+        return _core(args, check_output_dir)
     if cmd == "verilog" and args.output:
         check_output_file(args.output, "Verilog file", flag="--output")
     if cmd == "wave":
@@ -217,6 +233,28 @@ def _main(args) -> int:
                  mutation=args.mutate, vcd_dir=args.vcd, progress=_progress())
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _core(args, check_output_dir) -> int:
+    import importlib.util
+    import shutil
+
+    from hw.core.synth import core_verilog
+    if not 0.25 <= args.kib <= 64 or (args.kib * 1024) % (8 * args.lanes):
+        raise ConfigError(f"npulab rtl core: --kib = {args.kib:g}: must be in 0.25..64, a whole "
+                          f"number of two halves of {4 * args.lanes}-byte ofmap rows")
+    if not 1 <= args.depth <= 4096:
+        raise ConfigError(f"npulab rtl core: --depth = {args.depth}: must be in 1..4096")
+    check_output_dir(args.out, "output folder", flag="--out")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"npulab_core_{args.lanes}x{args.lanes}.v"
+    text = core_verilog(args.lanes, args.kib, depth=args.depth)
+    (out / name).write_text(text)
+    shutil.copy(importlib.util.find_spec("hw.core.cocotb_core").origin, out / "cocotb_core.py")
+    print(f"wrote {out / name} ({len(text.splitlines())} lines) and {out / 'cocotb_core.py'}",
+          file=sys.stderr)
+    return 0
 
 
 def _wave(args, cfg: ArrayConfig) -> int:

@@ -129,3 +129,12 @@ def test_fp16_is_rejected_by_argparse(capsys):
     with pytest.raises(SystemExit):
         main(["rtl", "verilog", "--precision", "fp16"])
     assert "invalid choice: 'fp16'" in capsys.readouterr().err
+
+
+def test_core_writes_the_verilog_and_the_cocotb_bench(tmp_path, capsys):
+    assert main(["rtl", "core", "--lanes", "4", "--kib", "1", "-o", str(tmp_path)]) == 0
+    text = (tmp_path / "npulab_core_4x4.v").read_text()
+    assert "module npulab_core_4x4(" in text and "mem_rd__payload" in text
+    assert "async def run_program(dut)" in (tmp_path / "cocotb_core.py").read_text()
+    assert main(["rtl", "core", "--kib", "100", "-o", str(tmp_path)]) == 2
+    assert "--kib = 100: must be in 0.25..64" in capsys.readouterr().err

@@ -253,3 +253,14 @@ def test_a_program_loaded_through_the_csrs_runs_the_same(chip):
     loaded = core_sim.run(core, image, load="csr")
     assert np.array_equal(built_in.memory, loaded.memory)
     assert np.array_equal(built_in.start, loaded.start) and built_in.cycles == loaded.cycles
+
+
+def test_missing_values_are_one_line_errors(big_chip):
+    graph = Graph("g", (Gemm(name="g", m=8, n=8, k=8),
+                        Cast(name="q", elements=64, dst="int8", src="int32", inputs=("g",))))
+    program = compile_graph(graph, big_chip, _CORE)
+    x = np.zeros((8, 8), np.int8)
+    with pytest.raises(ValueError, match="no 'g'.weights"):
+        cosim.verify(program, graph, big_chip, {"<input>": x})
+    with pytest.raises(ValueError, match="no '<input>'"):
+        cosim.verify(program, graph, big_chip, {"g.weights": x})

@@ -74,6 +74,7 @@ FIELD_UNITS: dict[tuple[str, str], str] = {
     ("ChipConfig", "launch_overhead_by_op"): "µs per op, by op kind",
     ("ChipConfig", "cores"): "cores",
     ("CompileOptions", "stages"): "pipeline stages",
+    ("CompileOptions", "fusion"): "true, false, or fusion patterns",
     ("CompileOptions", "act_zeros"): "fraction of activations (0..1), or PATTERN=RATIO,...",
     ("CompileOptions", "weight_format"): "FORMAT or FORMAT:DENSITY (fraction nonzero)",
     ("DramConfig", "model"): "-",

@@ -97,7 +97,7 @@ class Core(wiring.Component):
         geo = self.geo
         lane_mutation = None if self.mutation in SEQUENCER_MUTATIONS else self.mutation
         if self.formal:
-            from hw.core.formal import AbstractEngine
+            from hw.core.rtl.abstract import AbstractEngine
             made = [AbstractEngine(self.row, self.formal, kind) for kind in
                     ("load", "store", "vector", "array")]
         else:
@@ -160,7 +160,7 @@ class Core(wiring.Component):
             eng = engines.get(Engine(e))
             waits = [word[f"wait{j}"] for j in range(_ENGINES)]
             if self.formal:     # property: a command starts only once its dependencies are done
-                from hw.core.formal import dependencies_done
+                from hw.core.rtl.abstract import dependencies_done
                 dependencies_done(m, eng.start, done, list(waits))
             if self.mutation == "start-early" and e == Engine.STORE:
                 waits[Engine.VECTOR] = waits[Engine.VECTOR] - 1
@@ -184,8 +184,8 @@ class Core(wiring.Component):
         with m.If(finished):
             m.d.sync += [run.eq(0), done_flag.eq(1)]
         if self.formal:
-            from hw.core.formal import environment
-            environment(m, self, engines, run, done_flag)
+            from hw.core.rtl.abstract import environment
+            environment(m, self, engines, run, done_flag, CSR["CONTROL"])
 
         # --- scratchpads: two halves each, one read and one write port per half
         reads = [(store.rd, store.rdata), (vector.rd, vector.rdata), (vector.rd_b, vector.b_data),

@@ -34,7 +34,7 @@ from compiler.backends.systolic_vector import vector_plan
 from compiler.ir import Activation, Binary, Cast, Graph, Pool
 from hw.chip import ChipConfig
 from hw.core.isa import (
-    DEFAULT_QUANT, VOP, CoreError, CoreGeometry, CoreProgram, FIELDS, Op, check_word, geometry,
+    DEFAULT_QUANT, MAX_POOL_WINDOW, VOP, CoreError, CoreGeometry, CoreProgram, FIELDS, Op, check_word, geometry,
 )
 from hw.program import Engine, Kind, Operand, Program
 
@@ -233,18 +233,23 @@ def _vector(op, where: str, cols, i: int, base: dict, geo: CoreGeometry, chip: C
         if plan is None:
             plan = plans[id(op)] = (vector_plan(op, chip), {"tile": 0})
         p, state = plan
-        cn = p.pool_channels
-        if cn % lanes:
-            _fail(f"{where}: {cn} channels per tile: the RTL core pools whole beats of "
-                  f"vector.lanes = {lanes} channels")
-        # the tile: the same walk as compiler.backends.systolic_vector._tiles
+        if op.kernel_h * op.kernel_w > MAX_POOL_WINDOW:
+            _fail(f"{where}: a {op.kernel_h}x{op.kernel_w} window: the RTL core's lanes pool "
+                  f"windows of at most {MAX_POOL_WINDOW} elements")
+        # the tile: the same walk as compiler.backends.systolic_vector._tiles (images, then
+        # channel tiles, then output row tiles; the last channel tile may be narrower)
         t = state["tile"]
         state["tile"] += 1
-        per_image = -(-op.channels // cn) * -(-op.out_h // p.tile_rows)
-        r0 = (t % per_image) % -(-op.out_h // p.tile_rows) * p.tile_rows
+        row_tiles = -(-op.out_h // p.tile_rows)
+        c_index, r_index = divmod(t % (-(-op.channels // p.pool_channels) * row_tiles), row_tiles)
+        cn = min(p.pool_channels, op.channels - c_index * p.pool_channels)
+        if cn % lanes:
+            _fail(f"{where}: {cn} channels in this tile: the RTL core pools whole beats of "
+                  f"vector.lanes = {lanes} channels")
+        r0 = r_index * p.tile_rows
         top = max(0, r0 * op.stride_h - op.pad_top)
-        if rows != min(p.tile_rows, op.out_h - r0):
-            _fail(f"{where}: its {rows} output rows are not the pool's tile {t}")
+        if rows != min(p.tile_rows, op.out_h - r0) or cols_ != op.out_w * cn:
+            _fail(f"{where}: its {rows} x {cols_} outputs are not the pool's tile {t}")
         return _word(op=Op.VECTOR, vop=VOP["maxpool" if op.kind == "max" else "avgpool"],
                      in_h=op.in_h, in_w=op.in_w, top=top, r0=r0, rows=rows, out_w=op.out_w,
                      kh=op.kernel_h, kw=op.kernel_w, sh=op.stride_h, sw=op.stride_w,

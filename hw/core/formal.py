@@ -4,8 +4,10 @@
 The core is elaborated with its engines replaced by
 :class:`~hw.core.rtl.abstract.AbstractEngine`: an engine that
 takes a command and finishes it any number of cycles later, from 1 to ``latency`` (the solver
-picks, every time). So the check covers every timing the real engines, the memory and its
-latency could produce, for one lowered program (the queues' contents). Properties, checked by
+picks, every time). So the check covers every interleaving of commands whose durations lie in
+that range, for one lowered program (the queues' contents). Real commands take longer (a DMA
+at least ``setup + 1`` cycles, a vector command at least 6); orders that only longer commands
+produce are outside a check of small ``latency`` (raise it, at the cost of depth and time). Properties, checked by
 bounded model checking from reset over ``depth`` cycles:
 
 1. **Dependencies:** when an engine starts a command, every engine has finished at least the

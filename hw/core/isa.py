@@ -14,7 +14,8 @@ from hw.program import Engine, Program
 from hw.systolic.config import Precision
 
 __all__ = ["CoreError", "CoreGeometry", "CoreProgram", "FIELDS", "SIGNED", "SPADS",
-           "Op", "VOP", "core_chip", "geometry", "empty_program", "check_word", "DEFAULT_QUANT"]
+           "Op", "VOP", "core_chip", "geometry", "empty_program", "check_word", "DEFAULT_QUANT",
+           "MAX_POOL_WINDOW"]
 
 
 class CoreError(ValueError):
@@ -145,6 +146,10 @@ def check_word(word: dict, where: str) -> None:
         if not lo <= value <= hi:
             _fail(f"{where}: field {key} = {value}: must fit {bits} bits ({lo}..{hi})")
 
+
+#: Most elements one pooling window may have: the vector lanes' reciprocal table and window
+#: counter (:data:`hw.vector.rtl.lane.MAX_WINDOW`; a test holds the two equal).
+MAX_POOL_WINDOW = 256
 
 #: The default requantization of an epilogue: a scale of 1/2 (``multiplier = 2**30``).
 DEFAULT_QUANT = (1 << 30, 0, 0)

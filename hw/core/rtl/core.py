@@ -2,7 +2,7 @@
 
 Block diagram (in words)
 ------------------------
-Four command queues (one memory per engine, the words of :mod:`hw.core.lower`) feed four
+Four command queues (one memory per engine, the words of :mod:`hw.core.isa`) feed four
 engines: the load DMA, the array, the store DMA and the vector engine (:mod:`.engines`). An engine takes the word at its queue's head when it is
 idle and, for every engine e, ``done[e] >= wait_e``: the word's dependencies are counts of
 commands done per engine, compared in the cycle the engine is free, so a command starts in the
@@ -22,7 +22,7 @@ address, a write strobe and data, and the read data of the addressed register in
 cycle. Registers (32 bits, :data:`CSR`):
 
 ====  ===========  =====================================================================
-0x00  CONTROL      write 1: start the program (clears the counters, traces and flags)
+0x00  CONTROL      write 1: start the program (clears the counters, queue pointers and flags)
 0x01  STATUS       bit 0 running, bit 1 done, bit 2 conflict
 0x02  CYCLES       cycles since the start; when done, the cycle the last command ended
 0x04  DONE0..3     commands each engine has finished (0x04 + engine)

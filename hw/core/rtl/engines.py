@@ -43,7 +43,7 @@ _ROW_BITS = 16
 
 
 def word_layout() -> data.StructLayout:
-    """A command word (:data:`hw.core.lower.FIELDS`)."""
+    """A command word (:data:`hw.core.isa.FIELDS`)."""
     return data.StructLayout({k: signed(b) if k in SIGNED else unsigned(b)
                               for k, b in FIELDS.items()})
 

@@ -136,7 +136,7 @@ def test_what_the_core_cannot_run_is_a_one_line_error(chip):
     with pytest.raises(CoreError, match="dram.ideal = False: the RTL core needs true"):
         lower(compile_graph(pool, ddr), pool, ddr)
     narrow = _pool_graph("max", channels=4)
-    with pytest.raises(CoreError, match="4 channels per tile: the RTL core pools whole beats"):
+    with pytest.raises(CoreError, match="4 channels in this tile: the RTL core pools whole beats"):
         lower(compile_graph(narrow, chip), narrow, chip)
 
 
@@ -264,3 +264,23 @@ def test_missing_values_are_one_line_errors(big_chip):
         cosim.verify(program, graph, big_chip, {"<input>": x})
     with pytest.raises(ValueError, match="no '<input>'"):
         cosim.verify(program, graph, big_chip, {"g.weights": x})
+
+
+def test_a_narrower_last_channel_tile_and_too_large_windows(big_chip):
+    """80 channels in tiles of 64 leave a last tile of 16: its beats and places use its own
+    channel count. A window larger than the lanes' table is refused."""
+    from hw.core.isa import MAX_POOL_WINDOW
+    from hw.vector.rtl.lane import MAX_WINDOW
+
+    assert MAX_POOL_WINDOW == MAX_WINDOW
+    chip = core_chip()
+    graph = Graph("wide", (Pool(name="p", kind="max", in_h=4, in_w=4, channels=80,
+                                kernel_h=2, kernel_w=2, stride_h=2, stride_w=2),))
+    program = compile_graph(graph, chip)
+    v = cosim.verify(program, graph, chip, _values(graph, 9))
+    assert v.ok, v.mismatches
+    assert sorted({w["blocks"] for w in v.core.queues[Engine.VECTOR]}) == [2, 8]
+    big = Graph("big", (Pool(name="p", kind="avg", in_h=17, in_w=17, channels=8,
+                             kernel_h=17, kernel_w=17),))
+    with pytest.raises(CoreError, match="17x17 window: .* at most 256 elements"):
+        lower(compile_graph(big, big_chip), big, big_chip)

@@ -340,6 +340,35 @@ class VectorEngine(wiring.Component):
         return m
 
 
+class _FoldCursor:
+    """A walk over an array command's folds in the register model's order (row folds
+    innermost, :func:`hw.systolic.mapping.fold_geometry`): the fold's first row and column,
+    the rows and columns it uses, and ``advance`` to the next (``done`` after the last)."""
+
+    def __init__(self, m: Module, cmd, rows: int, cols: int, row_folds, col_folds, name: str):
+        self.rf, self.cf = Signal(12, name=f"{name}_rf"), Signal(12, name=f"{name}_cf")
+        self.done = Signal(name=f"{name}_done")
+        self.row_folds, self.col_folds = row_folds, col_folds
+        self.r0, self.c0 = self.rf * rows, self.cf * cols
+        self.ru = Mux(cmd.k - self.r0 < rows, cmd.k - self.r0, rows)
+        self.cu = Mux(cmd.n - self.c0 < cols, cmd.n - self.c0, cols)
+        self.last_row_fold = self.rf + 1 == row_folds
+        self.last = self.last_row_fold & (self.cf + 1 == col_folds)
+
+    def reset(self) -> list:
+        return [self.rf.eq(0), self.cf.eq(0), self.done.eq(0)]
+
+    def advance(self, m: Module) -> None:
+        with m.If(self.last_row_fold):
+            m.d.sync += self.rf.eq(0)
+            with m.If(self.cf + 1 == self.col_folds):
+                m.d.sync += self.done.eq(1)
+            with m.Else():
+                m.d.sync += self.cf.eq(self.cf + 1)
+        with m.Else():
+            m.d.sync += self.rf.eq(self.rf + 1)
+
+
 class ArrayEngine(wiring.Component):
     """The array engine: the weight-stationary :class:`~hw.systolic.rtl.array.SystolicArray`
     (with output de-skew) and the controller that feeds it from the scratchpads and writes
@@ -378,12 +407,12 @@ class ArrayEngine(wiring.Component):
         col_folds = Signal(12)
         m.d.comb += [row_folds.eq((cmd.k + R - 1) // R), col_folds.eq((cmd.n + C - 1) // C)]
 
-        # --- weight port: fold cursor (row fold innermost), the row it writes
-        l_rf, l_cf, l_done = Signal(12), Signal(12), Signal()
+        # --- weight port: fold cursor, the row it writes
+        port = _FoldCursor(m, cmd, R, C, row_folds, col_folds, "port")
         l_row = Signal(range(R + 1), init=R)        # R: idle
         row0_loaded = Signal(16)
         # --- feeder: fold cursor, step
-        f_rf, f_cf, f_done = Signal(12), Signal(12), Signal()
+        feed = _FoldCursor(m, cmd, R, C, row_folds, col_folds, "feed")
         streaming, step = Signal(), Signal(16)
         feed_fold = Signal(16)
         # firsts presented, and how many have reached PE (0, C-1)
@@ -397,72 +426,51 @@ class ArrayEngine(wiring.Component):
             for a, b in zip(hist, hist[1:]):
                 m.d.sync += b.eq(a)
         with m.If(self.start):
-            m.d.sync += [l_rf.eq(0), l_cf.eq(0), l_done.eq(0), l_row.eq(R), row0_loaded.eq(0),
-                         f_rf.eq(0), f_cf.eq(0), f_done.eq(0), streaming.eq(0), step.eq(0),
-                         feed_fold.eq(0), reached_reg.eq(0)]
+            m.d.sync += port.reset() + feed.reset() + [
+                l_row.eq(R), row0_loaded.eq(0), streaming.eq(0), step.eq(0), feed_fold.eq(0),
+                reached_reg.eq(0)]
             m.d.sync += [h.eq(0) for h in hist]
 
         # feeder decision for this (read) cycle
-        begin_feed = active & ~streaming & ~f_done & (row0_loaded > feed_fold)
+        begin_feed = active & ~streaming & ~feed.done & (row0_loaded > feed_fold)
         feeding = begin_feed | (active & streaming)
         cur_step = Mux(begin_feed, 0, step)
         m.d.comb += first_now.eq(feeding & (cur_step == 0))
-        f_r0 = f_rf * R
-        f_ru = Mux(cmd.k - f_r0 < R, cmd.k - f_r0, R)
-        f_c0 = f_cf * C
-        f_cu = Mux(cmd.n - f_c0 < C, cmd.n - f_c0, C)
         with m.If(feeding):
             last_step = cur_step + 1 == cmd.m
             m.d.sync += [streaming.eq(~last_step), step.eq(Mux(last_step, 0, cur_step + 1))]
             with m.If(last_step):
                 m.d.sync += feed_fold.eq(feed_fold + 1)
-                with m.If(f_rf + 1 == row_folds):
-                    m.d.sync += f_rf.eq(0)
-                    with m.If(f_cf + 1 == col_folds):
-                        m.d.sync += f_done.eq(1)
-                    with m.Else():
-                        m.d.sync += f_cf.eq(f_cf + 1)
-                with m.Else():
-                    m.d.sync += f_rf.eq(f_rf + 1)
+                feed.advance(m)
         ifmap_row = self.rows[0].bit_length() - 1
         m.d.comb += [self.rd.en.eq(feeding), self.rd.spad.eq(0), self.rd.half.eq(cmd.a_half),
-                     self.rd.row.eq((cur_step * cmd.k + f_r0) >> ifmap_row)]
+                     self.rd.row.eq((cur_step * cmd.k + feed.r0) >> ifmap_row)]
 
         # weight port decision
         port_idle = l_row == R
-        begin_port = active & port_idle & ~l_done & ((row0_loaded == 0) | (reached >= row0_loaded))
+        begin_port = (active & port_idle & ~port.done
+                      & ((row0_loaded == 0) | (reached >= row0_loaded)))
         writing = begin_port | (active & ~port_idle)
         cur_row = Mux(begin_port, 0, l_row)
-        l_r0 = l_rf * R
-        l_ru = Mux(cmd.k - l_r0 < R, cmd.k - l_r0, R)
-        l_c0 = l_cf * C
-        l_cu = Mux(cmd.n - l_c0 < C, cmd.n - l_c0, C)
         with m.If(writing):
             with m.If(cur_row == 0):
                 m.d.sync += row0_loaded.eq(row0_loaded + 1)
             with m.If(cur_row + 1 == R):
                 m.d.sync += l_row.eq(R)
-                with m.If(l_rf + 1 == row_folds):
-                    m.d.sync += l_rf.eq(0)
-                    with m.If(l_cf + 1 == col_folds):
-                        m.d.sync += l_done.eq(1)
-                    with m.Else():
-                        m.d.sync += l_cf.eq(l_cf + 1)
-                with m.Else():
-                    m.d.sync += l_rf.eq(l_rf + 1)
+                port.advance(m)
             with m.Else():
                 m.d.sync += l_row.eq(cur_row + 1)
         filter_row = self.rows[1].bit_length() - 1
-        m.d.comb += [self.rd_b.en.eq(writing & (cur_row < l_ru)), self.rd_b.spad.eq(1),
+        m.d.comb += [self.rd_b.en.eq(writing & (cur_row < port.ru)), self.rd_b.spad.eq(1),
                      self.rd_b.half.eq(cmd.b_half),
-                     self.rd_b.row.eq(((l_r0 + cur_row) * cmd.n + l_c0) >> filter_row)]
+                     self.rd_b.row.eq(((port.r0 + cur_row) * cmd.n + port.c0) >> filter_row)]
 
         # --- presentation: the control bits registered with the read, meeting its data
         p_x, p_w = Signal(), Signal()
         p_first, p_ru = Signal(), Signal(range(R + 1))
         p_wrow, p_wru, p_wcu = Signal(range(R + 1)), Signal(range(R + 1)), Signal(range(C + 1))
-        m.d.sync += [p_x.eq(feeding), p_first.eq(first_now), p_ru.eq(f_ru),
-                     p_w.eq(writing), p_wrow.eq(cur_row), p_wru.eq(l_ru), p_wcu.eq(l_cu)]
+        m.d.sync += [p_x.eq(feeding), p_first.eq(first_now), p_ru.eq(feed.ru),
+                     p_w.eq(writing), p_wrow.eq(cur_row), p_wru.eq(port.ru), p_wcu.eq(port.cu)]
         for i in range(R):
             m.d.comb += [arr.x_in[i].value.eq(self.rdata.word_select(i, 8).as_signed()),
                          arr.x_in[i].valid.eq(p_x & (i < p_ru)),
@@ -475,11 +483,10 @@ class ArrayEngine(wiring.Component):
         # --- outputs: the row's place rides a delay line of R + C - 1 cycles from the read
         out_row = self.rows[2].bit_length() - 1
         place = Signal(_ROW_BITS)
-        m.d.comb += place.eq(((cur_step * cmd.n + f_c0) << 2) >> out_row)
-        accumulate = (f_rf > 0) | cmd.acc
-        is_last = (feeding & (cur_step + 1 == cmd.m) & (f_rf + 1 == row_folds)
-                   & (f_cf + 1 == col_folds))
-        stages = [(feeding, place, accumulate, f_cu, is_last)]
+        m.d.comb += place.eq(((cur_step * cmd.n + feed.c0) << 2) >> out_row)
+        accumulate = (feed.rf > 0) | cmd.acc
+        is_last = feeding & (cur_step + 1 == cmd.m) & feed.last
+        stages = [(feeding, place, accumulate, feed.cu, is_last)]
         for s in range(1 + R + C - 1):
             v, pl, ac, cu, fin = (Signal(name=f"o{s}_v"), Signal(_ROW_BITS, name=f"o{s}_row"),
                                   Signal(name=f"o{s}_acc"), Signal(range(C + 1), name=f"o{s}_cu"),

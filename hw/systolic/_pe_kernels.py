@@ -1,7 +1,9 @@
 """What every PE of the register-level model does in one cycle (:mod:`hw.systolic.regmodel`):
-its operand product, the register shifts between PEs, and the multiply-accumulate of each kind
-of PE (dense, N:M sparse with an index mux, dual-MAC int4), as Numba functions the dataflow
-kernels call once per cycle on whole register banks.
+its operand product, the register shifts between PEs, and the multiply-accumulate of the PEs
+with more than one operand per register (N:M sparse with an index mux, dual-MAC int4), as
+Numba functions the dataflow kernels call once per cycle on whole register banks. The dense
+PEs' shifts and multiply-accumulates are written out in the kernels themselves: there a call
+passing a dozen arrays (Numba counts references to each) cost more than the work.
 
 Register banks are stored flat, PE (i, j) at index i * cols + j, and double-buffered:
 bank[t & 1] holds what was loaded at the end of cycle t - 1, bank[(t & 1) ^ 1] receives the
@@ -55,37 +57,6 @@ def _shift_bank(bank, cur, nxt, distance):
 
 
 @njit(cache=True, inline="always")
-def _os_macs(a, a_flags, b, b_valid, nxt, acc, res, drain_loaded, acc_bits, saturating):
-    """All OS PEs multiply this cycle's operands; returns (busy PEs, hazards)."""
-    busy = 0
-    hazards = 0
-    if saturating:
-        for p in range(acc.shape[0]):
-            fl = a_flags[nxt, p]
-            on = fl & b_valid[nxt, p] & VALID
-            prod = _product(a[nxt, p], b[nxt, p])  # exact: see _product
-            total = prod if fl & FIRST else accumulate(acc[p], prod, acc_bits, True)
-            acc[p] = total if on else acc[p]
-            done = on & (fl >> 2)
-            res[p] = total if done else res[p]
-            busy += on
-            hazards += done & drain_loaded[p]
-    else:
-        # Wrapping (or fp32) accumulation: plain adds; see hw.numerics.observe.
-        for p in range(acc.shape[0]):
-            fl = a_flags[nxt, p]
-            on = fl & b_valid[nxt, p] & VALID
-            prod = _product(a[nxt, p], b[nxt, p])
-            total = prod if fl & FIRST else acc[p] + prod
-            acc[p] = total if on else acc[p]
-            done = on & (fl >> 2)
-            res[p] = total if done else res[p]
-            busy += on
-            hazards += done & drain_loaded[p]
-    return busy, hazards
-
-
-@njit(cache=True, inline="always")
 def _dot(x, xi, w, wi, lanes):
     """Sum of ``lanes`` products ``x[xi + e] * w[wi + e]`` (a dual-MAC PE adds both)."""
     s = _product(x[xi], w[wi])
@@ -97,7 +68,8 @@ def _dot(x, xi, w, wi, lanes):
 @njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
 def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res, drain_loaded,
                      acc_bits, saturating):
-    """:func:`_os_macs` for PEs whose ``a`` holds ``group`` operands: N:M sparse (``lanes``
+    """The OS PEs' multiply-accumulate (the dense one is in ``regmodel._os_kernel``; returns
+    busy PEs and hazards) for PEs whose ``a`` holds ``group`` operands: N:M sparse (``lanes``
     1: the weight's index picks the activation it multiplies, the index mux) or dual-MAC
     (``lanes`` = ``group``: ``b`` holds as many of the same k and the PE adds all products)."""
     busy = 0
@@ -123,40 +95,11 @@ def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res,
     return busy, hazards
 
 
-@njit(cache=True, inline="always")
-def _stationary_macs(x, x_flags, nxt, cur, shadow, shadow_valid, active, active_valid, psum,
-                     acc_bits, saturating):
-    """All WS/IS PEs: `first` copies shadow -> active; psum of row i+1 = psum of row i + x*w."""
-    n_pe = x_flags.shape[1]  # not x.shape[1]: a sparse x holds a group per PE
-    cols_offset = psum.shape[1] - n_pe  # psum has one extra (zero) row on top
-    # The copy happens on one diagonal per tile: a separate, rarely-taken pass keeps the MAC
-    # loop below down to one stored array, which LLVM vectorizes.
-    for p in range(n_pe):
-        if x_flags[nxt, p] & FIRST:
-            active[p] = shadow[p]
-            active_valid[p] = shadow_valid[p]
-    busy = 0
-    if saturating:
-        for p in range(n_pe):
-            on = x_flags[nxt, p] & active_valid[p] & VALID
-            pin = psum[cur, p]
-            total = accumulate(pin, _product(x[nxt, p], active[p]), acc_bits, True)
-            psum[nxt, p + cols_offset] = total if on else pin
-            busy += on
-    else:
-        for p in range(n_pe):
-            on = x_flags[nxt, p] & active_valid[p] & VALID
-            pin = psum[cur, p]
-            total = pin + _product(x[nxt, p], active[p])
-            psum[nxt, p + cols_offset] = total if on else pin
-            busy += on
-    return busy
-
-
 @njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
 def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx, shadow_valid,
                             active, active_idx, active_valid, gs, psum, acc_bits, saturating):
-    """:func:`_stationary_macs` for N:M sparse PEs. One side holds a group of activations
+    """The WS/IS PEs' cycle (``first`` copies shadow -> active; psum of row i+1 = psum of row
+    i + x*w; the dense one is in ``regmodel._stationary_kernel``) for N:M sparse PEs. One side holds a group of activations
     (``gx`` streamed per PE in WS, ``gs`` stationary in IS; the other width is 1) and the other
     side's weight index picks the one each PE multiplies (the index mux). With ``gx == gs > 1``
     the PEs do that many MACs per cycle on consecutive k (int4 dual-MAC) and add them."""

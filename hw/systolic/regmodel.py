@@ -113,8 +113,7 @@ from hw._jitcache import njit
 from hw.numerics import FLOAT_FORMATS, accumulate, observe, round_to_format
 from hw.sparsity import channel_n, compress_nm, row_tiles
 from hw.systolic._pe_kernels import (
-    FIRST, LAST, VALID, _os_macs, _os_macs_grouped, _shift, _shift_bank, _stationary_macs,
-    _stationary_macs_sparse,
+    FIRST, LAST, VALID, _os_macs_grouped, _product, _shift, _shift_bank, _stationary_macs_sparse,
 )
 from hw.systolic.config import ArrayConfig, ConfigError, Dataflow, Overflow, Precision
 from hw.systolic.geometry import GemmDim, geometry
@@ -125,6 +124,8 @@ from hw.systolic.mapping import (
 from hw.systolic.snapshots import (
     O_OUT, O_OUT_VALID, _os_snapshot, _snapshot_fields, _stationary_snapshot, snapshot_layout,
 )
+
+_NO_OFFSETS = np.zeros(0, np.int64)  # snapshot offsets of a run without snapshots
 
 __all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycles_bound",
            "snapshot_layout"]
@@ -228,17 +229,23 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             if step == k_dim:
                 streaming = False
                 fold += 1
-        else:
-            ring_a[sa, :] = 0
-            ring_flags[sa, :] = 0
-            ring_b[sb, :] = 0
-            ring_b_idx[sb, :] = 0
-            ring_b_valid[sb, :] = 0
+        else:  # (loops, not slices: a slice is an array object, refcounted, every cycle)
+            for i in range(ring_a.shape[1]):
+                ring_a[sa, i] = 0
+            for i in range(rows):
+                ring_flags[sa, i] = 0
+            for j in range(ring_b.shape[1]):
+                ring_b[sb, j] = 0
+            for j in range(ring_b_idx.shape[1]):
+                ring_b_idx[sb, j] = 0
+            for j in range(cols):
+                ring_b_valid[sb, j] = 0
 
         # 2. Drain: bottom register of each draining column to the output SRAM, then shift
         #    (during shift s only rows >= s load from above).
         if draining > 0:
-            drain_loaded[:] = 0
+            for p in range(n_pe):
+                drain_loaded[p] = 0
             for j in range(cols):
                 if drain_left[j] == 0:
                     continue
@@ -249,9 +256,10 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                 r = rows - s
                 ok = r < drain_geom[j, 2] and j < drain_geom[j, 3]
                 value = observe(res[(rows - 1) * cols + j], acc_bits)
-                if t < snap.shape[0]:
-                    snap[t, off[O_OUT] + j] = np.int64(value)
-                    snap[t, off[O_OUT_VALID] + j] = 1
+                if snap is not None:
+                    if t < snap.shape[0]:
+                        snap[t, off[O_OUT] + j] = np.int64(value)
+                        snap[t, off[O_OUT_VALID] + j] = 1
                 if ok:
                     out[inst, r0 + r, c0 + j] = value
                     writes += 1
@@ -276,9 +284,14 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             _shift_bank(b_valid, cur, nxt, cols)
             if sparse:
                 _shift_bank(b_idx, cur, nxt, cols)
-        else:
-            _shift(a_reg, a_flags, cur, nxt, 1)
-            _shift(b_reg, b_valid, cur, nxt, cols)
+        else:  # _shift(a_reg, a_flags, cur, nxt, 1), _shift(b_reg, b_valid, cur, nxt, cols)
+            # (indices written as p + d, with p from 0: LLVM then vectorizes the copies)
+            for p in range(n_pe - 1):
+                a_reg[nxt, p + 1] = a_reg[cur, p]
+                a_flags[nxt, p + 1] = a_flags[cur, p]
+            for p in range(n_pe - cols):
+                b_reg[nxt, p + cols] = b_reg[cur, p]
+                b_valid[nxt, p + cols] = b_valid[cur, p]
         for i in range(rows):
             slot = sa - i if sa >= i else sa - i + rows  # (t - i) % rows
             if group > 1:
@@ -303,9 +316,31 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             n_busy, n_hazards = _os_macs_grouped(a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
                                                  group, gb, acc, res, drain_loaded, acc_bits,
                                                  saturating)
-        else:
-            n_busy, n_hazards = _os_macs(a_reg, a_flags, b_reg, b_valid, nxt, acc, res,
-                                         drain_loaded, acc_bits, saturating)
+        else:  # _os_macs, written out (a call with a dozen arrays costs more than it)
+            n_busy = 0
+            n_hazards = 0
+            if saturating:
+                for p in range(n_pe):
+                    fl = a_flags[nxt, p]
+                    on = fl & b_valid[nxt, p] & VALID
+                    prod = _product(a_reg[nxt, p], b_reg[nxt, p])
+                    total = prod if fl & FIRST else accumulate(acc[p], prod, acc_bits, True)
+                    acc[p] = total if on else acc[p]
+                    done = on & (fl >> 2)
+                    res[p] = total if done else res[p]
+                    n_busy += on
+                    n_hazards += done & drain_loaded[p]
+            else:  # wrapping (or fp32) accumulation: plain adds; see hw.numerics.observe
+                for p in range(n_pe):
+                    fl = a_flags[nxt, p]
+                    on = fl & b_valid[nxt, p] & VALID
+                    prod = _product(a_reg[nxt, p], b_reg[nxt, p])
+                    total = prod if fl & FIRST else acc[p] + prod
+                    acc[p] = total if on else acc[p]
+                    done = on & (fl >> 2)
+                    res[p] = total if done else res[p]
+                    n_busy += on
+                    n_hazards += done & drain_loaded[p]
         busy += n_busy
         hazards += n_hazards
         bottom = (rows - 1) * cols
@@ -325,10 +360,11 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                 drain_geom[j, 2] = ru
                 drain_geom[j, 3] = cu
                 drain_geom[j, 4] = c0
-        if t < snap.shape[0]:
-            _os_snapshot(snap[t], off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags, ring_b,
-                         ring_b_idx, ring_b_valid, a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
-                         acc, res, drain_left)
+        if snap is not None:  # None: a separate compilation without snapshots, faster
+            if t < snap.shape[0]:
+                _os_snapshot(snap[t], off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags,
+                             ring_b, ring_b_idx, ring_b_valid, a_reg, a_flags, b_reg, b_idx,
+                             b_valid, nxt, acc, res, drain_left)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -378,12 +414,19 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     ring_x = np.zeros((rows, rows * gx), stream.dtype)
     ring_xi = np.zeros((rows, rows if sparse else 0), np.uint8)
     ring_flags = np.zeros((rows, rows), np.uint8)
+    # Row 0's `valid` bit as the feeder presented it, the last `vh` cycles (a power of two
+    # >= 2 (R + C)): the psum_valid bits form a delay line, so PE (i, j)'s after cycle t is the
+    # bit of cycle t - i - j. The bottom edge reads it here; the bank is kept for snapshots.
+    vh = 1
+    while vh < 2 * (rows + cols):
+        vh *= 2
+    valid0 = np.zeros(vh, np.uint8)
     out_m = np.zeros(cols, np.int64)  # per column: streamed index m of the next output
     out_fold = np.zeros(cols, np.int64)  # per column: fold of the next output
     out_geom = np.zeros((cols, 4), np.int64)  # per column: instance, row0, col0, cols_used
 
     feed_fold = 0
-    f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
+    f_inst = f_r0 = f_ru = f_c0 = f_cu = f_reads = 0  # the fold being streamed: geometry, reads
     l_inst = l_r0 = l_ru = l_c0 = l_cu = 0  # geometry of the fold the weight port loads
     sx = rows - 1  # ring slot of cycle t: t % rows (kept without divisions)
     step = 0
@@ -410,6 +453,8 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             step = 0
             f_inst, f_r0, f_ru, f_c0, f_cu = fold_geometry(feed_fold, row_folds, col_folds,
                                                            k_dim, s_cols, rows, cols)
+            # the rows of one group share one read of it (dense: one read per row)
+            f_reads = gx * ((f_r0 + f_ru - 1) // share_x - f_r0 // share_x + 1)
         sx = 0 if sx == rows - 1 else sx + 1
         if streaming:
             inst, r0, ru, c0, cu = f_inst, f_r0, f_ru, f_c0, f_cu
@@ -426,20 +471,23 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
                 else:
                     ring_x[sx, i] = stream[inst, step, k, 0] if ok else 0
                 ring_flags[sx, i] = ctrl | (VALID if ok else 0)
-            # the rows of one group share one read of it (dense: one read per row)
-            reads_x += gx * ((r0 + ru - 1) // share_x - r0 // share_x + 1)
+            reads_x += f_reads
             step += 1
             if step == t_dim:
                 streaming = False
                 feed_fold += 1
         else:
-            ring_x[sx, :] = 0
-            ring_xi[sx, :] = 0
-            ring_flags[sx, :] = 0
+            for i in range(ring_x.shape[1]):
+                ring_x[sx, i] = 0
+            for i in range(ring_xi.shape[1]):
+                ring_xi[sx, i] = 0
+            for i in range(rows):
+                ring_flags[sx, i] = 0
+        valid0[t & (vh - 1)] = ring_flags[sx, 0] & VALID
 
         # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
         for j in range(cols):
-            if not psum_valid[cur, bottom + j]:
+            if not valid0[(t - rows - j) & (vh - 1)]:  # psum_valid[cur, bottom + j]
                 if t < trace_len:
                     trace_valid[t, j] = False
                 continue
@@ -478,7 +526,9 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             _shift_bank(x_reg, cur, nxt, gx)
             _shift(x_idx, x_flags, cur, nxt, 1)
         else:
-            _shift(x_reg, x_flags, cur, nxt, 1)
+            for p in range(n_pe - 1):  # _shift(x_reg, x_flags, cur, nxt, 1), written out
+                x_reg[nxt, p + 1] = x_reg[cur, p]
+                x_flags[nxt, p + 1] = x_flags[cur, p]
         for i in range(rows):
             slot = sx - i if sx >= i else sx - i + rows  # (t - i) % rows
             if sparse:
@@ -492,13 +542,30 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             busy += _stationary_macs_sparse(x_reg, x_idx, x_flags, nxt, cur, gx, shadow,
                                             shadow_idx, shadow_valid, active, active_idx,
                                             active_valid, gs, psum, acc_bits, saturating)
-        else:
-            busy += _stationary_macs(x_reg, x_flags, nxt, cur, shadow, shadow_valid, active,
-                                     active_valid, psum, acc_bits, saturating)
-        for p in range(cols, n_pe):
-            psum_valid[nxt, p + cols] = psum_valid[cur, p]
-        for j in range(cols):
-            psum_valid[nxt, cols + j] = x_flags[nxt, j] & VALID
+        else:  # _stationary_macs, written out (a call with a dozen arrays costs more than it)
+            for p in range(n_pe):
+                if x_flags[nxt, p] & FIRST:
+                    active[p] = shadow[p]
+                    active_valid[p] = shadow_valid[p]
+            if saturating:
+                for p in range(n_pe):
+                    on = x_flags[nxt, p] & active_valid[p] & VALID
+                    pin = psum[cur, p]
+                    total = accumulate(pin, _product(x_reg[nxt, p], active[p]), acc_bits, True)
+                    psum[nxt, p + cols] = total if on else pin
+                    busy += on
+            else:
+                for p in range(n_pe):
+                    on = x_flags[nxt, p] & active_valid[p] & VALID
+                    pin = psum[cur, p]
+                    total = pin + _product(x_reg[nxt, p], active[p])
+                    psum[nxt, p + cols] = total if on else pin
+                    busy += on
+        if snap is not None:
+            for p in range(cols, n_pe):
+                psum_valid[nxt, p + cols] = psum_valid[cur, p]
+            for j in range(cols):
+                psum_valid[nxt, cols + j] = x_flags[nxt, j] & VALID
 
         # 4. Weight port: fold f may start once fold f-1's `first` has reached PE (0, C-1)
         #    (this cycle or before); it writes after the PEs, so a copy this cycle still saw
@@ -536,11 +603,12 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             if load_row == rows:
                 load_row = -1
                 load_fold += 1
-        if t < snap.shape[0]:
-            _stationary_snapshot(snap[t], off, sx, rows, cols, acc_bits, ring_x, ring_xi,
-                                 ring_flags, x_reg, x_idx, x_flags, nxt, cur, shadow, shadow_idx,
-                                 shadow_valid, active, active_idx, active_valid, psum,
-                                 psum_valid, w_row, gs)
+        if snap is not None:  # None: a separate compilation without snapshots, faster
+            if t < snap.shape[0]:
+                _stationary_snapshot(snap[t], off, sx, rows, cols, acc_bits, ring_x, ring_xi,
+                                     ring_flags, x_reg, x_idx, x_flags, nxt, cur, shadow,
+                                     shadow_idx, shadow_valid, active, active_idx, active_valid,
+                                     psum, psum_valid, w_row, gs)
         t += 1
 
     counters[K_CYCLES] = last_write + 1
@@ -694,8 +762,7 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
         _, off, width = _snapshot_fields(cfg)
         snap = np.zeros((max_cycles_bound(cfg, mapping.folds, mapping.temporal), width), np.int64)
     else:
-        _, off, _ = _snapshot_fields(ArrayConfig(rows=1, cols=1, dataflow=cfg.dataflow))
-        snap = np.zeros((0, 0), np.int64)
+        off, snap = _NO_OFFSETS, None
     # activations grouped: a4[inst, m, g, e] is column g * group + e of a (dense: group 1)
     a4 = a3.reshape(n_inst, m, a3.shape[2] // group, group)
     no_idx = np.zeros((0, 0, 0), np.uint8)

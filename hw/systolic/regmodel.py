@@ -132,6 +132,23 @@ __all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycle
 
 
 @njit(cache=True)
+def _arena_bytes(sizes):
+    """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary."""
+    total = 64
+    for n in sizes:
+        total += (n + 63) // 64 * 64
+    return total
+
+
+@njit(cache=True)
+def _carve(arena, pos, n, like):
+    """``n`` elements of ``like``'s dtype from ``arena`` at byte ``pos``, and the next 64-byte
+    boundary after them."""
+    nbytes = n * like.itemsize
+    return arena[pos:pos + nbytes].view(like.dtype), pos + (nbytes + 63) // 64 * 64
+
+
+@njit(cache=True)
 def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, counters,
                trace_value, trace_valid, snap, off):
     # a: (inst, M, groups, group) and b: (inst, K', N, gb); dense: group = gb = share = 1,
@@ -152,21 +169,39 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     trace_len = trace_value.shape[0]
     n_pe = rows * cols
 
-    a_reg = np.zeros((2, n_pe * group), a.dtype)
-    a_flags = np.zeros((2, n_pe), np.uint8)
-    b_reg = np.zeros((2, n_pe * gb), b.dtype)
-    b_idx = np.zeros((2, n_pe if sparse else 0), np.uint8)
-    b_valid = np.zeros((2, n_pe), np.uint8)
-    acc = np.zeros(n_pe, out.dtype)
-    res = np.zeros(n_pe, out.dtype)
-    drain_loaded = np.zeros(n_pe, np.uint8)  # res registers the drain loads this cycle
-    # Edge delay lines as ring buffers: slot (t % rows) holds what the feeder presented at t;
-    # row i reads the slot of cycle t - i, i.e. after i register stages.
-    ring_a = np.zeros((rows, rows * group), a.dtype)
-    ring_flags = np.zeros((rows, rows), np.uint8)
-    ring_b = np.zeros((cols, cols * gb), b.dtype)
-    ring_b_idx = np.zeros((cols, cols if sparse else 0), np.uint8)
-    ring_b_valid = np.zeros((cols, cols), np.uint8)
+    # The registers in one block of memory, each bank at a 64-byte boundary (as in
+    # _stationary_kernel). Edge delay lines are ring buffers: slot (t % rows) holds what the
+    # feeder presented at t; row i reads the slot of cycle t - i, i.e. after i register stages.
+    u8 = np.zeros(0, np.uint8)
+    na, nb, ni = n_pe * group, n_pe * gb, n_pe if sparse else 0
+    arena = np.zeros(_arena_bytes((2 * na * a.itemsize, 2 * n_pe, 2 * nb * b.itemsize, 2 * ni,
+                                   2 * n_pe, n_pe * out.itemsize, n_pe * out.itemsize, n_pe,
+                                   rows * rows * group * a.itemsize, rows * rows,
+                                   cols * cols * gb * b.itemsize, cols * (cols if sparse else 0),
+                                   cols * cols)), np.uint8)
+    a_reg, pos = _carve(arena, 0, 2 * na, a)
+    a_flags, pos = _carve(arena, pos, 2 * n_pe, u8)
+    b_reg, pos = _carve(arena, pos, 2 * nb, b)
+    b_idx, pos = _carve(arena, pos, 2 * ni, u8)
+    b_valid, pos = _carve(arena, pos, 2 * n_pe, u8)
+    acc, pos = _carve(arena, pos, n_pe, out)
+    res, pos = _carve(arena, pos, n_pe, out)
+    drain_loaded, pos = _carve(arena, pos, n_pe, u8)  # res registers the drain loads this cycle
+    ring_a, pos = _carve(arena, pos, rows * rows * group, a)
+    ring_flags, pos = _carve(arena, pos, rows * rows, u8)
+    ring_b, pos = _carve(arena, pos, cols * cols * gb, b)
+    ring_b_idx, pos = _carve(arena, pos, cols * (cols if sparse else 0), u8)
+    ring_b_valid, pos = _carve(arena, pos, cols * cols, u8)
+    a_reg = a_reg.reshape((2, na))
+    a_flags = a_flags.reshape((2, n_pe))
+    b_reg = b_reg.reshape((2, nb))
+    b_idx = b_idx.reshape((2, ni))
+    b_valid = b_valid.reshape((2, n_pe))
+    ring_a = ring_a.reshape((rows, rows * group))
+    ring_flags = ring_flags.reshape((rows, rows))
+    ring_b = ring_b.reshape((cols, cols * gb))
+    ring_b_idx = ring_b_idx.reshape((cols, cols if sparse else 0))
+    ring_b_valid = ring_b_valid.reshape((cols, cols))
     drain_left = np.zeros(cols, np.int64)
     drain_started = np.zeros(cols, np.int64)
     drain_geom = np.zeros((cols, 5), np.int64)  # per draining column: inst, row0, rows, cols, col0
@@ -399,21 +434,38 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     trace_len = trace_value.shape[0]
     n_pe = rows * cols
 
-    x_reg = np.zeros((2, n_pe * gx), stream.dtype)
-    x_idx = np.zeros((2, n_pe if sparse else 0), np.uint8)
-    x_flags = np.zeros((2, n_pe), np.uint8)
+    # The registers in one block of memory, each bank at a 64-byte boundary: where separate
+    # allocations landed decided the speed (up to 1.8x, from aliasing between banks).
+    u8 = np.zeros(0, np.uint8)
+    nx, nps, nr, ni = n_pe * gx, n_pe + cols, rows * gx, n_pe if sparse else 0
+    arena = np.zeros(_arena_bytes((2 * nx * stream.itemsize, 2 * ni, 2 * n_pe,
+                                   2 * nps * out.itemsize, 2 * nps, n_pe * gs * stat.itemsize,
+                                   n_pe * gs * stat.itemsize, ni, ni, n_pe, n_pe,
+                                   rows * nr * stream.itemsize, rows * (rows if sparse else 0),
+                                   rows * rows)), np.uint8)
+    x_reg, pos = _carve(arena, 0, 2 * nx, stream)
+    x_idx, pos = _carve(arena, pos, 2 * ni, u8)
+    x_flags, pos = _carve(arena, pos, 2 * n_pe, u8)
     # psum row i lives at (i + 1) * cols; the first `cols` entries stay zero: row 0's adder input.
-    psum = np.zeros((2, n_pe + cols), out.dtype)
-    psum_valid = np.zeros((2, n_pe + cols), np.uint8)
-    shadow = np.zeros(n_pe * gs, stat.dtype)
-    active = np.zeros(n_pe * gs, stat.dtype)
-    shadow_idx = np.zeros(n_pe if sparse else 0, np.uint8)
-    active_idx = np.zeros(n_pe if sparse else 0, np.uint8)
-    shadow_valid = np.zeros(n_pe, np.uint8)
-    active_valid = np.zeros(n_pe, np.uint8)
-    ring_x = np.zeros((rows, rows * gx), stream.dtype)
-    ring_xi = np.zeros((rows, rows if sparse else 0), np.uint8)
-    ring_flags = np.zeros((rows, rows), np.uint8)
+    psum, pos = _carve(arena, pos, 2 * nps, out)
+    psum_valid, pos = _carve(arena, pos, 2 * nps, u8)
+    shadow, pos = _carve(arena, pos, n_pe * gs, stat)
+    active, pos = _carve(arena, pos, n_pe * gs, stat)
+    shadow_idx, pos = _carve(arena, pos, ni, u8)
+    active_idx, pos = _carve(arena, pos, ni, u8)
+    shadow_valid, pos = _carve(arena, pos, n_pe, u8)
+    active_valid, pos = _carve(arena, pos, n_pe, u8)
+    ring_x, pos = _carve(arena, pos, rows * nr, stream)
+    ring_xi, pos = _carve(arena, pos, rows * (rows if sparse else 0), u8)
+    ring_flags, pos = _carve(arena, pos, rows * rows, u8)
+    x_reg = x_reg.reshape((2, nx))
+    x_idx = x_idx.reshape((2, ni))
+    x_flags = x_flags.reshape((2, n_pe))
+    psum = psum.reshape((2, nps))
+    psum_valid = psum_valid.reshape((2, nps))
+    ring_x = ring_x.reshape((rows, nr))
+    ring_xi = ring_xi.reshape((rows, rows if sparse else 0))
+    ring_flags = ring_flags.reshape((rows, rows))
     # Row 0's `valid` bit as the feeder presented it, the last `vh` cycles (a power of two
     # >= 2 (R + C)): the psum_valid bits form a delay line, so PE (i, j)'s after cycle t is the
     # bit of cycle t - i - j. The bottom edge reads it here; the bank is kept for snapshots.
@@ -686,7 +738,7 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
             raise ValueError(f"operand {name}: value {v!r} is not exactly representable in "
                              f"{p.value}")
         return held
-    if not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype.kind not in "iu":
         raise ValueError(f"operand {name}: dtype {arr.dtype}: {p.value} precision takes integers")
     if p is Precision.BINARY:
         bad = (arr != 1) & (arr != -1)
@@ -694,7 +746,8 @@ def _as_operand(x, name: str, cfg: ArrayConfig) -> np.ndarray:
             raise ValueError(f"operand {name}: value {int(arr[bad].flat[0])} is not a binary "
                              f"operand: must be +1 or -1")
     lo, hi = p.operand_range
-    if arr.min() < lo or arr.max() > hi:
+    info = np.iinfo(arr.dtype)  # (no scan where the dtype cannot leave the range: int8 for int8)
+    if (info.min < lo or info.max > hi) and (arr.min() < lo or arr.max() > hi):
         v = arr.min() if arr.min() < lo else arr.max()
         raise ValueError(f"operand {name}: value {int(v)} is outside the {p.value} range {lo}..{hi}")
     return np.ascontiguousarray(arr, dtype=np.int32)

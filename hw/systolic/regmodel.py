@@ -131,6 +131,13 @@ __all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycle
            "snapshot_layout"]
 
 
+@njit(cache=True, inline="always")
+def _u(i):
+    """An index as unsigned: Numba then leaves out the negative-index wrap, whose select kept
+    LLVM from vectorizing the loops over the PEs (where it could not prove ``p + d >= 0``)."""
+    return np.uint64(i)
+
+
 @njit(cache=True)
 def _arena_bytes(sizes):
     """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary."""
@@ -205,6 +212,7 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     drain_left = np.zeros(cols, np.int64)
     drain_started = np.zeros(cols, np.int64)
     drain_geom = np.zeros((cols, 5), np.int64)  # per draining column: inst, row0, rows, cols, col0
+    bottom = (rows - 1) * cols  # PE (R-1, 0)
 
     fold = 0
     f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
@@ -290,21 +298,21 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                 c0 = drain_geom[j, 4]
                 r = rows - s
                 ok = r < drain_geom[j, 2] and j < drain_geom[j, 3]
-                value = observe(res[(rows - 1) * cols + j], acc_bits)
+                value = observe(res[_u(bottom + j)], acc_bits)
                 if snap is not None:
                     if t < snap.shape[0]:
                         snap[t, off[O_OUT] + j] = np.int64(value)
                         snap[t, off[O_OUT_VALID] + j] = 1
                 if ok:
-                    out[inst, r0 + r, c0 + j] = value
+                    out[inst, _u(r0 + r), _u(c0 + j)] = value
                     writes += 1
                     last_write = t
                 if t < trace_len:
                     trace_value[t, j] = value
                     trace_valid[t, j] = ok
                 for i in range(rows - 1, s - 1, -1):
-                    res[i * cols + j] = res[(i - 1) * cols + j]
-                    drain_loaded[i * cols + j] = 1
+                    res[_u(i * cols + j)] = res[_u((i - 1) * cols + j)]
+                    drain_loaded[_u(i * cols + j)] = 1
                 drain_left[j] -= 1
                 if drain_left[j] == 0:
                     draining -= 1
@@ -322,21 +330,21 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
         else:  # _shift(a_reg, a_flags, cur, nxt, 1), _shift(b_reg, b_valid, cur, nxt, cols)
             # (indices written as p + d, with p from 0: LLVM then vectorizes the copies)
             for p in range(n_pe - 1):
-                a_reg[nxt, p + 1] = a_reg[cur, p]
-                a_flags[nxt, p + 1] = a_flags[cur, p]
+                a_reg[nxt, _u(p + 1)] = a_reg[cur, p]
+                a_flags[nxt, _u(p + 1)] = a_flags[cur, p]
             for p in range(n_pe - cols):
-                b_reg[nxt, p + cols] = b_reg[cur, p]
-                b_valid[nxt, p + cols] = b_valid[cur, p]
+                b_reg[nxt, _u(p + cols)] = b_reg[cur, p]
+                b_valid[nxt, _u(p + cols)] = b_valid[cur, p]
         for i in range(rows):
-            slot = sa - i if sa >= i else sa - i + rows  # (t - i) % rows
+            slot = _u(sa - i if sa >= i else sa - i + rows)  # (t - i) % rows
             if group > 1:
                 for e in range(group):
                     a_reg[nxt, i * cols * group + e] = ring_a[slot, i * group + e]
             else:
-                a_reg[nxt, i * cols] = ring_a[slot, i]
-            a_flags[nxt, i * cols] = ring_flags[slot, i]
+                a_reg[nxt, _u(i * cols)] = ring_a[slot, i]
+            a_flags[nxt, _u(i * cols)] = ring_flags[slot, i]
         for j in range(cols):
-            slot = sb - j if sb >= j else sb - j + cols  # (t - j) % cols
+            slot = _u(sb - j if sb >= j else sb - j + cols)  # (t - j) % cols
             if dot:
                 for e in range(gb):
                     b_reg[nxt, j * gb + e] = ring_b[slot, j * gb + e]
@@ -378,7 +386,6 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                     n_hazards += done & drain_loaded[p]
         busy += n_busy
         hazards += n_hazards
-        bottom = (rows - 1) * cols
         for j in range(cols):
             if a_flags[nxt, bottom + j] & LAST:
                 if drain_left[j] > 0:
@@ -473,9 +480,11 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     while vh < 2 * (rows + cols):
         vh *= 2
     valid0 = np.zeros(vh, np.uint8)
-    out_m = np.zeros(cols, np.int64)  # per column: streamed index m of the next output
-    out_fold = np.zeros(cols, np.int64)  # per column: fold of the next output
-    out_geom = np.zeros((cols, 4), np.int64)  # per column: instance, row0, col0, cols_used
+    # Column j's outputs are column 0's, j cycles later: per cycle of column 0's, where its
+    # output goes (flat index into `out` of column 0, the fold's row0, its columns used).
+    out_rec = np.zeros((vh, 3), np.int64)
+    out_flat = out.reshape(out.size)
+    o_m = o_fold = o_inst = o_r0 = o_ru = o_c0 = o_cu = 0  # column 0: next output, its fold
 
     feed_fold = 0
     f_inst = f_r0 = f_ru = f_c0 = f_cu = f_reads = 0  # the fold being streamed: geometry, reads
@@ -521,7 +530,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
                     if has_xi:
                         ring_xi[sx, i] = x_idx_src[inst, step, k] if ok else 0
                 else:
-                    ring_x[sx, i] = stream[inst, step, k, 0] if ok else 0
+                    ring_x[sx, i] = stream[inst, step, _u(k), 0] if ok else 0
                 ring_flags[sx, i] = ctrl | (VALID if ok else 0)
             reads_x += f_reads
             step += 1
@@ -535,37 +544,36 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
                 ring_xi[sx, i] = 0
             for i in range(rows):
                 ring_flags[sx, i] = 0
-        valid0[t & (vh - 1)] = ring_flags[sx, 0] & VALID
+        valid0[_u(t & (vh - 1))] = ring_flags[sx, 0] & VALID
 
         # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
+        if valid0[_u((t - rows) & (vh - 1))]:  # column 0 outputs: record where to
+            if o_m == 0:  # first output of the next fold: look its geometry up once
+                o_inst, o_r0, o_ru, o_c0, o_cu = fold_geometry(o_fold, row_folds, col_folds,
+                                                               k_dim, s_cols, rows, cols)
+            rec = _u(t & (vh - 1))
+            out_rec[rec, 0] = (o_inst * t_dim + o_m) * s_cols + o_c0
+            out_rec[rec, 1] = o_r0
+            out_rec[rec, 2] = o_cu
+            o_m += 1
+            if o_m == t_dim:
+                o_m = 0
+                o_fold += 1
         for j in range(cols):
-            if not valid0[(t - rows - j) & (vh - 1)]:  # psum_valid[cur, bottom + j]
+            if not valid0[_u((t - rows - j) & (vh - 1))]:  # psum_valid[cur, bottom + j]
                 if t < trace_len:
                     trace_valid[t, j] = False
                 continue
-            m = out_m[j]
-            if m == 0:  # first output of the column's next fold: look its geometry up once
-                inst, r0, ru, c0, cu = fold_geometry(out_fold[j], row_folds, col_folds, k_dim,
-                                                     s_cols, rows, cols)
-                out_geom[j, 0] = inst
-                out_geom[j, 1] = r0
-                out_geom[j, 2] = c0
-                out_geom[j, 3] = cu
-            inst = out_geom[j, 0]
-            r0 = out_geom[j, 1]
-            c0 = out_geom[j, 2]
-            ok = j < out_geom[j, 3]
-            out_m[j] = m + 1
-            if m + 1 == t_dim:
-                out_m[j] = 0
-                out_fold[j] += 1
+            rec = _u((t - j) & (vh - 1))
             outputs_total += 1
-            value = observe(psum[cur, bottom + j], acc_bits)
+            value = observe(psum[cur, _u(bottom + j)], acc_bits)
+            ok = j < out_rec[rec, 2]
             if ok:
-                if r0 == 0:
-                    out[inst, m, c0 + j] = value
+                at = _u(out_rec[rec, 0] + j)
+                if out_rec[rec, 1] == 0:
+                    out_flat[at] = value
                 else:
-                    out[inst, m, c0 + j] = accumulate(out[inst, m, c0 + j], value, acc_bits, saturating)
+                    out_flat[at] = accumulate(out_flat[at], value, acc_bits, saturating)
                     psum_reads += 1
                 writes += 1
                 last_write = t
@@ -579,17 +587,17 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             _shift(x_idx, x_flags, cur, nxt, 1)
         else:
             for p in range(n_pe - 1):  # _shift(x_reg, x_flags, cur, nxt, 1), written out
-                x_reg[nxt, p + 1] = x_reg[cur, p]
-                x_flags[nxt, p + 1] = x_flags[cur, p]
+                x_reg[nxt, _u(p + 1)] = x_reg[cur, p]
+                x_flags[nxt, _u(p + 1)] = x_flags[cur, p]
         for i in range(rows):
-            slot = sx - i if sx >= i else sx - i + rows  # (t - i) % rows
+            slot = _u(sx - i if sx >= i else sx - i + rows)  # (t - i) % rows
             if sparse:
                 for e in range(gx):
                     x_reg[nxt, i * cols * gx + e] = ring_x[slot, i * gx + e]
                 x_idx[nxt, i * cols] = ring_xi[slot, i]
             else:
-                x_reg[nxt, i * cols] = ring_x[slot, i]
-            x_flags[nxt, i * cols] = ring_flags[slot, i]
+                x_reg[nxt, _u(i * cols)] = ring_x[slot, i]
+            x_flags[nxt, _u(i * cols)] = ring_flags[slot, i]
         if sparse:
             busy += _stationary_macs_sparse(x_reg, x_idx, x_flags, nxt, cur, gx, shadow,
                                             shadow_idx, shadow_valid, active, active_idx,
@@ -604,14 +612,14 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
                     on = x_flags[nxt, p] & active_valid[p] & VALID
                     pin = psum[cur, p]
                     total = accumulate(pin, _product(x_reg[nxt, p], active[p]), acc_bits, True)
-                    psum[nxt, p + cols] = total if on else pin
+                    psum[nxt, _u(p + cols)] = total if on else pin
                     busy += on
             else:
                 for p in range(n_pe):
                     on = x_flags[nxt, p] & active_valid[p] & VALID
                     pin = psum[cur, p]
                     total = pin + _product(x_reg[nxt, p], active[p])
-                    psum[nxt, p + cols] = total if on else pin
+                    psum[nxt, _u(p + cols)] = total if on else pin
                     busy += on
         if snap is not None:
             for p in range(cols, n_pe):

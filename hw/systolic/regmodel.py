@@ -213,6 +213,13 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     drain_started = np.zeros(cols, np.int64)
     drain_geom = np.zeros((cols, 5), np.int64)  # per draining column: inst, row0, rows, cols, col0
     bottom = (rows - 1) * cols  # PE (R-1, 0)
+    # Geometry of the folds in flight, by fold number modulo fr (a power of two >= R + C + 4:
+    # folds start >= max(K, R) cycles apart and the last column drains within K + R + C
+    # cycles of the start), so the drains look it up without dividing.
+    fr = 1
+    while fr < rows + cols + 4:
+        fr *= 2
+    fold_ring = np.zeros((fr, 5), np.int64)
 
     fold = 0
     f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
@@ -240,6 +247,12 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             last_start = t
             f_inst, f_r0, f_ru, f_c0, f_cu = fold_geometry(fold, row_folds, col_folds, m_dim,
                                                            n_dim, rows, cols)
+            fr_at = _u(fold & (fr - 1))
+            fold_ring[fr_at, 0] = f_inst
+            fold_ring[fr_at, 1] = f_r0
+            fold_ring[fr_at, 2] = f_ru
+            fold_ring[fr_at, 3] = f_cu
+            fold_ring[fr_at, 4] = f_c0
         sa = 0 if sa == rows - 1 else sa + 1
         sb = 0 if sb == cols - 1 else sb + 1
         if streaming:
@@ -395,13 +408,9 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                 drain_left[j] = rows
                 drain_started[j] += 1
                 drains_total += 1
-                inst, r0, ru, c0, cu = fold_geometry(drain_started[j] - 1, row_folds,
-                                                     col_folds, m_dim, n_dim, rows, cols)
-                drain_geom[j, 0] = inst
-                drain_geom[j, 1] = r0
-                drain_geom[j, 2] = ru
-                drain_geom[j, 3] = cu
-                drain_geom[j, 4] = c0
+                fr_at = _u((drain_started[j] - 1) & (fr - 1))  # the fold now draining
+                for e in range(5):
+                    drain_geom[j, e] = fold_ring[fr_at, e]
         if snap is not None:  # None: a separate compilation without snapshots, faster
             if t < snap.shape[0]:
                 _os_snapshot(snap[t], off, sa, sb, rows, cols, acc_bits, ring_a, ring_flags,

@@ -105,6 +105,7 @@ PE does per cycle is in :mod:`hw.systolic._pe_kernels`, the snapshot layout and 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import astuple, dataclass, fields
 
 import numpy as np
@@ -126,6 +127,12 @@ from hw.systolic.snapshots import (
 )
 
 _NO_OFFSETS = np.zeros(0, np.int64)  # snapshot offsets of a run without snapshots
+# Where in its block of memory a kernel puts its registers, in bytes: 64 places 576 bytes apart
+# modulo 4096, one run after the other. Loads that share their address's low 12 bits with a
+# store in flight wait for it (4K aliasing); for about 1 place in 16 the registers collide so
+# with the kernel's own stack, and the run is 1.5x slower. Moving them each run makes that a
+# run in 16 rather than every run of one process.
+_PLACES = itertools.cycle([(i * 576) % 4096 for i in range(64)])
 
 __all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycles_bound",
            "snapshot_layout"]
@@ -140,8 +147,9 @@ def _u(i):
 
 @njit(cache=True)
 def _arena_bytes(sizes):
-    """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary."""
-    total = 64
+    """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary, from
+    any offset below 4096 (see _next_place)."""
+    total = 4096 + 64
     for n in sizes:
         total += (n + 63) // 64 * 64
     return total
@@ -157,7 +165,7 @@ def _carve(arena, pos, n, like):
 
 @njit(cache=True)
 def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, counters,
-               trace_value, trace_valid, snap, off):
+               trace_value, trace_valid, snap, off, place):
     # a: (inst, M, groups, group) and b: (inst, K', N, gb); dense: group = gb = share = 1,
     # a[..., k, 0] is a[k] and b[:, k, :, 0] is b[k]. Sparse (gb = 1): a[inst, m, g, e] is
     # activation g * group + e, shared by the `share` (N) compressed weights of group g, which
@@ -181,12 +189,19 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     # feeder presented at t; row i reads the slot of cycle t - i, i.e. after i register stages.
     u8 = np.zeros(0, np.uint8)
     na, nb, ni = n_pe * group, n_pe * gb, n_pe if sparse else 0
+    # Geometry of the folds in flight, by fold number modulo fr (a power of two >= R + C + 4:
+    # folds start >= max(K, R) cycles apart and the last column drains within K + R + C
+    # cycles of the start), so the drains look it up without dividing.
+    fr = 1
+    while fr < rows + cols + 4:
+        fr *= 2
     arena = np.zeros(_arena_bytes((2 * na * a.itemsize, 2 * n_pe, 2 * nb * b.itemsize, 2 * ni,
                                    2 * n_pe, n_pe * out.itemsize, n_pe * out.itemsize, n_pe,
                                    rows * rows * group * a.itemsize, rows * rows,
                                    cols * cols * gb * b.itemsize, cols * (cols if sparse else 0),
-                                   cols * cols)), np.uint8)
-    a_reg, pos = _carve(arena, 0, 2 * na, a)
+                                   cols * cols, 8 * cols, 8 * cols, 40 * cols, 40 * fr)),
+                     np.uint8)
+    a_reg, pos = _carve(arena, place, 2 * na, a)
     a_flags, pos = _carve(arena, pos, 2 * n_pe, u8)
     b_reg, pos = _carve(arena, pos, 2 * nb, b)
     b_idx, pos = _carve(arena, pos, 2 * ni, u8)
@@ -199,6 +214,10 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     ring_b, pos = _carve(arena, pos, cols * cols * gb, b)
     ring_b_idx, pos = _carve(arena, pos, cols * (cols if sparse else 0), u8)
     ring_b_valid, pos = _carve(arena, pos, cols * cols, u8)
+    drain_left, pos = _carve(arena, pos, cols, counters)
+    drain_started, pos = _carve(arena, pos, cols, counters)
+    drain_geom, pos = _carve(arena, pos, cols * 5, counters)
+    fold_ring, pos = _carve(arena, pos, fr * 5, counters)
     a_reg = a_reg.reshape((2, na))
     a_flags = a_flags.reshape((2, n_pe))
     b_reg = b_reg.reshape((2, nb))
@@ -209,17 +228,9 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     ring_b = ring_b.reshape((cols, cols * gb))
     ring_b_idx = ring_b_idx.reshape((cols, cols if sparse else 0))
     ring_b_valid = ring_b_valid.reshape((cols, cols))
-    drain_left = np.zeros(cols, np.int64)
-    drain_started = np.zeros(cols, np.int64)
-    drain_geom = np.zeros((cols, 5), np.int64)  # per draining column: inst, row0, rows, cols, col0
+    drain_geom = drain_geom.reshape((cols, 5))  # per draining column: inst, row0, rows, cols, col0
+    fold_ring = fold_ring.reshape((fr, 5))
     bottom = (rows - 1) * cols  # PE (R-1, 0)
-    # Geometry of the folds in flight, by fold number modulo fr (a power of two >= R + C + 4:
-    # folds start >= max(K, R) cycles apart and the last column drains within K + R + C
-    # cycles of the start), so the drains look it up without dividing.
-    fr = 1
-    while fr < rows + cols + 4:
-        fr *= 2
-    fold_ring = np.zeros((fr, 5), np.int64)
 
     fold = 0
     f_inst = f_r0 = f_ru = f_c0 = f_cu = 0  # geometry of the fold being streamed
@@ -430,7 +441,8 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
 
 @njit(cache=True)
 def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_dim, rows, cols,
-                       acc_bits, saturating, out, counters, trace_value, trace_valid, snap, off):
+                       acc_bits, saturating, out, counters, trace_value, trace_valid, snap, off,
+                       place):
     # stream (inst, T, groups, gx) and stat (inst, groups, S, gs): array row k (of k_dim)
     # takes the streamed group k // share_x and the stationary group k // share_s. Dense:
     # widths and shares 1. Sparse WS: the stream carries groups of gx = M activations, each
@@ -454,12 +466,18 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     # allocations landed decided the speed (up to 1.8x, from aliasing between banks).
     u8 = np.zeros(0, np.uint8)
     nx, nps, nr, ni = n_pe * gx, n_pe + cols, rows * gx, n_pe if sparse else 0
+    # Row 0's `valid` bit as the feeder presented it, the last `vh` cycles (a power of two
+    # >= 2 (R + C)): the psum_valid bits form a delay line, so PE (i, j)'s after cycle t is the
+    # bit of cycle t - i - j. The bottom edge reads it here; the bank is kept for snapshots.
+    vh = 1
+    while vh < 2 * (rows + cols):
+        vh *= 2
     arena = np.zeros(_arena_bytes((2 * nx * stream.itemsize, 2 * ni, 2 * n_pe,
                                    2 * nps * out.itemsize, 2 * nps, n_pe * gs * stat.itemsize,
                                    n_pe * gs * stat.itemsize, ni, ni, n_pe, n_pe,
                                    rows * nr * stream.itemsize, rows * (rows if sparse else 0),
-                                   rows * rows)), np.uint8)
-    x_reg, pos = _carve(arena, 0, 2 * nx, stream)
+                                   rows * rows, vh, 24 * vh)), np.uint8)
+    x_reg, pos = _carve(arena, place, 2 * nx, stream)
     x_idx, pos = _carve(arena, pos, 2 * ni, u8)
     x_flags, pos = _carve(arena, pos, 2 * n_pe, u8)
     # psum row i lives at (i + 1) * cols; the first `cols` entries stay zero: row 0's adder input.
@@ -474,6 +492,11 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     ring_x, pos = _carve(arena, pos, rows * nr, stream)
     ring_xi, pos = _carve(arena, pos, rows * (rows if sparse else 0), u8)
     ring_flags, pos = _carve(arena, pos, rows * rows, u8)
+    valid0, pos = _carve(arena, pos, vh, u8)
+    # Column j's outputs are column 0's, j cycles later: per cycle of column 0's, where its
+    # output goes (flat index into `out` of column 0, the fold's row0, its columns used).
+    out_rec, pos = _carve(arena, pos, 3 * vh, counters)
+    out_rec = out_rec.reshape((vh, 3))
     x_reg = x_reg.reshape((2, nx))
     x_idx = x_idx.reshape((2, ni))
     x_flags = x_flags.reshape((2, n_pe))
@@ -482,16 +505,6 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     ring_x = ring_x.reshape((rows, nr))
     ring_xi = ring_xi.reshape((rows, rows if sparse else 0))
     ring_flags = ring_flags.reshape((rows, rows))
-    # Row 0's `valid` bit as the feeder presented it, the last `vh` cycles (a power of two
-    # >= 2 (R + C)): the psum_valid bits form a delay line, so PE (i, j)'s after cycle t is the
-    # bit of cycle t - i - j. The bottom edge reads it here; the bank is kept for snapshots.
-    vh = 1
-    while vh < 2 * (rows + cols):
-        vh *= 2
-    valid0 = np.zeros(vh, np.uint8)
-    # Column j's outputs are column 0's, j cycles later: per cycle of column 0's, where its
-    # output goes (flat index into `out` of column 0, the fold's row0, its columns used).
-    out_rec = np.zeros((vh, 3), np.int64)
     out_flat = out.reshape(out.size)
     o_m = o_fold = o_inst = o_r0 = o_ru = o_c0 = o_cu = 0  # column 0: next output, its fold
 
@@ -836,21 +849,23 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
     # activations grouped: a4[inst, m, g, e] is column g * group + e of a (dense: group 1)
     a4 = a3.reshape(n_inst, m, a3.shape[2] // group, group)
     no_idx = np.zeros((0, 0, 0), np.uint8)
+    place = next(_PLACES)
     if cfg.dataflow is Dataflow.OS:
         out = np.zeros((n_inst, m, n), acc_dtype)
         _os_kernel(a4, b4, bi, n_keep, rows, cols, cfg.acc_bits, saturating, out, counters, tv,
-                   tvalid, snap, off)
+                   tvalid, snap, off, place)
     elif cfg.dataflow is Dataflow.WS:
         out = np.zeros((n_inst, m, n), acc_dtype)
         _stationary_kernel(a4, no_idx, n_keep, b4, bi, 1, k_run, rows, cols,
-                           cfg.acc_bits, saturating, out, counters, tv, tvalid, snap, off)
+                           cfg.acc_bits, saturating, out, counters, tv, tvalid, snap, off, place)
     else:
         out_t = np.zeros((n_inst, n, m), acc_dtype)
         stream = np.ascontiguousarray(b4.transpose(0, 2, 1, 3))
         x_idx = np.ascontiguousarray(bi.transpose(0, 2, 1)) if sparse else no_idx
         stat = np.ascontiguousarray(a4.transpose(0, 2, 1, 3))
         _stationary_kernel(stream, x_idx, 1, stat, no_idx, n_keep, k_run, rows, cols,
-                           cfg.acc_bits, saturating, out_t, counters, tv, tvalid, snap, off)
+                           cfg.acc_bits, saturating, out_t, counters, tv, tvalid, snap, off,
+                           place)
         out = np.ascontiguousarray(out_t.transpose(0, 2, 1))
     if counters[K_HAZARDS]:
         raise RuntimeError(f"register model hazard ({counters[K_HAZARDS]} register conflicts): "

@@ -31,9 +31,10 @@ PE-cycles/s by the others'; the project's goal is model >= 2x Verilator (the pla
 fair comparison, since both then only simulate), and the script says on which arrays it is met.
 Every simulated run is also checked (Verilator and Amaranth must report no mismatch).
 
-Reading the results: Verilator's cost per cycle grows with the PEs (about 20 ns per PE-cycle
-here), while the model also pays a fixed cost per cycle (edge delay lines, fold bookkeeping:
-a few hundred ns), so the model's advantage grows with the array and is smallest on 4x4.
+Reading the results: Verilator's cost per cycle grows with the PEs (about 15-25 ns per
+PE-cycle here), while the model pays about 1-2 ns per PE-cycle plus a fixed cost per cycle
+(feeders, edge delay lines, the bottom edge: about 80 ns), so the model's advantage grows with
+the array and is smallest on 4x4 (2.3-2.8x; 12-24x on 16x16).
 
 Run from the repo root (about 4 minutes the first time: the Verilator builds of 16x16 take
 ~35 s each and are cached under ~/.cache/npulab/verilator; about 2 minutes afterwards, most of

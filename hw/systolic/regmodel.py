@@ -98,9 +98,16 @@ contract. Floating-point operands (fp16, bf16, fp8 E4M3 / E5M2) enter as float32
 each product and each addition rounds to nearest-even in fp32 (:func:`hw.numerics.float_mac`;
 products are exact except a bf16 product beyond fp32's range).
 
-Code: this module holds the two dataflow kernels (OS; WS/IS) and :func:`run_gemm`; what one
-PE does per cycle is in :mod:`hw.systolic._pe_kernels`, the snapshot layout and recording in
-:mod:`hw.systolic.snapshots` (:func:`snapshot_layout` is re-exported here).
+Code: this module holds the two dataflow kernels (OS; WS/IS) and :func:`run_gemm`; what the
+sparse and dual-MAC PEs do per cycle is in :mod:`hw.systolic._pe_kernels`, the snapshot layout
+and recording in :mod:`hw.systolic.snapshots` (:func:`snapshot_layout` is re-exported here).
+Each kernel is compiled apart for dense PEs (``grouped=None``) and with snapshots or without
+(``snap=None``): each variant holds only the work it does. What a cycle costs on small arrays
+is its fixed work (feeders, delay lines, the bottom edge), so the kernels keep it lean: no
+array objects made in the loop (Numba counts references to each, atomically), no calls
+passing arrays, indices the loops compute taken as unsigned (:func:`_u`: no negative-index
+wrap, so LLVM vectorizes), no division per cycle, and every register in one block of memory
+(:func:`_carve`) at a place that moves from run to run (``_PLACES``).
 """
 
 from __future__ import annotations

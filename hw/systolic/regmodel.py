@@ -153,6 +153,13 @@ def _u(i):
 
 
 @njit(cache=True)
+def _zero_row(bank, row):
+    """``bank[row, :] = 0`` as a loop (a slice would be an array object, refcounted)."""
+    for i in range(bank.shape[1]):
+        bank[row, i] = 0
+
+
+@njit(cache=True)
 def _arena_bytes(sizes):
     """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary, from
     any offset below 4096 (see _next_place)."""
@@ -305,17 +312,12 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             if step == k_dim:
                 streaming = False
                 fold += 1
-        else:  # (loops, not slices: a slice is an array object, refcounted, every cycle)
-            for i in range(ring_a.shape[1]):
-                ring_a[sa, i] = 0
-            for i in range(rows):
-                ring_flags[sa, i] = 0
-            for j in range(ring_b.shape[1]):
-                ring_b[sb, j] = 0
-            for j in range(ring_b_idx.shape[1]):
-                ring_b_idx[sb, j] = 0
-            for j in range(cols):
-                ring_b_valid[sb, j] = 0
+        else:
+            _zero_row(ring_a, sa)
+            _zero_row(ring_flags, sa)
+            _zero_row(ring_b, sb)
+            _zero_row(ring_b_idx, sb)
+            _zero_row(ring_b_valid, sb)
 
         # 2. Drain: bottom register of each draining column to the output SRAM, then shift
         #    (during shift s only rows >= s load from above).
@@ -569,12 +571,9 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
                 streaming = False
                 feed_fold += 1
         else:
-            for i in range(ring_x.shape[1]):
-                ring_x[sx, i] = 0
-            for i in range(ring_xi.shape[1]):
-                ring_xi[sx, i] = 0
-            for i in range(rows):
-                ring_flags[sx, i] = 0
+            _zero_row(ring_x, sx)
+            _zero_row(ring_xi, sx)
+            _zero_row(ring_flags, sx)
         valid0[_u(t & (vh - 1))] = ring_flags[sx, 0] & VALID
 
         # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).

@@ -33,6 +33,14 @@ def available() -> str | None:
     return None
 
 
+def build_key(verilog: str, cocotb_dir: Path, cocotb_version: str) -> str:
+    """The name of a cached build: the Verilog's hash and the cocotb installation's. The build
+    links cocotb's files by absolute path (its verilator.cpp, an rpath to its libraries), so a
+    build made from another environment, since removed, must not be reused."""
+    text = "\0".join((verilog, str(cocotb_dir), cocotb_version))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _runner():
     try:
         from cocotb_tools.runner import get_runner      # cocotb 2
@@ -64,7 +72,9 @@ def run(core: CoreProgram, memory: np.ndarray, *, workdir=None, mutation: str | 
     # a cache folder named by its hash
     depth = max(QUEUE_DEPTH, *(len(q) for q in core.queues))
     verilog = core_verilog(core=Core(core, mutation=mutation, preload=False, depth=depth))
-    digest = hashlib.sha256(verilog.encode()).hexdigest()[:16]
+    import cocotb
+    digest = build_key(verilog, Path(cocotb.__file__).resolve().parent,
+                       getattr(cocotb, "__version__", ""))
     build = userdirs.user_cache_dir() / "cocotb" / f"{top}-{digest}"
     build.mkdir(parents=True, exist_ok=True)
     source = build / f"{top}.v"

@@ -2,6 +2,8 @@
 against the functional models, every command's start and end cycle against the executor, the
 lowering's checks and dependencies, the timing rules against brute force, mutations caught."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -284,3 +286,13 @@ def test_a_narrower_last_channel_tile_and_too_large_windows(big_chip):
                              kernel_h=17, kernel_w=17),))
     with pytest.raises(CoreError, match="17x17 window: .* at most 256 elements"):
         lower(compile_graph(big, big_chip), big, big_chip)
+
+
+def test_a_cached_cocotb_build_is_only_reused_from_the_same_cocotb_installation():
+    # The Verilator build links cocotb's verilator.cpp and libraries by absolute path: a build
+    # made from another environment (since removed) failed with "No rule to make target".
+    key = cocotb_run.build_key("module m; endmodule", Path("/a/.venv/cocotb"), "1.8.1")
+    assert key == cocotb_run.build_key("module m; endmodule", Path("/a/.venv/cocotb"), "1.8.1")
+    assert key != cocotb_run.build_key("module m; endmodule", Path("/b/.venv/cocotb"), "1.8.1")
+    assert key != cocotb_run.build_key("module m; endmodule", Path("/a/.venv/cocotb"), "1.8.2")
+    assert key != cocotb_run.build_key("module n; endmodule", Path("/a/.venv/cocotb"), "1.8.1")

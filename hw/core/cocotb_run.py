@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,11 +34,12 @@ def available() -> str | None:
     return None
 
 
-def build_key(verilog: str, cocotb_dir: Path, cocotb_version: str) -> str:
-    """The name of a cached build: the Verilog's hash and the cocotb installation's. The build
-    links cocotb's files by absolute path (its verilator.cpp, an rpath to its libraries), so a
-    build made from another environment, since removed, must not be reused."""
-    text = "\0".join((verilog, str(cocotb_dir), cocotb_version))
+def build_key(verilog: str, cocotb_dir: Path, cocotb_version: str, tools: str = "") -> str:
+    """The name of a cached build: the hash of the Verilog, the cocotb installation and
+    ``tools`` (the Verilator and the build's flags). The build links cocotb's files by absolute
+    path (its verilator.cpp, an rpath to its libraries), so a build made from another
+    environment, since removed, or by another Verilator, must not be reused."""
+    text = "\0".join((verilog, str(cocotb_dir), cocotb_version, tools))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -73,8 +75,12 @@ def run(core: CoreProgram, memory: np.ndarray, *, workdir=None, mutation: str | 
     depth = max(QUEUE_DEPTH, *(len(q) for q in core.queues))
     verilog = core_verilog(core=Core(core, mutation=mutation, preload=False, depth=depth))
     import cocotb
+    build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"]
+    verilator = shutil.which("verilator")
+    version = subprocess.run([verilator, "--version"], capture_output=True, text=True).stdout
     digest = build_key(verilog, Path(cocotb.__file__).resolve().parent,
-                       getattr(cocotb, "__version__", ""))
+                       getattr(cocotb, "__version__", ""),
+                       f"{Path(verilator).resolve()} {version.strip()} {' '.join(build_args)}")
     build = userdirs.user_cache_dir() / "cocotb" / f"{top}-{digest}"
     build.mkdir(parents=True, exist_ok=True)
     source = build / f"{top}.v"
@@ -92,7 +98,7 @@ def run(core: CoreProgram, memory: np.ndarray, *, workdir=None, mutation: str | 
         runner = _runner()
         os.environ.setdefault("MAKEFLAGS", f"-j{os.cpu_count() or 1}")   # the C++ build
         kwargs = dict(hdl_toplevel=top, build_dir=str(build / "build"), always=False,
-                      build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"])
+                      build_args=build_args)
         try:
             runner.build(sources=[str(build / f"{top}.v")], **kwargs)
         except TypeError:                                # cocotb 1.8: verilog_sources

@@ -105,9 +105,10 @@ Each kernel is compiled apart for dense PEs (``grouped=None``) and with snapshot
 (``snap=None``): each variant holds only the work it does. What a cycle costs on small arrays
 is its fixed work (feeders, delay lines, the bottom edge), so the kernels keep it lean: no
 array objects made in the loop (Numba counts references to each, atomically), no calls
-passing arrays, indices the loops compute taken as unsigned (:func:`_u`: no negative-index
-wrap, so LLVM vectorizes), no division per cycle, and every register in one block of memory
-(:func:`_carve`) at a place that moves from run to run (``_PLACES``).
+passing arrays on a busy cycle (an idle feeder's :func:`_zero_row` aside), indices the loops
+compute taken as unsigned (:func:`_u`: no negative-index wrap, so LLVM vectorizes), no
+division per cycle, and every register in one block of memory (:func:`_carve`) at a place
+that moves from run to run (``_PLACES``).
 """
 
 from __future__ import annotations
@@ -135,10 +136,12 @@ from hw.systolic.snapshots import (
 
 _NO_OFFSETS = np.zeros(0, np.int64)  # snapshot offsets of a run without snapshots
 # Where in its block of memory a kernel puts its registers, in bytes: 64 places 576 bytes apart
-# modulo 4096, one run after the other. Loads that share their address's low 12 bits with a
-# store in flight wait for it (4K aliasing); for about 1 place in 16 the registers collide so
-# with the kernel's own stack, and the run is 1.5x slower. Moving them each run makes that a
-# run in 16 rather than every run of one process.
+# modulo 4096, one run after the other. A load whose address shares its low 12 bits with a
+# store in flight waits for it (4K aliasing); for about 1 place in 16 the registers collide so
+# with the kernel's stack, and the run is 1.5x slower. With separate allocations, or one place
+# for all runs, a process kept its (un)lucky layout for every run: 4x4 runs took 1.0x to 1.8x
+# the best time from process to process. Moving the place each run makes a slow run one in
+# ~16, in every process (mitigated, not removed; best-of-N timings do not show them).
 _PLACES = itertools.cycle([(i * 576) % 4096 for i in range(64)])
 
 __all__ = ["RegisterResult", "run_gemm", "run_gemm_rows", "check_nm", "max_cycles_bound",
@@ -162,7 +165,7 @@ def _zero_row(bank, row):
 @njit(cache=True)
 def _arena_bytes(sizes):
     """Bytes of one block holding arrays of ``sizes`` bytes, each at a 64-byte boundary, from
-    any offset below 4096 (see _next_place)."""
+    any offset below 4096 (see _PLACES)."""
     total = 4096 + 64
     for n in sizes:
         total += (n + 63) // 64 * 64
@@ -172,7 +175,7 @@ def _arena_bytes(sizes):
 @njit(cache=True)
 def _carve(arena, pos, n, like):
     """``n`` elements of ``like``'s dtype from ``arena`` at byte ``pos``, and the next 64-byte
-    boundary after them."""
+    boundary after them (64-byte boundaries relative to the block's start)."""
     nbytes = n * like.itemsize
     return arena[pos:pos + nbytes].view(like.dtype), pos + (nbytes + 63) // 64 * 64
 
@@ -203,7 +206,8 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     # The registers in one block of memory, each bank at a 64-byte boundary (as in
     # _stationary_kernel). Edge delay lines are ring buffers: slot (t % rows) holds what the
     # feeder presented at t; row i reads the slot of cycle t - i, i.e. after i register stages.
-    u8 = np.zeros(0, np.uint8)
+    u8 = np.zeros(0, np.uint8)  # dtype carriers for _carve
+    i64 = np.zeros(0, np.int64)
     na, nb, ni = n_pe * group, n_pe * gb, n_pe if sparse else 0
     # Geometry of the folds in flight, by fold number modulo fr (a power of two >= R + C + 4:
     # folds start >= max(K, R) cycles apart and the last column drains within K + R + C
@@ -230,10 +234,12 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
     ring_b, pos = _carve(arena, pos, cols * cols * gb, b)
     ring_b_idx, pos = _carve(arena, pos, cols * (cols if sparse else 0), u8)
     ring_b_valid, pos = _carve(arena, pos, cols * cols, u8)
-    drain_left, pos = _carve(arena, pos, cols, counters)
-    drain_started, pos = _carve(arena, pos, cols, counters)
-    drain_geom, pos = _carve(arena, pos, cols * 5, counters)
-    fold_ring, pos = _carve(arena, pos, fr * 5, counters)
+    drain_left, pos = _carve(arena, pos, cols, i64)
+    drain_started, pos = _carve(arena, pos, cols, i64)
+    drain_geom, pos = _carve(arena, pos, cols * 5, i64)
+    fold_ring, pos = _carve(arena, pos, fr * 5, i64)
+    if pos > arena.size:
+        raise AssertionError("register model: the OS kernel's block of memory is too small")
     a_reg = a_reg.reshape((2, na))
     a_flags = a_flags.reshape((2, n_pe))
     b_reg = b_reg.reshape((2, nb))
@@ -351,8 +357,6 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
                 drain_left[j] -= 1
                 if drain_left[j] == 0:
                     draining -= 1
-        elif t < trace_len:
-            trace_valid[t, :] = False
 
         # 3. Operands move (a right, b down); edge PEs take the delay-line outputs.
         if sparse or dot:
@@ -394,7 +398,7 @@ def _os_kernel(a, b, b_idx_src, share, rows, cols, acc_bits, saturating, out, co
             n_busy, n_hazards = _os_macs_grouped(a_reg, a_flags, b_reg, b_idx, b_valid, nxt,
                                                  group, gb, acc, res, drain_loaded, acc_bits,
                                                  saturating)
-        else:  # _os_macs, written out (a call with a dozen arrays costs more than it)
+        else:  # the dense PEs' multiply-accumulate (a call passing a dozen arrays cost more)
             n_busy = 0
             n_hazards = 0
             if saturating:
@@ -474,8 +478,9 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     n_pe = rows * cols
 
     # The registers in one block of memory, each bank at a 64-byte boundary: where separate
-    # allocations landed decided the speed (up to 1.8x, from aliasing between banks).
-    u8 = np.zeros(0, np.uint8)
+    # allocations landed decided the speed (up to 1.8x: 4K aliasing, see _PLACES).
+    u8 = np.zeros(0, np.uint8)  # dtype carriers for _carve
+    i64 = np.zeros(0, np.int64)
     nx, nps, nr, ni = n_pe * gx, n_pe + cols, rows * gx, n_pe if sparse else 0
     # Row 0's `valid` bit as the feeder presented it, the last `vh` cycles (a power of two
     # >= 2 (R + C)): the psum_valid bits form a delay line, so PE (i, j)'s after cycle t is the
@@ -506,7 +511,9 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     valid0, pos = _carve(arena, pos, vh, u8)
     # Column j's outputs are column 0's, j cycles later: per cycle of column 0's, where its
     # output goes (flat index into `out` of column 0, the fold's row0, its columns used).
-    out_rec, pos = _carve(arena, pos, 3 * vh, counters)
+    out_rec, pos = _carve(arena, pos, 3 * vh, i64)
+    if pos > arena.size:
+        raise AssertionError("register model: the WS/IS kernel's block of memory is too small")
     out_rec = out_rec.reshape((vh, 3))
     x_reg = x_reg.reshape((2, nx))
     x_idx = x_idx.reshape((2, ni))
@@ -517,7 +524,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     ring_xi = ring_xi.reshape((rows, rows if sparse else 0))
     ring_flags = ring_flags.reshape((rows, rows))
     out_flat = out.reshape(out.size)
-    o_m = o_fold = o_inst = o_r0 = o_ru = o_c0 = o_cu = 0  # column 0: next output, its fold
+    o_m = o_fold = o_inst = o_r0 = o_c0 = o_cu = 0  # column 0: next output, its fold
 
     feed_fold = 0
     f_inst = f_r0 = f_ru = f_c0 = f_cu = f_reads = 0  # the fold being streamed: geometry, reads
@@ -534,6 +541,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     reads_w = 0
     writes = 0
     psum_reads = 0
+    hazards = 0  # snapshot runs: psum_valid bits that disagree with valid0
     last_write = -1
     outputs_total = 0
     bottom = n_pe  # index of row R-1's psum registers
@@ -579,7 +587,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
         # 2. Bottom edge: last cycle's psum of row R-1 goes to the output SRAM (accumulating).
         if valid0[_u((t - rows) & (vh - 1))]:  # column 0 outputs: record where to
             if o_m == 0:  # first output of the next fold: look its geometry up once
-                o_inst, o_r0, o_ru, o_c0, o_cu = fold_geometry(o_fold, row_folds, col_folds,
+                o_inst, o_r0, _, o_c0, o_cu = fold_geometry(o_fold, row_folds, col_folds,
                                                                k_dim, s_cols, rows, cols)
             rec = _u(t & (vh - 1))
             out_rec[rec, 0] = (o_inst * t_dim + o_m) * s_cols + o_c0
@@ -589,6 +597,10 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             if o_m == t_dim:
                 o_m = 0
                 o_fold += 1
+        if snap is not None:  # the delay-line identity valid0 rests on, against the bank
+            for j in range(cols):
+                if psum_valid[cur, bottom + j] != valid0[_u((t - rows - j) & (vh - 1))]:
+                    hazards += 1
         for j in range(cols):
             if not valid0[_u((t - rows - j) & (vh - 1))]:  # psum_valid[cur, bottom + j]
                 if t < trace_len:
@@ -632,7 +644,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
             busy += _stationary_macs_sparse(x_reg, x_idx, x_flags, nxt, cur, gx, shadow,
                                             shadow_idx, shadow_valid, active, active_idx,
                                             active_valid, gs, psum, acc_bits, saturating)
-        else:  # _stationary_macs, written out (a call with a dozen arrays costs more than it)
+        else:  # the dense PEs' cycle (a call passing a dozen arrays cost more than it)
             for p in range(n_pe):
                 if x_flags[nxt, p] & FIRST:
                     active[p] = shadow[p]
@@ -707,7 +719,7 @@ def _stationary_kernel(stream, x_idx_src, share_x, stat, s_idx_src, share_s, k_d
     counters[K_TOP_READS] = reads_w
     counters[K_WRITES] = writes
     counters[K_PSUM_READS] = psum_reads
-    counters[K_HAZARDS] = 0
+    counters[K_HAZARDS] = hazards
     counters[K_FOLDS] = n_folds
 
 
@@ -858,7 +870,9 @@ def run_gemm(cfg: ArrayConfig, a, b, *, nm=None, trace: bool = False,
     a4 = a3.reshape(n_inst, m, a3.shape[2] // group, group)
     no_idx = np.zeros((0, 0, 0), np.uint8)
     place = next(_PLACES)
-    grouped = None if sparse is None and lanes == 1 else 1  # dense PEs: their own compilation
+    # A compile-time switch, like snap=None: None for PEs with one operand per register (their
+    # own, leaner compilation), any int when the operands come in groups (sparse, dual-MAC).
+    grouped = None if a4.shape[3] == 1 and b4.shape[3] == 1 else 1
     if cfg.dataflow is Dataflow.OS:
         out = np.zeros((n_inst, m, n), acc_dtype)
         _os_kernel(a4, b4, bi, n_keep, rows, cols, cfg.acc_bits, saturating, out, counters, tv,

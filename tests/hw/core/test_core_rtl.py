@@ -296,3 +296,5 @@ def test_a_cached_cocotb_build_is_only_reused_from_the_same_cocotb_installation(
     assert key != cocotb_run.build_key("module m; endmodule", Path("/b/.venv/cocotb"), "1.8.1")
     assert key != cocotb_run.build_key("module m; endmodule", Path("/a/.venv/cocotb"), "1.8.2")
     assert key != cocotb_run.build_key("module n; endmodule", Path("/a/.venv/cocotb"), "1.8.1")
+    assert key != cocotb_run.build_key("module m; endmodule", Path("/a/.venv/cocotb"), "1.8.1",
+                                       "/usr/bin/verilator Verilator 5.006")

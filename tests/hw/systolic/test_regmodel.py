@@ -517,3 +517,21 @@ def test_every_int4_mac_wraps_and_saturates_as_its_gold():
         run_gemm(cfg, [[8]], [[1]])
     with pytest.raises(ConfigError, match=r"acc_bits = 4: must be an integer in 8\.\.64"):
         ArrayConfig(precision="int4", acc_bits=4)
+
+
+@pytest.mark.parametrize("dataflow", ["os", "ws", "is"])
+@pytest.mark.parametrize("rows, cols", [(1, 40), (40, 1), (2, 24)])
+def test_one_row_or_column_arrays_with_many_short_folds_in_flight(dataflow, rows, cols):
+    # K = 1 and hundreds of folds: many folds in flight at once, more folds than the kernels'
+    # rings of fold geometry hold (OS) and column 0's records wrap (WS/IS); the result is
+    # a @ b and the counters are the timing engine's; snapshots (which check the WS bottom
+    # edge's valid history against the psum_valid bank) change nothing.
+    rng = np.random.default_rng(rows * 100 + cols)
+    cfg = ArrayConfig(rows=rows, cols=cols, dataflow=dataflow, precision="int8")
+    a = rng.integers(-128, 128, (300, 1), dtype=np.int8)
+    b = rng.integers(-128, 128, (1, 90), dtype=np.int8)
+    res = run_gemm(cfg, a, b)
+    assert np.array_equal(res.output, a.astype(np.int64) @ b.astype(np.int64))
+    assert res.counters == gemm_timing(cfg, 300, 90, 1)
+    snap = run_gemm(cfg, a, b, snapshots=True)
+    assert np.array_equal(snap.output, res.output) and snap.counters == res.counters

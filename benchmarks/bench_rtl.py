@@ -36,7 +36,7 @@ PE-cycle here), while the model pays about 0.7 (WS) to 1.5 (OS) ns per PE-cycle 
 cost per cycle (feeders, edge delay lines, the bottom edge: 60-80 ns), so the model's
 advantage grows with the array and is smallest on 4x4 (2.3-2.8x; 12-24x on 16x16). The
 model's best-of-N time hides its rare slow runs (about one in 16, see
-``hw.systolic.regmodel._PLACES``).
+``hw.systolic._dataflow_kernels._PLACES``).
 
 Run from the repo root (about 4 minutes the first time: the Verilator builds of 16x16 take
 ~35 s each and are cached under ~/.cache/npulab/verilator; about 2 minutes afterwards, most of

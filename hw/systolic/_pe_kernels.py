@@ -68,8 +68,9 @@ def _dot(x, xi, w, wi, lanes):
 @njit(cache=True)  # not inlined: the dense kernels stay small for LLVM
 def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res, drain_loaded,
                      acc_bits, saturating):
-    """The OS PEs' multiply-accumulate (the dense one is in ``regmodel._os_kernel``; returns
-    busy PEs and hazards) for PEs whose ``a`` holds ``group`` operands: N:M sparse (``lanes``
+    """The OS PEs' multiply-accumulate (the dense one is written out in
+    ``_dataflow_kernels._os_kernel``; returns busy PEs and hazards) for PEs whose ``a``
+    holds ``group`` operands: N:M sparse (``lanes``
     1: the weight's index picks the activation it multiplies, the index mux) or dual-MAC
     (``lanes`` = ``group``: ``b`` holds as many of the same k and the PE adds all products)."""
     busy = 0
@@ -99,7 +100,8 @@ def _os_macs_grouped(a, a_flags, b, b_idx, b_valid, nxt, group, lanes, acc, res,
 def _stationary_macs_sparse(x, x_idx, x_flags, nxt, cur, gx, shadow, shadow_idx, shadow_valid,
                             active, active_idx, active_valid, gs, psum, acc_bits, saturating):
     """The WS/IS PEs' cycle (``first`` copies shadow -> active; psum of row i+1 = psum of row
-    i + x*w; the dense one is in ``regmodel._stationary_kernel``) for N:M sparse PEs. One side holds a group of activations
+    i + x*w; the dense one is written out in ``_dataflow_kernels._stationary_kernel``) for N:M
+    sparse PEs. One side holds a group of activations
     (``gx`` streamed per PE in WS, ``gs`` stationary in IS; the other width is 1) and the other
     side's weight index picks the one each PE multiplies (the index mux). With ``gx == gs > 1``
     the PEs do that many MACs per cycle on consecutive k (int4 dual-MAC) and add them."""

@@ -134,12 +134,17 @@ def add_parser(subparsers) -> None:
                                    "sequencer, scratchpads, DMA, a LANES x LANES WS int8 array, "
                                    "LANES vector lanes, CSRs; programs load through the CSRs) and "
                                    "the cocotb test module that drives it.",
-                       epilog="example:\n  npulab rtl core --lanes 8 --kib 4 -o core/")
+                       epilog="examples:\n  npulab rtl core --lanes 8 --kib 4 -o core/\n"
+                              "  npulab rtl core --lanes 8 --axi 16 -o core_axi/")
     c.add_argument("--lanes", type=int, default=8, choices=[4, 8, 16],
                    help="array rows = columns = vector lanes (default 8)")
     c.add_argument("--kib", type=float, default=4.0,
                    help="KiB per scratchpad, 0.25..64 (default 4)")
     c.add_argument("--depth", type=int, default=64, help="commands per queue, 1..4096 (default 64)")
+    c.add_argument("--axi", type=int, metavar="BYTES", choices=[4, 8, 16, 32, 64, 128],
+                   help="an AXI4 master port of BYTES per beat (4, 8, 16, 32, 64 or 128) "
+                        "instead of the DMA streams (docs/core.md); the cocotb module drives "
+                        "the streams, so it is not written")
     c.add_argument("-o", "--out", metavar="DIR", required=True,
                    help="folder for npulab_core_<L>x<L>.v and cocotb_core.py")
     rtl.set_defaults(rtl_parser=rtl)
@@ -249,8 +254,12 @@ def _core(args, check_output_dir) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = f"npulab_core_{args.lanes}x{args.lanes}.v"
-    text = core_verilog(args.lanes, args.kib, depth=args.depth)
+    text = core_verilog(args.lanes, args.kib, depth=args.depth, axi=args.axi)
     (out / name).write_text(text)
+    if args.axi:
+        print(f"wrote {out / name} ({len(text.splitlines())} lines; AXI4 master, "
+              f"{args.axi} bytes per beat)", file=sys.stderr)
+        return 0
     shutil.copy(importlib.util.find_spec("hw.core.cocotb_core").origin, out / "cocotb_core.py")
     print(f"wrote {out / name} ({len(text.splitlines())} lines) and {out / 'cocotb_core.py'}",
           file=sys.stderr)

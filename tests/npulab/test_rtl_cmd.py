@@ -138,3 +138,17 @@ def test_core_writes_the_verilog_and_the_cocotb_bench(tmp_path, capsys):
     assert "async def run_program(dut)" in (tmp_path / "cocotb_core.py").read_text()
     assert main(["rtl", "core", "--kib", "100", "-o", str(tmp_path)]) == 2
     assert "--kib = 100: must be in 0.25..64" in capsys.readouterr().err
+
+
+def test_core_with_an_axi_port_writes_only_the_verilog(tmp_path, capsys):
+    assert main(["rtl", "core", "--lanes", "4", "--kib", "1", "--axi", "16",
+                 "-o", str(tmp_path)]) == 0
+    text = (tmp_path / "npulab_core_4x4.v").read_text()
+    assert "input [127:0] axi__r__data;" in text and "output [15:0] axi__w__strb;" in text
+    header = text[text.index("module npulab_core_4x4("):].split(";")[0]
+    assert "axi__ar__addr" in header and "mem_rd" not in header
+    assert not (tmp_path / "cocotb_core.py").exists()
+    assert "16 bytes per beat" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["rtl", "core", "--axi", "12", "-o", str(tmp_path)])
+    assert "invalid choice: 12" in capsys.readouterr().err

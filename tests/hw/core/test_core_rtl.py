@@ -152,9 +152,18 @@ def big_chip():
     return core_chip(kib=4)
 
 
-_SIMS = ["amaranth", pytest.param("verilator", marks=pytest.mark.skipif(
+_SIMS = ["amaranth", "amaranth-axi", pytest.param("verilator", marks=pytest.mark.skipif(
     cocotb_run.available() is not None,
     reason=f"the cocotb + Verilator run needs {cocotb_run.available()} (optional)"))]
+
+
+def _verify(program, graph, chip, values, quant, sim: str):
+    """``verify`` in ``sim``; ``amaranth-axi``: the core with its AXI4 port (hw.core.rtl.axi),
+    a slave with latency that stalls one handshake in five."""
+    if sim == "amaranth-axi":
+        return cosim.verify(program, graph, chip, values, quant=quant,
+                            memory={"port": "axi", "latency": 2, "stall": 0.2, "seed": 7})
+    return cosim.verify(program, graph, chip, values, quant=quant, sim=sim)
 
 
 @pytest.mark.parametrize("sim", _SIMS)
@@ -171,8 +180,7 @@ def test_conv_requant_relu_pool_through_the_whole_core(big_chip, sim):
     x = rng.integers(-128, 128, size=(1, 6, 6, 8), dtype=np.int8)
     w = rng.integers(-128, 128, size=(72, 8), dtype=np.int8)
     quant = {"c": F.quantize_multiplier(1 / 700) + (0,)}
-    v = cosim.verify(program, graph, big_chip, {"<input>": x, "c.weights": w}, quant=quant,
-                     sim=sim)
+    v = _verify(program, graph, big_chip, {"<input>": x, "c.weights": w}, quant, sim)
     assert v.ok, v.mismatches
     # K = 72 runs as three K tiles accumulating in one half of the ofmap scratchpad
     computes = v.core.queues[Engine.ARRAY]
@@ -202,7 +210,7 @@ def test_a_gemm_chain_through_the_whole_core(big_chip, sim):
               "g1.weights": rng.integers(-128, 128, size=(16, 16), dtype=np.int8),
               "g2.weights": rng.integers(-128, 128, size=(16, 8), dtype=np.int8)}
     quant = {"g1": (1518500250, -7, 3), "g2": (1 << 30, -6, -2)}
-    v = cosim.verify(program, graph, big_chip, values, quant=quant, sim=sim)
+    v = _verify(program, graph, big_chip, values, quant, sim)
     assert v.ok, v.mismatches
     a = values["<input>"].astype(np.int64)
     h = F.requantize_fixed(a @ values["g1.weights"], *quant["g1"])

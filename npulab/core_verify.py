@@ -205,11 +205,12 @@ def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, n
     ``sim``: ``"amaranth"`` (the simulator in Python) or ``"verilator"`` (the generated
     Verilog through the cocotb testbench, :mod:`hw.core.cocotb_run`). ``memory``: how the
     Amaranth run's memory answers, :func:`hw.core.cosim.run`'s ``port``, ``stall``,
-    ``latency``, ``data_bytes`` and ``seed`` (default: the ideal stream memory). A memory
-    that is slower than ideal (an AXI port, or stalls) lengthens the DMA commands only, so
-    then every command must start and end no earlier than the executor predicts and every
-    array and vector command must take exactly its predicted cycles; outputs stay
-    bit-exact."""
+    ``latency``, ``data_bytes`` and ``seed`` (default: the ideal stream memory). The
+    executor is told the AXI port's cycles (:func:`hw.core.timing.durations`), so without
+    stalls every start and end must still match. Stalls lengthen the DMA commands only, so
+    with them every command must start and end no earlier than the executor predicts and
+    every array and vector command must take exactly its predicted cycles; outputs stay
+    bit-exact either way."""
     if sim not in ("amaranth", "verilator"):
         raise ValueError(f"verify: sim = {sim!r}: must be 'amaranth' or 'verilator'")
     from hw.executor import execute
@@ -221,7 +222,6 @@ def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, n
     if "<input>" not in values:
         raise ValueError("verify: values has no '<input>': give the graph's input")
     core = lower(program, graph, chip, quant)
-    result = execute(core.program, chip, durations=durations(core))
     want = reference(graph, values, chip, quant)
     image = dram_image(core.program, graph, values)
     memory = dict(memory or {})
@@ -231,7 +231,11 @@ def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, n
     if memory and sim != "amaranth":
         raise ValueError("verify: memory: only the Amaranth run ('amaranth') models a slower "
                          "memory")
-    ideal = memory.get("port", "stream") == "stream" and not memory.get("stall", 0.0)
+    # the executor knows the AXI port's cycles when its slave never stalls (hw.core.timing)
+    axi = ((memory.get("data_bytes", 8), memory.get("latency", 2))
+           if memory.get("port") == "axi" else None)
+    exact = not memory.get("stall", 0.0)
+    result = execute(core.program, chip, durations=durations(core, axi))
     if sim == "verilator":
         from hw.core import cocotb_run
 
@@ -246,7 +250,7 @@ def verify(program: Program, graph: Graph, chip: ChipConfig, values: dict[str, n
             found.append(f"{name}: element {k} is {int(value.ravel()[k])}, the models give "
                          f"{int(want[name].ravel()[k])}")
     t_start, t_end = np.asarray(result.trace.start), np.asarray(result.trace.finish)
-    if ideal:
+    if exact:
         wrong = (got.start != t_start) | (got.end != t_end)
     else:
         dma = np.zeros(len(t_start), bool)

@@ -18,6 +18,12 @@ bytes of the scratchpad a transfer uses, ``L`` the vector lanes):
   element (padding is skipped) per block of ``L`` channels; an epilogue one beat per row of
   ``L`` int32 accumulators.
 
+With the AXI4 port (:class:`hw.core.rtl.axi.AxiCore`) and a slave that answers every
+handshake at once, ``latency`` cycles after an address (reads) or a burst's last data beat
+(writes), a piece of ``b`` bytes at DRAM address ``a`` takes
+``2 + beats + bursts x (1 + latency)`` cycles instead of one (:func:`axi_piece_cycles`:
+``beats`` the aligned bus beats it touches, ``bursts`` 2 where it crosses 4 KB, else 1).
+
 The executor's own models differ on purpose: its vector engine is the cost table of
 :mod:`hw.vector.timing` (an engine with ``pipeline_depth`` and packed ALU ops) and its
 transfers pay whole rows only; these rules are what this small core does.
@@ -29,7 +35,8 @@ import numpy as np
 
 from hw.core.isa import VOP, CoreProgram, Op
 
-__all__ = ["durations", "transfer_pieces", "pool_beats", "compute_cycles", "VECTOR_OVERHEAD"]
+__all__ = ["durations", "transfer_pieces", "box_pieces", "axi_piece_cycles", "pool_beats",
+           "compute_cycles", "VECTOR_OVERHEAD"]
 
 #: Cycles a vector command takes beyond its beats: the read, the lanes, the write.
 VECTOR_OVERHEAD = 2 + 3
@@ -39,6 +46,31 @@ def transfer_pieces(n2: int, n1: int, chunk: int, row: int) -> int:
     """Pieces of a box of ``n2 x n1`` chunks of ``chunk`` bytes packed into rows of ``row``."""
     starts = np.arange(n2 * n1, dtype=np.int64) * chunk
     return int(((starts + chunk - 1) // row - starts // row + 1).sum())
+
+
+def box_pieces(w: dict, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """The DRAM address and bytes of every piece of a LOAD or STORE word's box, in the DMA's
+    order (chunks packed from byte 0 of the half, cut at every ``row`` bytes)."""
+    i2, i1 = np.divmod(np.arange(w["n2"] * w["n1"], dtype=np.int64), w["n1"])
+    base = w["dram_addr"] + i2 * w["stride2"] + i1 * w["stride1"]
+    chunk = w["chunk"]
+    start = np.arange(len(base), dtype=np.int64) * chunk        # packed place of each chunk
+    cuts = [np.unique(np.concatenate([[s], np.arange(-(-s // row) * row, s + chunk, row),
+                                      [s + chunk]])) for s in start]
+    addr = np.concatenate([b + c[:-1] - s for b, c, s in zip(base, cuts, start)])
+    size = np.concatenate([np.diff(c) for c in cuts])
+    return addr, size
+
+
+def axi_piece_cycles(addr: np.ndarray, size: np.ndarray, data_bytes: int,
+                     latency: int) -> np.ndarray:
+    """Cycles of each piece through :class:`hw.core.rtl.axi.AxiBridge` with a slave that
+    never waits beyond ``latency`` (module docstring)."""
+    addr, size = np.asarray(addr, np.int64), np.asarray(size, np.int64)
+    last = addr + size - 1
+    beats = last // data_bytes - addr // data_bytes + 1
+    bursts = 1 + (last // 4096 != addr // 4096)
+    return 2 + beats + bursts * (1 + latency)
 
 
 def pool_beats(w: dict) -> int:
@@ -70,8 +102,10 @@ def compute_cycles(m: int, n: int, k: int, rows: int, cols: int) -> int:
     return end + 2
 
 
-def durations(core: CoreProgram) -> np.ndarray:
-    """Every command's cycles on the core, indexed like ``core.program``."""
+def durations(core: CoreProgram, axi: tuple[int, int] | None = None) -> np.ndarray:
+    """Every command's cycles on the core, indexed like ``core.program``; with ``axi =
+    (data_bytes, latency)``, on :class:`hw.core.rtl.axi.AxiCore` with a slave that answers
+    every handshake at once after ``latency`` cycles."""
     from hw.vector.rtl.lane import LATENCY
 
     assert VECTOR_OVERHEAD == 2 + LATENCY
@@ -79,7 +113,10 @@ def durations(core: CoreProgram) -> np.ndarray:
     geo = core.geometry
     for queue, index in zip(core.queues, core.index):
         for w, i in zip(queue, index):
-            if w["op"] in (Op.LOAD, Op.STORE):
+            if w["op"] in (Op.LOAD, Op.STORE) and axi is not None:
+                pieces = box_pieces(w, geo.row_bytes[w["spad"]])
+                out[i] = geo.setup + int(axi_piece_cycles(*pieces, *axi).sum())
+            elif w["op"] in (Op.LOAD, Op.STORE):
                 out[i] = geo.setup + transfer_pieces(w["n2"], w["n1"], w["chunk"],
                                                      geo.row_bytes[w["spad"]])
             elif w["op"] == Op.COMPUTE:

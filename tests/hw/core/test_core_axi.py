@@ -261,3 +261,26 @@ def test_the_axi_core_has_verilog_with_the_specifications_signals(chip):
                  "axi__w__strb", "axi__w__last", "axi__b__resp", "csr", "csr_rdata"):
         assert f" {port};" in text, port
     assert "input [127:0] axi__r__data" in text and "output [15:0] axi__w__strb" in text
+
+
+def test_box_pieces_cover_the_box_a_row_at_a_time():
+    """hw.core.timing.box_pieces (the pieces the AXI cycles are counted over) against a walk
+    byte by byte: as many pieces as transfer_pieces counts, each inside one scratchpad row,
+    each chunk's DRAM bytes in order."""
+    from hw.core.timing import box_pieces, transfer_pieces
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        row = int(rng.choice([4, 8, 16, 32]))
+        w = {"n2": int(rng.integers(1, 4)), "n1": int(rng.integers(1, 5)),
+             "chunk": int(rng.integers(1, 3 * row)), "stride1": int(rng.integers(40, 200)),
+             "stride2": 1000, "dram_addr": int(rng.integers(0, 5000))}
+        addr, size = box_pieces(w, row)
+        assert len(addr) == transfer_pieces(w["n2"], w["n1"], w["chunk"], row)
+        # byte by byte: the DRAM address of each packed byte, and its scratchpad row
+        dram = [w["dram_addr"] + i2 * w["stride2"] + i1 * w["stride1"] + b
+                for i2 in range(w["n2"]) for i1 in range(w["n1"]) for b in range(w["chunk"])]
+        walked = np.concatenate([np.arange(a, a + s) for a, s in zip(addr, size)])
+        assert walked.tolist() == dram
+        packed = np.cumsum(np.concatenate([[0], size]))
+        assert (packed[:-1] // row == (packed[1:] - 1) // row).all()

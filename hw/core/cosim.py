@@ -116,6 +116,8 @@ def run(core: CoreProgram, memory: np.ndarray, *, mutation: str | None = None,
         else:
             raise RuntimeError(f"the core did not finish within {max_cycles} cycles")
         out["cycles"] = csr_read(ctx, CSR["CYCLES"])
+        if port == "axi":
+            slave.check_idle()
         status = csr_read(ctx, CSR["STATUS"])
         out["conflict"], out["axi_error"] = bool(status & 4), bool(status & 8)
         for e in range(len(Engine)):

@@ -17,7 +17,12 @@ system or FPGA shell speaks AXI:
   slave's latency plus about four cycles, not one, so an AXI core runs slower than the
   executor's ideal memory (docs/core.md gives the figure);
 * ``SLVERR`` / ``DECERR`` responses, and an ``rlast`` on the wrong beat, set the sticky
-  ``error`` output (bit 3 of STATUS in :class:`AxiCore`); the data is used as it came.
+  ``error`` output (bit 3 of STATUS in :class:`AxiCore`); the data is used as it came, and
+  an early ``rlast`` ends its burst (the bridge never waits for beats that will not come);
+* a piece of 0 bytes is answered at once, with no AXI transfer; a bus so narrow that a row
+  needs bursts of more than 256 beats is refused;
+* reset is the ``sync`` domain's (Amaranth's active-high ``rst``: drive it from ``~ARESETn``);
+  the valids are low while it is high (A3.1.2).
 
 :class:`AxiCore` is :class:`~hw.core.rtl.core.Core` with the bridge on its memory ports: the
 CSR bus and an ``axi`` master port.
@@ -25,7 +30,7 @@ CSR bus and an ``axi`` master port.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -79,6 +84,11 @@ class AxiBridge(wiring.Component):
         self.row, self.data_bytes = row, data_bytes
         # the most beats a piece of at most `row` bytes can touch, at any alignment
         self.max_beats = (row - 1) // data_bytes + 2 if row > 1 else 1
+        if self.max_beats > 256:
+            self._MustUse__silence = True
+            raise ValueError(f"AxiBridge: data_bytes = {data_bytes}: a {row}-byte row needs "
+                             f"bursts of up to {self.max_beats} beats, AXI4 allows 256: use a "
+                             "wider bus")
         super().__init__({
             "mem_rd": In(mem_read_signature(row)), "mem_rd_data": Out(8 * row),
             "mem_wr": In(mem_write_signature(row)),
@@ -143,12 +153,14 @@ class AxiBridge(wiring.Component):
                      self.mem_rd_data.eq((r_buf >> (r_off_q << 3))[:8 * self.row])]
         with m.FSM(name="rd_fsm"):
             with m.State("IDLE"):
-                with m.If(rd.valid):
+                with m.If(rd.valid & (rd.payload.bytes == 0)):
+                    m.next = "DONE"                 # nothing to read
+                with m.Elif(rd.valid):
                     m.d.sync += [r_off_q.eq(r_off), r_addr.eq(r_base), r_left.eq(r_beats),
                                  r_k.eq(0)]
                     m.next = "AR"
             with m.State("AR"):
-                m.d.comb += axi.ar.valid.eq(1)
+                m.d.comb += axi.ar.valid.eq(~ResetSignal())      # low in reset (A3.1.2)
                 with m.If(axi.ar.ready):
                     m.d.sync += r_j.eq(0)
                     m.next = "R"
@@ -163,7 +175,9 @@ class AxiBridge(wiring.Component):
                     m.d.sync += [r_k.eq(r_k + 1), r_j.eq(r_j + 1)]
                     with m.If((axi.r.resp != 0) | (axi.r.last != final)):
                         m.d.sync += error.eq(1)
-                    with m.If(final):
+                    # an early rlast ends the burst too (flagged above): never wait for
+                    # beats the slave will not send
+                    with m.If(final | axi.r.last):
                         self._burst_done(m, r_addr, r_left, r_seg, "AR")
             with m.State("DONE"):
                 m.d.comb += rd.ready.eq(1)
@@ -186,14 +200,17 @@ class AxiBridge(wiring.Component):
                      axi.w.last.eq(w_j == w_seg - 1)]
         with m.FSM(name="wr_fsm"):
             with m.State("IDLE"):
-                with m.If(wr.valid):
+                with m.If(wr.valid & (wr.payload.bytes == 0)):
+                    m.next = "DONE"                 # nothing to write
+                with m.Elif(wr.valid):
                     m.d.sync += [w_buf.eq(wr.payload.data << (w_off << 3)),
                                  s_buf.eq(ones[:self.row] << w_off),
                                  w_addr.eq(w_base), w_left.eq(w_beats), w_k.eq(0), w_j.eq(0),
                                  aw_done.eq(0), w_done.eq(0)]
                     m.next = "AW_W"
             with m.State("AW_W"):
-                m.d.comb += [axi.aw.valid.eq(~aw_done), axi.w.valid.eq(~w_done)]
+                m.d.comb += [axi.aw.valid.eq(~aw_done & ~ResetSignal()),
+                             axi.w.valid.eq(~w_done & ~ResetSignal())]
                 aw_now = aw_done | axi.aw.ready
                 with m.If(axi.aw.ready):
                     m.d.sync += aw_done.eq(1)

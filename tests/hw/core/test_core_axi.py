@@ -21,17 +21,43 @@ from hw.program import Engine
 from npulab import core_verify as cosim
 
 
-
 def _pieces(rng, n: int, lo: int, hi: int, row: int) -> list[tuple[int, int]]:
-    """``n`` pieces of 1 to ``row`` bytes in [lo, hi), two in five across a 4 KB line."""
+    """``n`` pieces of 1 to ``row`` bytes in [lo, hi): two in five across a 4 KB line, one in
+    ten ending on one."""
     out = []
     for _ in range(n):
-        if rng.random() < 0.4:
-            line = 4096 * int(rng.integers(lo // 4096 + 1, hi // 4096))
+        line = 4096 * int(rng.integers(lo // 4096 + 1, hi // 4096))
+        u = rng.random()
+        if u < 0.4:
             before = int(rng.integers(1, row))
             out.append((line - before, int(rng.integers(before + 1, row + 1))))
+        elif u < 0.5:
+            size = int(rng.integers(1, row + 1))
+            out.append((line - size, size))
         else:
             out.append((int(rng.integers(lo, hi - row)), int(rng.integers(1, row + 1))))
+    return out
+
+
+def _every_piece(row: int, width: int, lo: int) -> list[tuple[int, int]]:
+    """Every offset in a beat x every length, and every start just below a 4 KB line x
+    every length, from ``lo``."""
+    grid = [(lo + 64 + off, size) for off in range(width) for size in range(1, row + 1)]
+    line = lo + 4096
+    return grid + [(line - before, size) for before in range(1, row + 1)
+                   for size in range(1, row + 1)]
+
+
+def _expected_bursts(kind: str, pieces, width: int) -> list[tuple[str, int, int]]:
+    """(kind, address, beats) of each burst: a piece's aligned beats, split at 4 KB."""
+    out = []
+    for a, b in pieces:
+        first, last = a - a % width, a + b - 1 - (a + b - 1) % width
+        beats = (last - first) // width + 1
+        head = min(beats, (4096 - first % 4096) // width)
+        out.append((kind, first, head))
+        if head < beats:
+            out.append((kind, first + head * width, beats - head))
     return out
 
 
@@ -49,18 +75,23 @@ def _cycles(pieces, width: int) -> int:
 
 
 def _drive_bridge(row: int, width: int, *, n: int = 40, stall: float = 0.3, latency: int = 2,
-                  seed: int = 0):
+                  seed: int = 0, every: bool = False, wait_for_both: bool = False):
     """Reads from the lower half and writes to the upper half of a 16 KiB memory, side by
-    side, through the bridge; returns (memory after, numpy's memory, reads got, reads wanted,
-    slave)."""
+    side, through the bridge (``n`` random pieces each, or ``every`` piece); returns (memory
+    after, numpy's memory, reads got, reads wanted, slave, read pieces, write pieces)."""
     rng = np.random.default_rng(seed)
     size = 4 * 4096
     mem = rng.integers(0, 256, size, dtype=np.uint8)
     want_mem = mem.copy()
     dut = AxiBridge(row, width)
-    slave = AxiMemory(dut.axi, mem, width, latency=latency, stall=stall, seed=seed + 1)
-    reads = _pieces(rng, n, 0, size // 2, row)
-    writes = _pieces(rng, n, size // 2, size, row)
+    slave = AxiMemory(dut.axi, mem, width, latency=latency, stall=stall, seed=seed + 1,
+                      wait_for_both=wait_for_both)
+    if every:
+        reads, writes = _every_piece(row, width, 0), _every_piece(row, width, size // 2)
+        n = len(reads)
+    else:
+        reads = _pieces(rng, n, 0, size // 2, row)
+        writes = _pieces(rng, n, size // 2, size, row)
     data = [rng.integers(0, 256, row, dtype=np.uint8) for _ in range(n)]
     got, want = [], [int.from_bytes(mem[a:a + b].tobytes(), "little") for a, b in reads]
 
@@ -89,6 +120,12 @@ def _drive_bridge(row: int, width: int, *, n: int = 40, stall: float = 0.3, late
         else:
             raise AssertionError("the bridge did not finish")
         assert not ctx.get(dut.error)
+        ctx.set(dut.mem_rd.valid, 0)
+        ctx.set(dut.mem_wr.valid, 0)
+        for _ in range(2):                  # nothing is left: the slave is idle
+            slave.step(ctx)
+            await ctx.tick()
+        slave.check_idle()
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -102,9 +139,21 @@ def test_the_bridge_moves_any_piece_at_any_alignment(row, width):
     mem, want_mem, got, want, slave, reads, writes = _drive_bridge(row, width, seed=row + width)
     assert got == want
     assert np.array_equal(mem, want_mem)
-    # every piece was a burst or, across a 4 KB line, two: the checker saw them all
-    assert slave.bursts == {"read": _bursts(reads), "write": _bursts(writes)}
+    # every piece was a burst of its aligned beats or, across a 4 KB line, two
+    assert [x for x in slave.log if x[0] == "read"] == _expected_bursts("read", reads, width)
+    assert [x for x in slave.log if x[0] == "write"] == _expected_bursts("write", writes, width)
     assert min(slave.bursts.values()) > 45
+
+
+@pytest.mark.parametrize("row,width", [(8, 8), (16, 4)])
+def test_every_offset_and_length_with_a_slave_that_waits_for_address_and_data(row, width):
+    """Each piece at every offset and length, and across and up to a 4 KB line; the slave
+    takes a write address only with its data and data only with an address (A3.3.1)."""
+    mem, want_mem, got, want, slave, reads, writes = _drive_bridge(
+        row, width, stall=0.2, latency=1, every=True, wait_for_both=True)
+    assert got == want and np.array_equal(mem, want_mem)
+    assert [x for x in slave.log if x[0] == "read"] == _expected_bursts("read", reads, width)
+    assert [x for x in slave.log if x[0] == "write"] == _expected_bursts("write", writes, width)
 
 
 def test_the_bridge_without_latency_or_stalls_takes_four_cycles_a_piece():
@@ -113,7 +162,7 @@ def test_the_bridge_without_latency_or_stalls_takes_four_cycles_a_piece():
     mem, want_mem, got, want, slave, reads, writes = _drive_bridge(8, 8, stall=0.0, latency=0,
                                                                    n=30, seed=3)
     assert got == want and np.array_equal(mem, want_mem)
-    assert slave.t == max(_cycles(reads, 8), _cycles(writes, 8))
+    assert slave.t - 2 == max(_cycles(reads, 8), _cycles(writes, 8))     # 2: check_idle's wait
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +224,8 @@ def test_the_axi_core_is_cycle_matched_when_the_slave_never_stalls(chip, pool_re
 
 
 def test_an_error_response_sets_status_bit_3(chip):
-    """A memory too small for the program's output: the slave answers SLVERR, STATUS bit 3
-    is set, and the next start clears it."""
+    """A memory too small for the program's output (then for its input too): the slave
+    answers the stores (and the loads) with SLVERR, STATUS bit 3 is set, the run ends."""
     graph = Graph("odd", (Activation(name="r", fn="relu", elements=100),))
     program = compile_graph(graph, chip)
     core = lower(program, graph, chip)
@@ -188,9 +237,77 @@ def test_an_error_response_sets_status_bit_3(chip):
     short = core_sim.run(core, image[:out], port="axi")
     assert short.axi_error
     assert np.array_equal(short.memory, image[:len(short.memory)])   # nothing written
+    assert core_sim.run(core, image[:40], port="axi").axi_error         # loads fail too
     v = cosim.verify(program, graph, chip, {"<input>": np.arange(-50, 50, dtype=np.int8)},
                      memory={"port": "axi"})
     assert v.ok and not v.run.axi_error
+
+
+def _read_once(piece: tuple[int, int], beats: list[tuple[int, int, int]]):
+    """One read of ``piece`` through the bridge from a scripted slave that sends ``beats``
+    ((data, resp, last) each) and nothing more; returns (answered, error, data), then the
+    error after a ``clear``."""
+    dut = AxiBridge(8, 8)
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dut.mem_rd.valid, 1)
+        ctx.set(dut.mem_rd.payload, {"addr": piece[0], "bytes": piece[1]})
+        ctx.set(dut.axi.ar.ready, 1)
+        left = list(beats)
+        for _ in range(30):
+            give = bool(left) and ctx.get(dut.axi.r.ready)
+            if give:
+                data, resp, last = left.pop(0)
+                ctx.set(dut.axi.r.data, data)
+                ctx.set(dut.axi.r.resp, resp)
+                ctx.set(dut.axi.r.last, last)
+            ctx.set(dut.axi.r.valid, give)
+            if ctx.get(dut.mem_rd.ready):
+                out["data"] = ctx.get(dut.mem_rd_data) & ((1 << 8 * piece[1]) - 1)
+                ctx.set(dut.mem_rd.valid, 0)
+            await ctx.tick()
+        out["error"] = ctx.get(dut.error)
+        ctx.set(dut.clear, 1)
+        await ctx.tick()
+        out["cleared"] = ctx.get(dut.error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return "data" in out, out["error"], out.get("data"), out["cleared"]
+
+
+def test_read_errors_set_the_flag_and_the_bridge_goes_on():
+    lo, hi = 0x0807060504030201, 0x100F0E0D0C0B0A09
+    # 8 bytes from address 4: two beats, the data from byte 4 of the first
+    assert _read_once((4, 8), [(lo, 0, 0), (hi, 0, 1)]) == (True, 0, 0x0C0B0A0908070605, 0)
+    assert _read_once((0, 8), [(lo, 3, 1)])[:3] == (True, 1, lo)            # DECERR
+    assert _read_once((0, 8), [(lo, 2, 1)])[:2] == (True, 1)                # SLVERR
+    # an early rlast ends the burst (no hang), a missing one is flagged; clear clears
+    assert _read_once((4, 8), [(lo, 0, 1)]) == (True, 1, 0x08070605, 0)
+    assert _read_once((0, 8), [(lo, 0, 0)])[:2] == (True, 1)
+
+
+def test_a_piece_of_no_bytes_is_answered_without_a_transfer():
+    dut = AxiBridge(8, 8)
+    slave = AxiMemory(dut.axi, np.zeros(64, np.uint8), 8)
+    answered = []
+
+    async def bench(ctx):
+        ctx.set(dut.mem_rd.valid, 1)
+        ctx.set(dut.mem_wr.valid, 1)     # payloads: address 0, 0 bytes
+        for _ in range(4):
+            slave.step(ctx)
+            answered.append((ctx.get(dut.mem_rd.ready), ctx.get(dut.mem_wr.ready)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert answered == [(0, 0), (1, 1), (0, 0), (1, 1)] and slave.log == []
 
 
 class _Master(wiring.Component):
@@ -205,14 +322,18 @@ class _Master(wiring.Component):
         return m
 
 
-def _broken(steps, stall: float = 0.0) -> str:
-    """Run ``steps`` (per cycle: {channel: {signal: value}}) against the checking slave and
-    return its complaint."""
+def _broken(steps, stall: float = 0.0, wait_for_both: bool = False) -> str:
+    """Run ``steps`` (per cycle: {channel: {signal: value}}, or ``"idle"``: the end of the
+    run) against the checking slave and return its complaint."""
     dut = _Master()
-    slave = AxiMemory(dut.axi, np.zeros(16384, np.uint8), 8, latency=0, stall=stall)
+    slave = AxiMemory(dut.axi, np.zeros(16384, np.uint8), 8, latency=0, stall=stall,
+                      wait_for_both=wait_for_both)
 
     async def bench(ctx):
         for step in steps:
+            if step == "idle":
+                slave.check_idle()
+                continue
             for ch, values in step.items():
                 for name, value in values.items():
                     ctx.set(getattr(getattr(dut.axi, ch), name), value)
@@ -235,14 +356,28 @@ def test_the_slave_catches_a_master_that_breaks_the_rules():
     # a slave that holds ready low, and a master that changes its mind
     assert "payload changed" in _broken([{"ar": {**ar, "addr": 0}}, {"ar": {"addr": 64}}],
                                         stall=0.999999)
-    aw = {"valid": 1, "addr": 0, "len": 1, "size": 3, "burst": 1}
-    assert "wlast set on beat 1 of a 2-beat" in _broken(
+    aw = {"valid": 1, "addr": 0, "len": 3, "size": 3, "burst": 1}
+    # an early wlast is named when it arrives, not when the burst would end
+    assert "cycle 0: wlast set on beat 1 of a 4-beat" in _broken(
         [{"aw": aw, "w": {"valid": 1, "last": 1}}, {"aw": {"valid": 0}}, {}])
+    assert "payload changed" in _broken([{"aw": {**aw, "len": 0, "cache": 3}},
+                                         {"aw": {"cache": 0}}], stall=0.999999)
+    # a stray data beat, and a burst whose data never came, are left at the end
+    assert "1 write data beats without an address" in _broken(
+        [{"w": {"valid": 1, "last": 1}}, {"w": {"valid": 0}}, "idle"])
+    assert "1 write addresses without all their data" in _broken(
+        [{"aw": aw}, {"aw": {"valid": 0}}, "idle"])
+    # a slave that waits for both: an address alone is never taken
+    assert "1 valids still waiting for ready" in _broken(
+        [{"aw": {**aw, "len": 0}}] * 20 + ["idle"], wait_for_both=True)
 
 
 def test_bad_settings_are_one_line_errors(chip):
     with pytest.raises(ValueError, match=r"data_bytes = 3: allowed are 4, 8, 16, 32, 64 and 128"):
         AxiBridge(8, 3)
+    with pytest.raises(ValueError, match=r"a 1024-byte row needs bursts of up to 257 beats, "
+                                         r"AXI4 allows 256"):
+        AxiBridge(1024, 4)
     with pytest.raises(ValueError, match=r"stall = 1.0: allowed is 0 <= stall < 1"):
         AxiMemory(None, np.zeros(8, np.uint8), 8, stall=1.0)
     graph, program, values = _pool_relu(chip)

@@ -38,6 +38,16 @@ def test_synth_table_and_fmax(capsys):
     assert 10 < fmax < 300  # iCE40 UP5K fabric: tens to a few hundred MHz
 
 
+def test_fmax_is_reported_when_it_misses_the_target_frequency():
+    # nextpnr exits 1 when the clock misses --freq unless told --timing-allow-fail: the 8x8
+    # core on ECP5 (22 MHz against 50) would have raised after an hour of place and route
+    from hw.systolic.config import ArrayConfig
+    from hw.systolic.rtl.synth import fmax_ice40
+
+    got = fmax_ice40(ArrayConfig(rows=1, cols=1, dataflow="ws"), freq_mhz=2000)
+    assert 10 < got["fmax_mhz"] < 2000
+
+
 def test_fmax_too_big_for_the_device(capsys):
     assert main(["rtl", "synth", "--rows", "3", "--cols", "3", "--target", "ice40", "--fmax"]) == 2
     assert "9 DSP blocks; the iCE40 UP5K has 8" in capsys.readouterr().err

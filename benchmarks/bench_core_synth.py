@@ -15,7 +15,9 @@ For each size (default 8 and 16: an 8x8 and a 16x16 WS int8 array, and the cores
   MACs and scratchpads at its default technology node (an ASIC estimate, not FPGA cells: the
   two are different units; their ratio between sizes is what compares).
 
-Everything runs in WebAssembly (yowasp); a 16x16 core takes several minutes. Run by hand:
+Everything runs in WebAssembly (yowasp), one core: the 8x8 array in about 4 minutes, the 8x8
+core in about 70 (its routing alone 51; it reaches 22.3 MHz); the 16x16 array and core do not fit
+the LFE5U-85F and end in nextpnr's placement error (docs/core.md). Run by hand, alone:
 ``python benchmarks/bench_core_synth.py [--sizes 8 16] [--seed 1] [--json FILE]``.
 """
 

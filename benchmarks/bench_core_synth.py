@@ -15,9 +15,10 @@ For each size (default 8 and 16: an 8x8 and a 16x16 WS int8 array, and the cores
   MACs and scratchpads at its default technology node (an ASIC estimate, not FPGA cells: the
   two are different units; their ratio between sizes is what compares).
 
-Everything runs in WebAssembly (yowasp), one core: the 8x8 array in about 4 minutes, the 8x8
-core in about 70 (its routing alone 51; it reaches 22.3 MHz); the 16x16 array and core do not fit
-the LFE5U-85F and end in nextpnr's placement error (docs/core.md). Run by hand, alone:
+Everything runs in WebAssembly (yowasp), one core: the 8x8 array in about a minute, the 8x8
+core in about 70 (4,169 s, its routing alone 51 minutes; it reaches 22.25 MHz); the 16x16 array
+and core do not fit the LFE5U-85F and end in nextpnr's placement error (docs/core.md). Run by
+hand, alone:
 ``python benchmarks/bench_core_synth.py [--sizes 8 16] [--seed 1] [--json FILE]``.
 """
 
@@ -71,7 +72,7 @@ def main() -> None:
           f"{'Fmax MHz':>10}  DSPs used for products")
     for r in rows:
         print(f"{r['design']:<7}{r['size']:>6}{r['flip_flops']:>8}{r['lut4']:>8}{r['carry']:>7}"
-              f"{r['dsp']:>5}{r['bram']:>5}{r['fmax_mhz']:>10.1f}  {r['dsp_mapped']}")
+              f"{r['dsp']:>5}{r['bram']:>5}{r['fmax_mhz']:>10.2f}  {r['dsp_mapped']}")
     for r in rows:
         if "model_area_mm2" in r:
             a = r["model_area_mm2"]

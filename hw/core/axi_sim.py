@@ -55,9 +55,13 @@ class AxiMemory:
         self.resps: deque = deque()      # [due, resp] of write responses
         self.r_on = self.b_on = False    # a valid given last cycle and not taken
         self.prev: dict = {}
-        self.bursts = {"read": 0, "write": 0}
         self.log: list[tuple[str, int, int]] = []   # (kind, address, beats) of every burst
         self.errors = 0
+
+    @property
+    def bursts(self) -> dict[str, int]:
+        """How many read and write bursts the slave has taken."""
+        return {kind: sum(x[0] == kind for x in self.log) for kind in ("read", "write")}
 
     def _go(self) -> bool:
         return self.stall == 0.0 or self.rng.random() >= self.stall
@@ -141,13 +145,11 @@ class AxiMemory:
                     addr, length, size, burst = payload[:4]
                     self._check_burst("read", addr, length, size, burst)
                     self.reads.append([self.t + 1 + self.latency, addr, length + 1])
-                    self.bursts["read"] += 1
                     self.log.append(("read", addr, length + 1))
                 elif ch == "aw":
                     addr, length, size, burst = payload[:4]
                     self._check_burst("write", addr, length, size, burst)
                     self.writes.append([addr, length + 1])
-                    self.bursts["write"] += 1
                     self.log.append(("write", addr, length + 1))
                 else:
                     self.beats.append(payload)

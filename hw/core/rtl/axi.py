@@ -35,7 +35,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.core.rtl.core import CSR, Core, csr_layout
-from hw.core.rtl.engines import mem_read_signature, mem_write_signature
+from hw.core.rtl.engines import _mask, mem_read_signature, mem_write_signature
 
 __all__ = ["axi4_signature", "AxiBridge", "AxiCore", "BURST_INCR", "CACHE"]
 
@@ -191,9 +191,6 @@ class AxiBridge(wiring.Component):
         w_j, w_k = Signal(range(nb)), Signal(range(nb))
         w_buf, s_buf = Signal(8 * w * nb), Signal(w * nb)
         aw_done, w_done = Signal(), Signal()
-        ones = Signal(self.row + 1)
-        m.d.comb += ones.eq((Const(1, self.row + 1) << wr.payload.bytes[:self.row.bit_length()])
-                            - 1)
         m.d.comb += [axi.aw.addr.eq(w_addr), axi.aw.len.eq(w_seg - 1),
                      axi.w.data.eq(w_buf.word_select(w_k, 8 * w)),
                      axi.w.strb.eq(s_buf.word_select(w_k, w)),
@@ -204,7 +201,7 @@ class AxiBridge(wiring.Component):
                     m.next = "DONE"                 # nothing to write
                 with m.Elif(wr.valid):
                     m.d.sync += [w_buf.eq(wr.payload.data << (w_off << 3)),
-                                 s_buf.eq(ones[:self.row] << w_off),
+                                 s_buf.eq(_mask(wr.payload.bytes, w_off, w * nb)),
                                  w_addr.eq(w_base), w_left.eq(w_beats), w_k.eq(0), w_j.eq(0),
                                  aw_done.eq(0), w_done.eq(0)]
                     m.next = "AW_W"

@@ -201,7 +201,7 @@ class AxiBridge(wiring.Component):
                     m.next = "DONE"                 # nothing to write
                 with m.Elif(wr.valid):
                     m.d.sync += [w_buf.eq(wr.payload.data << (w_off << 3)),
-                                 s_buf.eq(_mask(wr.payload.bytes, w_off, w * nb)),
+                                 s_buf.eq(_mask(wr.payload.bytes, 0, self.row) << w_off),
                                  w_addr.eq(w_base), w_left.eq(w_beats), w_k.eq(0), w_j.eq(0),
                                  aw_done.eq(0), w_done.eq(0)]
                     m.next = "AW_W"
